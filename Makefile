@@ -1,0 +1,39 @@
+# hongbao — run `make` for the list of targets.
+GO       ?= go
+BIN      := bin
+PKGS     := ./...
+BENCHTIME ?= 1s
+COUNT    ?= 5
+
+.DEFAULT_GOAL := help
+.PHONY: help build test test-short bench bench-ring lint fuzz clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build the binaries into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included
+	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+
+test-short: ## quick tests without -race
+	$(GO) test -short -count=1 $(PKGS)
+
+bench: bench-ring ## every benchmark, one package at a time (two cores: never in parallel)
+
+bench-ring: ## ring vs go-disruptor vs channel, -count $(COUNT), medians via benchstat
+	$(GO) run ./perf/cmd/benchring -count $(COUNT) -benchtime $(BENCHTIME)
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	$(GO) test ./proto/ -run '^$$' -fuzz '^FuzzNextRequest$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./proto/ -run '^$$' -fuzz '^FuzzNextResponse$$' -fuzztime $${FUZZTIME:-30s}
+
+clean: ## remove build and perf outputs
+	rm -rf $(BIN) perf/out
+	$(GO) clean -testcache

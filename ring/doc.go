@@ -1,0 +1,44 @@
+// Package ring is hongbao's Disruptor (LMAX): a preallocated ring of events
+// that producers fill in place and a small graph of stages consumes in
+// sequence order, each stage on its own goroutine, with sequences instead of
+// locks and batches instead of per-event hand-offs.
+//
+// # Shape
+//
+// A Ring[T] owns a power-of-two slice of T allocated once. Producers claim n
+// slots (Claim blocks for room, TryClaim fails at once with ErrFull), fill them
+// through At and Publish them. Stages are added before Start; a stage with no
+// upstream reads what producers published, a stage with upstream stages reads
+// only what all of them have finished. Each stage is handed contiguous batches
+// [Lo, Hi] so it knows where a batch ends (egress flushes once per batch).
+// Producers are gated by the leaves of the graph: a slot is reused only after
+// every leaf has finished the event in it.
+//
+// # Waiting
+//
+// Hundreds of rings with several stages each share two cores, so a waiting
+// stage must not burn a core. The default strategy (WaitPark) spins briefly,
+// yields, then parks on a signal owned by the sequence it is missing: the
+// ring's publish cursor for a first stage, the upstream stage's progress for a
+// later one (a slow upstream stage never makes its downstream spin: LMAX issue
+// 222). A waker pays one atomic load while nobody is parked. A parker announces
+// itself before it re-checks the sequence; since Go's atomics are sequentially
+// consistent, either the parker sees the new sequence or the waker sees the
+// parker, so no wake-up is lost.
+//
+// # Rejected designs
+//
+// go-disruptor's WaitStrategy hooks (Gate, Idle, Reserve) are called without a
+// way to re-check the barrier after announcing a park, so a blocking wait on
+// them either loses wake-ups or polls on a timer (its default sleeps 1 ms when
+// idle). Channels between stages cost a lock and often a goroutine switch per
+// hand-off and cannot hand a consumer a batch. Both are kept as benchmark peers
+// (ring_timing_test.go).
+//
+// # Sequences
+//
+// Sequences are int64 and start at 0. They never wrap: at 10^9 events per
+// second an int64 lasts 146 years, and the top bits are reserved for the
+// closed flag. Slot wrap-around (seq & mask) is exercised by tests that start
+// at arbitrary sequences.
+package ring

@@ -1,0 +1,153 @@
+package ring
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// Handler is a stage's logic. Handle is called on the stage's own goroutine
+// with each batch of events that are published and finished by every upstream
+// stage. The stage may read and modify the batch's slots; when Handle returns
+// the batch is finished and downstream stages may see it.
+type Handler[T any] interface {
+	Handle(b Batch[T])
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc[T any] func(b Batch[T])
+
+// Handle calls f(b).
+func (f HandlerFunc[T]) Handle(b Batch[T]) { f(b) }
+
+// Batch is the contiguous range of sequences [Lo, Hi] handed to a stage.
+// Hi is where the batch ends: the moment to flush what the batch produced.
+type Batch[T any] struct {
+	Lo, Hi int64
+	slots  []T
+	mask   int64
+}
+
+// At returns the event of sequence seq, Lo ≤ seq ≤ Hi.
+func (b Batch[T]) At(seq int64) *T { return &b.slots[seq&b.mask] }
+
+// Len is the number of events in the batch.
+func (b Batch[T]) Len() int { return int(b.Hi - b.Lo + 1) }
+
+// StageOptions configures a stage.
+type StageOptions[T any] struct {
+	Name     string      // for errors and metrics
+	After    []*Stage[T] // upstream stages; none: the stage reads what producers publish
+	MaxBatch int         // cap on a batch's length; 0: no cap
+}
+
+// Stage is one consumer of a ring: a goroutine that hands batches to its
+// Handler in sequence order.
+type Stage[T any] struct {
+	ring     *Ring[T]
+	name     string
+	handler  Handler[T]
+	after    []*Stage[T]
+	maxBatch int64
+
+	seq sequence // last finished sequence: written by the stage, read downstream and by producers
+	sig signal   // downstream stages and producers park here; the stage wakes it per batch
+}
+
+// AddStage adds a stage running h. Call it before Start; the upstream stages
+// must belong to the same ring.
+func (r *Ring[T]) AddStage(h Handler[T], o StageOptions[T]) *Stage[T] {
+	if r.started {
+		panic("BUG: ring: AddStage after Start")
+	}
+	for _, u := range o.After {
+		if u.ring != r {
+			panic("BUG: ring: upstream stage " + u.name + " belongs to another ring")
+		}
+	}
+	s := &Stage[T]{
+		ring:     r,
+		name:     o.Name,
+		handler:  h,
+		after:    append([]*Stage[T](nil), o.After...),
+		maxBatch: int64(o.MaxBatch),
+	}
+	if s.name == "" {
+		s.name = fmt.Sprintf("stage%d", len(r.stages))
+	}
+	s.seq.Store(r.claimed.Load()&^closedBit - 1)
+	s.sig.init()
+	r.stages = append(r.stages, s)
+	return s
+}
+
+// Name is the stage's name.
+func (s *Stage[T]) Name() string { return s.name }
+
+// Sequence is the last sequence the stage finished. Safe for concurrent use.
+func (s *Stage[T]) Sequence() int64 { return s.seq.Load() }
+
+// upTo returns the highest sequence the stage may handle now (< next when
+// there is none).
+func (s *Stage[T]) upTo(next int64) int64 {
+	if len(s.after) == 0 {
+		return s.ring.publishedFrom(next)
+	}
+	hi := s.after[0].seq.Load()
+	for _, u := range s.after[1:] {
+		hi = min(hi, u.seq.Load())
+	}
+	return hi
+}
+
+func (s *Stage[T]) run() {
+	r := s.ring
+	defer r.wg.Done()
+	defer func() {
+		if v := recover(); v != nil {
+			r.fail(&StageError{Stage: s.name, Value: v, Stack: debug.Stack()})
+		}
+	}()
+	next := s.seq.Load() + 1
+	for {
+		hi := s.upTo(next)
+		if hi < next {
+			if hi = s.await(next); hi < next {
+				return // closed and drained, or failed
+			}
+		}
+		if s.maxBatch > 0 && hi-next >= s.maxBatch {
+			hi = next + s.maxBatch - 1
+		}
+		s.handler.Handle(Batch[T]{Lo: next, Hi: hi, slots: r.slots, mask: r.mask})
+		s.seq.Store(hi) // events ≤ hi finished: visible to downstream stages and producers
+		s.sig.wake()
+		next = hi + 1
+	}
+}
+
+// await waits until sequence next can be handled and returns upTo(next), or
+// returns next-1 when the stage must stop.
+func (s *Stage[T]) await(next int64) int64 {
+	r := s.ring
+	hi := next - 1
+	ready := func() bool {
+		hi = s.upTo(next)
+		return hi >= next || r.finished(next)
+	}
+	r.wait.until(ready, func() {
+		if len(s.after) == 0 {
+			r.pubSig.park(func() bool { return r.publishedFrom(next) >= next || r.finished(next) })
+			return
+		}
+		for _, u := range s.after {
+			if u.seq.Load() < next {
+				u.sig.park(func() bool { return u.seq.Load() >= next || r.finished(next) })
+				return
+			}
+		}
+	})
+	if hi < next || r.failed.Load() {
+		return next - 1
+	}
+	return hi
+}
