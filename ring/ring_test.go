@@ -34,10 +34,10 @@ type checker struct {
 	t        *testing.T
 	idx      int
 	upstream []int
-	next     int64           // the sequence the next batch must start at
-	perProd  map[int]int64   // first stages: the next n expected per producer
-	seen     atomic.Int64    // events handled
-	errs     atomic.Int64    // assertion failures (reported once)
+	next     int64         // the sequence the next batch must start at
+	perProd  map[int]int64 // first stages: the next n expected per producer
+	seen     atomic.Int64  // events handled
+	errs     atomic.Int64  // assertion failures (reported once)
 	once     sync.Once
 }
 
