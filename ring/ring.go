@@ -128,12 +128,23 @@ func (r *Ring[T]) At(seq int64) *T { return &r.slots[seq&r.mask] }
 // stage has finished the events that the claim overwrites. It fails with
 // ErrClosed once the ring is closing. Every successful claim must be followed
 // by a Publish of the same range, or Close will wait for it forever.
-func (r *Ring[T]) Claim(n int) (hi int64, err error) { return r.claim(int64(n), true) }
+func (r *Ring[T]) Claim(n int) (hi int64, err error) { return r.claim(int64(n), 0, true) }
 
 // TryClaim is Claim that fails at once with ErrFull when there is no room.
-func (r *Ring[T]) TryClaim(n int) (hi int64, err error) { return r.claim(int64(n), false) }
+func (r *Ring[T]) TryClaim(n int) (hi int64, err error) { return r.claim(int64(n), 0, false) }
 
-func (r *Ring[T]) claim(n int64, block bool) (int64, error) {
+// TryClaimLeaving is TryClaim that also fails with ErrFull unless keepFree
+// slots stay free after the claim. Producers of low-priority events (new
+// requests) use it so that a filling ring keeps room for high-priority ones
+// (answers, overload replies).
+func (r *Ring[T]) TryClaimLeaving(n, keepFree int) (hi int64, err error) {
+	if keepFree < 0 || n+keepFree > len(r.slots) {
+		return 0, ErrClaimSize
+	}
+	return r.claim(int64(n), int64(keepFree), false)
+}
+
+func (r *Ring[T]) claim(n, keepFree int64, block bool) (int64, error) {
 	if n < 1 || n > int64(len(r.slots)) {
 		return 0, ErrClaimSize
 	}
@@ -143,7 +154,7 @@ func (r *Ring[T]) claim(n int64, block bool) (int64, error) {
 			return 0, ErrClosed
 		}
 		hi := c + n - 1
-		if wrap := hi - int64(len(r.slots)); wrap > r.gateCache.Load() {
+		if wrap := hi + keepFree - int64(len(r.slots)); wrap > r.gateCache.Load() {
 			gate := r.minLeaf()
 			r.gateCache.Store(gate) // racing producers may store an older minimum: only conservative
 			if wrap > gate {

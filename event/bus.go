@@ -1,0 +1,94 @@
+package event
+
+import (
+	"sync/atomic"
+)
+
+// Bus is the set of every SET's ring, and the routing rules between them.
+// Safe for concurrent use: every ring is multi-producer.
+type Bus struct {
+	rings    []*Ring
+	headroom int           // slots a request must leave free (see PublishRequest)
+	held     []atomic.Bool // per SET: a stage of it holds events back (Outbox)
+}
+
+// NewBus wraps the SETs' rings. A request is refused while fewer than
+// headroom slots of its ring would stay free, keeping that room for answers.
+func NewBus(rings []*Ring, headroom int) *Bus {
+	return &Bus{rings: rings, headroom: headroom, held: make([]atomic.Bool, len(rings))}
+}
+
+// Sets is the number of SETs.
+func (b *Bus) Sets() int { return len(b.rings) }
+
+// Ring returns SET set's ring.
+func (b *Bus) Ring(set int) *Ring { return b.rings[set] }
+
+// SETOf returns the SET that owns user: everything about a user lives there.
+func (b *Bus) SETOf(user uint32) int { return int(user % uint32(len(b.rings))) }
+
+// Slot is a claimed, unpublished slot of one SET's ring.
+type Slot struct {
+	ring *Ring
+	seq  int64
+}
+
+// Event is the slot to fill.
+func (s Slot) Event() *Event { return s.ring.At(s.seq) }
+
+// Publish hands the filled slot to the SET's stages.
+func (s Slot) Publish() { s.ring.Publish(s.seq, s.seq) }
+
+// ClaimRequest claims a slot for a new request in set's ring, failing (false)
+// when the ring is nearly full: the caller answers "overloaded" instead.
+func (b *Bus) ClaimRequest(set int) (Slot, bool) {
+	r := b.rings[set]
+	seq, err := r.TryClaimLeaving(1, b.headroom)
+	if err != nil {
+		return Slot{}, false
+	}
+	return Slot{r, seq}, true
+}
+
+// ClaimAnswer claims a slot in set's ring for an answer or other event that
+// must not be refused for overload; it fails only when the ring is full.
+func (b *Bus) ClaimAnswer(set int) (Slot, bool) {
+	r := b.rings[set]
+	seq, err := r.TryClaim(1)
+	if err != nil {
+		return Slot{}, false
+	}
+	return Slot{r, seq}, true
+}
+
+// MarkHeld records that a stage of set holds events back; the ticker then
+// sends set a KTick so the stage retries even if no other event comes.
+func (b *Bus) MarkHeld(set int) { b.held[set].Store(true) }
+
+// Tick sends a KTick to every SET marked held and clears the marks. A SET
+// whose ring is full is left marked: it is busy and will retry by itself.
+func (b *Bus) Tick() {
+	for set := range b.held {
+		if !b.held[set].Load() || !b.held[set].CompareAndSwap(true, false) {
+			continue
+		}
+		s, ok := b.ClaimAnswer(set)
+		if !ok {
+			b.held[set].Store(true)
+			continue
+		}
+		*s.Event() = Event{Kind: KTick}
+		s.Publish()
+	}
+}
+
+// Close closes every ring, letting each drain, and returns the first error.
+func (b *Bus) Close() error {
+	var first error
+	for _, r := range b.rings {
+		if err := r.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

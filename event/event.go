@@ -1,0 +1,89 @@
+// Package event defines what travels through a SET's ring: the fixed-size
+// Event that producers fill in place, its Kinds, and the Bus that routes an
+// event to the ring of the SET that owns its work.
+package event
+
+import (
+	"github.com/valyala/bytebufferpool"
+
+	"hongbao/conn"
+	"hongbao/ring"
+)
+
+// Kind says what an Event asks of its SET.
+type Kind uint8
+
+const (
+	_ Kind = iota
+	// From ingress, for requests (Conn: the requester; Stamp; RecvNs).
+	KLogin // → the user's SET. User; Status: LOGIN_ACK status decided by ingress (token check)
+	KShake // → the user's SET
+	KOpen  // → the envelope's owner SET. Env; User: the opener
+	KSend  // → the sender's SET. Total, N; Buf: n × recipient u32 BE
+	KChat  // → the recipient's SET. Peer: recipient; Buf: the CHAT_DELIVER frame, ready to write
+	KPing  // → the user's SET
+	// From ingress, for connections.
+	KFatal      // → the user's SET: write ERROR Code to Conn, then cut it off
+	KWritable   // → Conn's SET: its socket is writable again
+	KDisconnect // → Conn's SET: the peer closed; egress releases Conn
+
+	// Between stages and SETs.
+	KAnswer     // → Conn's SET: write Out to Conn (an answer made in another SET)
+	KPush       // → User's SET: write Out to User's connection, if online
+	KDeal       // campaign → SET: N shake envelopes, ids Env..Env+N-1; Buf: N × amount u32 BE
+	KReturn     // egress → its own SET: shake envelope Env of Amount goes back to the pool
+	KSystemSend // campaign → SET: a system group envelope of Total fen, N recipients picked in this SET
+	KTick       // timer → SET: nothing to do but retry what a stage holds back
+	KShutdown   // server → SET: egress sends ERROR 8 to every connection of the SET and cuts it off
+)
+
+var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// OutCap is the largest fixed-size answer frame (ENVELOPE, 30 bytes), rounded up.
+const OutCap = 32
+
+// Event is one slot of a SET's ring. Producers fill it in place; each stage
+// reads it and may add what downstream stages need (the frame to write, a
+// resolved connection). Nothing in it is allocated per event: Buf is pooled
+// and released by the stage that consumes it last.
+type Event struct {
+	Kind   Kind
+	Status uint8  // answer status decided upstream
+	Code   uint8  // ERROR code for KFatal
+	OutLen uint8  // bytes of Out in use
+	N      uint16 // count: SEND recipients, deal size, shares
+	_      uint16
+	User   uint32 // the user the event is about
+	Peer   uint32 // the other user: chat recipient, envelope sender
+	Amount uint32
+	Total  uint32
+	Conn   conn.Handle // the connection answers go to
+	Conn2  conn.Handle // a second connection: the recipient of a chat, the one a LOGIN replaces
+	Stamp  uint64      // the request's stamp, echoed in its answer
+	Env    uint64      // envelope id
+	RecvNs int64       // unix ns when ingress decoded the request: latency is measured from it
+	Buf    *bytebufferpool.ByteBuffer
+	Out    [OutCap]byte // the answer frame, encoded by the stage that decided it
+}
+
+// Frame returns the encoded answer held in Out.
+func (e *Event) Frame() []byte { return e.Out[:e.OutLen] }
+
+// SetFrame stores an encoded frame of at most OutCap bytes in Out. The append
+// helpers of package proto write straight into e.Out[:0], so SetFrame only
+// records the length.
+func (e *Event) SetFrame(b []byte) { e.OutLen = uint8(len(b)) }
+
+// Ring is a SET's ring.
+type Ring = ring.Ring[Event]
+
+// Batch is a batch of a SET's ring.
+type Batch = ring.Batch[Event]

@@ -1,0 +1,82 @@
+package event
+
+// Outbox publishes events from a stage into any SET's ring without ever
+// blocking the stage: a stage that waited for room in another SET's ring
+// could wait on a stage that waits for room in its own (a cycle of full
+// rings). What a full ring refuses is held, in order, and retried at the
+// stage's next batch; the Bus's ticker makes sure a next batch comes.
+//
+// An Outbox belongs to one stage goroutine and is not safe for concurrent use.
+type Outbox struct {
+	bus  *Bus
+	home int // the SET of the owning stage, ticked while events are held
+	held []heldEvent
+
+	cur     Slot // slot being filled between Put and Done
+	claimed bool
+	spare   Event // filled instead of a slot when the event must be held
+	spareTo int
+}
+
+type heldEvent struct {
+	set int
+	ev  Event
+}
+
+// NewOutbox returns the outbox of a stage of SET home.
+func NewOutbox(bus *Bus, home int) *Outbox { return &Outbox{bus: bus, home: home} }
+
+// Put returns an event to fill for set; call Done when it is filled. The
+// event is zeroed.
+func (o *Outbox) Put(set int) *Event {
+	if len(o.held) == 0 { // keep order: nothing jumps the held queue
+		if s, ok := o.bus.ClaimAnswer(set); ok {
+			o.cur, o.claimed = s, true
+			ev := s.Event()
+			*ev = Event{}
+			return ev
+		}
+	}
+	o.claimed, o.spareTo = false, set
+	o.spare = Event{}
+	return &o.spare
+}
+
+// Done publishes the event filled since Put, or holds it.
+func (o *Outbox) Done() {
+	if o.claimed {
+		o.cur.Publish()
+		o.claimed = false
+		return
+	}
+	o.held = append(o.held, heldEvent{set: o.spareTo, ev: o.spare})
+	o.bus.MarkHeld(o.home)
+}
+
+// Retry publishes held events, in order, until one is refused again.
+func (o *Outbox) Retry() {
+	i := 0
+	for ; i < len(o.held); i++ {
+		s, ok := o.bus.ClaimAnswer(o.held[i].set)
+		if !ok {
+			break
+		}
+		*s.Event() = o.held[i].ev
+		s.Publish()
+	}
+	if i == 0 {
+		if len(o.held) > 0 {
+			o.bus.MarkHeld(o.home)
+		}
+		return
+	}
+	n := copy(o.held, o.held[i:])
+	clear(o.held[n:])
+	o.held = o.held[:n]
+	if n > 0 {
+		o.bus.MarkHeld(o.home)
+	}
+}
+
+// Held is the number of events waiting for room.
+func (o *Outbox) Held() int { return len(o.held) }
