@@ -263,8 +263,44 @@ func TestFullRing(t *testing.T) {
 	if _, err := r.TryClaim(1); !errors.Is(err, ring.ErrClosed) {
 		t.Errorf("TryClaim after Close: %v; want ErrClosed", err)
 	}
+	if _, err := r.TryClaimLeaving(1, 4); !errors.Is(err, ring.ErrClaimSize) {
+		t.Errorf("TryClaimLeaving(1, 4) on a 4-slot ring: %v; want ErrClaimSize", err)
+	}
 	if _, err := r.TryClaim(5); !errors.Is(err, ring.ErrClaimSize) {
 		t.Errorf("TryClaim(5) on a 4-slot ring: %v; want ErrClaimSize", err)
+	}
+}
+
+func TestTryClaimLeaving(t *testing.T) {
+	r, _ := ring.New[int](ring.Options{Size: 8})
+	g := &gate{release: make(chan struct{})}
+	r.AddStage(g, ring.StageOptions[int]{})
+	r.Start()
+	defer func() { close(g.release); r.Close() }()
+	claims := 0
+	for {
+		hi, err := r.TryClaimLeaving(1, 3)
+		if err != nil {
+			if !errors.Is(err, ring.ErrFull) {
+				t.Fatal(err)
+			}
+			break
+		}
+		r.Publish(hi, hi)
+		claims++
+	}
+	if claims != 5 {
+		t.Errorf("TryClaimLeaving(1, 3) succeeded %d times on an 8-slot ring; want 5", claims)
+	}
+	for i := 0; i < 3; i++ { // the kept slots are there for TryClaim
+		hi, err := r.TryClaim(1)
+		if err != nil {
+			t.Fatalf("TryClaim into the kept room: %v", err)
+		}
+		r.Publish(hi, hi)
+	}
+	if _, err := r.TryClaim(1); !errors.Is(err, ring.ErrFull) {
+		t.Errorf("TryClaim on a full ring: %v; want ErrFull", err)
 	}
 }
 

@@ -1,0 +1,50 @@
+// Command server runs the hongbao red-envelope server. See -help.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"hongbao/server"
+)
+
+func main() {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: server [flags]\n\nThe hongbao red-envelope server: clients speak PROTOCOL.md on -listen, operators use the admin API on -admin.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	opts, err := server.ParseFlags(fs, os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(2)
+	}
+	log := server.NewLogger(os.Stderr, opts)
+	s, err := server.New(opts, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		os.Exit(1)
+	}
+	if err := s.Start(); err != nil {
+		log.Error("cannot start", "err", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	<-ctx.Done()
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}

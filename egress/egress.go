@@ -1,0 +1,267 @@
+// Package egress is the last stage of every SET: the only writer of the
+// SET's connections. For each batch the ring hands it, it appends every
+// outgoing frame to its connection's pooled output buffer, then writes each
+// connection that has output once, so a batch of answers to one connection
+// costs one syscall. Writes never block: on EAGAIN the rest stays pending and
+// the connection's owner watches it for writability; a connection whose
+// backlog passes the limit gets ERROR 6 and is cut off.
+package egress
+
+import (
+	"errors"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+	"golang.org/x/sys/unix"
+
+	"hongbao/conn"
+	"hongbao/event"
+	"hongbao/proto"
+	"hongbao/stages"
+)
+
+// Egress is the egress stage of one SET. It owns the output side of every
+// connection of the SET (conn.Conn's egress fields) and is not safe for
+// concurrent use: it runs on its stage goroutine only.
+type Egress struct {
+	set        int
+	out        *event.Outbox // for KReturn into its own SET
+	c          *stages.EgressCounters
+	maxPending int
+	now        func() int64
+
+	conns   map[*conn.Conn]struct{} // logged-in connections of the SET, for shutdown
+	dirty   []*conn.Conn            // connections with output appended in this batch
+	release []*conn.Conn            // connections to release once this batch is flushed
+}
+
+// New returns the egress stage of SET set. maxPending is the most output
+// bytes a connection may have waiting before it is cut off.
+func New(set int, bus *event.Bus, l *stages.Ledger, maxPending int, now func() int64) *Egress {
+	return &Egress{set: set, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
+		now: now, conns: make(map[*conn.Conn]struct{})}
+}
+
+// Handle implements ring.Handler.
+func (e *Egress) Handle(b event.Batch) {
+	e.out.Retry()
+	now := e.now()
+	for seq := b.Lo; seq <= b.Hi; seq++ {
+		ev := b.At(seq)
+		switch ev.Kind {
+		case event.KLogin:
+			if c := ev.Conn.C; ev.Conn.Live() {
+				if _, ok := e.conns[c]; !ok {
+					e.conns[c] = struct{}{}
+					e.c.Conns.Add(1)
+				}
+			}
+			if ev.Conn2.Live() {
+				e.fatal(ev.Conn2.C, proto.ErrCodeReplaced)
+			}
+			e.write(ev.Conn, ev.Frame())
+		case event.KShake:
+			e.shake(ev)
+		case event.KChat:
+			e.write(ev.Conn, ev.Frame())
+			if ev.Conn2.C != nil {
+				e.write(ev.Conn2, ev.Buf.B)
+			}
+			bytebufferpool.Put(ev.Buf)
+			ev.Buf = nil
+		case event.KFatal:
+			if ev.Conn.Live() {
+				e.fatal(ev.Conn.C, ev.Code)
+			}
+		case event.KWritable:
+			if c := ev.Conn.C; ev.Conn.Live() {
+				c.Watching = false
+				e.markDirty(c)
+			}
+		case event.KDisconnect:
+			if c := ev.Conn.C; ev.Conn.Live() {
+				e.disconnect(c)
+			}
+		case event.KShutdown:
+			for c := range e.conns {
+				e.fatal(c, proto.ErrCodeShuttingDown)
+			}
+		default:
+			if ev.OutLen > 0 {
+				e.write(ev.Conn, ev.Frame())
+			}
+		}
+		if ev.RecvNs != 0 && ev.OutLen > 0 {
+			e.observe(now - ev.RecvNs)
+		}
+	}
+	e.flush()
+}
+
+// shake writes a SHAKE_RESULT. An envelope whose connection is gone goes back
+// to the pool instead of being counted as got.
+func (e *Egress) shake(ev *event.Event) {
+	if ev.Status != proto.ShakeGot {
+		e.write(ev.Conn, ev.Frame())
+		return
+	}
+	if !e.write(ev.Conn, ev.Frame()) {
+		e.giveBack(ev.Env, ev.Amount)
+		return
+	}
+	e.c.Got.Add(1)
+	e.c.GotAmount.Add(uint64(ev.Amount))
+}
+
+func (e *Egress) giveBack(env uint64, amount uint32) {
+	r := e.out.Put(e.set)
+	r.Kind, r.Env, r.Amount = event.KReturn, env, amount
+	e.out.Done()
+	e.c.Returned.Add(1)
+}
+
+// write appends frame to h's output and reports whether it was accepted: the
+// connection is still open and not cut off.
+func (e *Egress) write(h conn.Handle, frame []byte) bool {
+	if len(frame) == 0 {
+		return true
+	}
+	if !h.Live() || h.C.Dead {
+		e.c.Dropped.Add(1)
+		return false
+	}
+	c := h.C
+	if c.Out == nil {
+		c.Out = bytebufferpool.Get()
+	}
+	c.Out.B = append(c.Out.B, frame...)
+	e.c.Frames[stages.FrameIndex(frame[2])].Add(1)
+	e.markDirty(c)
+	if len(c.Out.B)-c.Sent > e.maxPending {
+		e.c.CutOff.Add(1)
+		e.fatal(c, proto.ErrCodeTooSlow)
+	}
+	return true
+}
+
+func (e *Egress) markDirty(c *conn.Conn) {
+	if !c.Dirty {
+		c.Dirty = true
+		e.dirty = append(e.dirty, c)
+	}
+}
+
+// fatal appends ERROR code to c's output and cuts c off: nothing more is
+// accepted for it, and after the flush its socket is shut down, so its reader
+// sees EOF and publishes KDisconnect.
+func (e *Egress) fatal(c *conn.Conn, code uint8) {
+	if c.Dead {
+		return
+	}
+	if c.Out == nil {
+		c.Out = bytebufferpool.Get()
+	}
+	c.Out.B = proto.AppendError(c.Out.B, 0, code)
+	e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
+	c.Dead = true
+	e.markDirty(c)
+}
+
+// disconnect forgets c once this batch is flushed: shake envelopes still in
+// its unwritten output go back to the pool, then its owner releases it.
+func (e *Egress) disconnect(c *conn.Conn) {
+	if _, ok := e.conns[c]; ok {
+		delete(e.conns, c)
+		e.c.Conns.Add(-1)
+	}
+	c.Dead = true
+	e.release = append(e.release, c)
+}
+
+// flush writes every dirty connection once, then releases the connections
+// that disconnected in this batch (after, so no write can reach a descriptor
+// that was closed and reused).
+func (e *Egress) flush() {
+	for i, c := range e.dirty {
+		e.dirty[i] = nil
+		c.Dirty = false
+		e.writeOut(c)
+	}
+	e.dirty = e.dirty[:0]
+	for i, c := range e.release {
+		e.release[i] = nil
+		e.unsent(c)
+		c.Owner.Release(c)
+	}
+	e.release = e.release[:0]
+}
+
+func (e *Egress) writeOut(c *conn.Conn) {
+	for c.Out != nil && c.Sent < len(c.Out.B) && !c.Watching {
+		n, err := unix.Write(c.FD, c.Out.B[c.Sent:])
+		e.c.Writes.Add(1)
+		if n > 0 {
+			c.Sent += n
+			e.c.Bytes.Add(uint64(n))
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			c.Watching = true
+			c.Owner.WatchWritable(c)
+		default: // EPIPE, ECONNRESET: the reader will see it too and disconnect
+			c.Dead = true
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if c.Out != nil && c.Sent == len(c.Out.B) {
+		bytebufferpool.Put(c.Out) // idle connections hold no buffer
+		c.Out, c.Sent = nil, 0
+	}
+	if c.Dead {
+		c.Owner.Shutdown(c)
+	}
+}
+
+// unsent returns to the pool every shake envelope whose SHAKE_RESULT had not
+// been written whole when c went away, and uncounts it: a user never loses an
+// envelope the server counted as handed out.
+func (e *Egress) unsent(c *conn.Conn) {
+	if c.Out == nil {
+		return
+	}
+	buf, off := c.Out.B, 0
+	for off < len(buf) {
+		f, n, err := proto.NextResponse(buf[off:])
+		if n == 0 || err != nil {
+			break // cannot happen: egress wrote these frames itself
+		}
+		if off+n > c.Sent && f.Type == proto.ShakeResult {
+			if status, env, amount := f.ShakeResult(); status == proto.ShakeGot {
+				e.c.Got.Add(^uint64(0))
+				e.c.GotAmount.Add(^uint64(amount - 1))
+				e.giveBack(env, amount)
+			}
+		}
+		off += n
+	}
+	bytebufferpool.Put(c.Out)
+	c.Out, c.Sent = nil, 0
+}
+
+func (e *Egress) observe(ns int64) {
+	if ns < 0 {
+		ns = 0
+	}
+	us := uint64(ns / int64(time.Microsecond))
+	i := 0
+	for us > 0 && i < stages.LatencyBuckets-1 {
+		us >>= 1
+		i++
+	}
+	e.c.LatencyBuckets[i].Add(1)
+	e.c.LatencySumNs.Add(uint64(ns))
+}

@@ -1,0 +1,255 @@
+package ingress
+
+import (
+	"github.com/valyala/bytebufferpool"
+	"golang.org/x/sys/unix"
+
+	"hongbao/conn"
+	"hongbao/event"
+)
+
+// A loop's connection has these states (flags in iconn.flags):
+//
+//	pre-login (fPre) ──LOGIN published──▶ live ──EOF──▶ KDisconnect published (egress owns it)
+//	     └── any end: ERROR or LOGIN_ACK, then the loop releases it itself
+//
+// and, while live, may be stalled (fStalled: a full ring refused a frame;
+// input paused and its bytes kept in c.In until a retry gets through) or
+// fatal (fFatal: KFatal published; input ignored until the peer goes or the
+// egress shuts the socket down). A pre-login connection may stall too (its
+// KLogin refused).
+
+// onConn handles what epoll reported for ic.
+func (l *loop) onConn(ic *iconn, events uint32, now int64) {
+	if events&unix.EPOLLOUT != 0 {
+		l.writable(ic)
+	}
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+		return
+	}
+	switch {
+	case ic.flags&fFatal != 0: // only RDHUP is asked for, and HUP and ERR cannot be masked
+		if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			l.eof(ic)
+		}
+		return
+	case ic.flags&fStalled != 0:
+		// IN and RDHUP are masked (one may still come from a wait that ran
+		// before the change): the socket's unread frames must wait for the
+		// kept ones. HUP and ERR (a reset: nothing more to read) end it.
+		if events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			l.eof(ic)
+		}
+		return
+	}
+	l.read(ic, now) // HUP and RDHUP too: read what is left first, then see EOF
+}
+
+// read makes one read of at most budget bytes, behind the partial frame ic
+// kept, and handles what came.
+func (l *loop) read(ic *iconn, now int64) {
+	c := &ic.c
+	k := 0
+	if c.In != nil {
+		k = copy(l.buf, c.In.B)
+	}
+	n, err := unix.Read(c.FD, l.buf[k:k+l.budget])
+	l.cnt[cReads]++
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return
+	case err != nil || n == 0:
+		l.eof(ic)
+		return
+	}
+	l.cnt[cBytesIn] += uint64(n)
+	l.input(ic, l.buf[:k+n], now)
+}
+
+// input handles data: ic's kept bytes and what was just read (or, on a retry,
+// ic.c.In itself). It reports whether ic is gone (released by the loop).
+func (l *loop) input(ic *iconn, data []byte, now int64) (gone bool) {
+	p := &l.p
+	p.out = p.out[:0]
+	used, r := p.consume(ic, data, now)
+	if ic.flags&fPre != 0 && ic.c.User != 0 { // this input logged it in
+		l.slab.remove(&l.pre, ic)
+		l.slab.pushBack(&l.live, ic)
+		ic.flags &^= fPre
+	}
+	switch r {
+	case resMore:
+		l.keep(ic, data[used:])
+		if ic.flags&fStalled != 0 {
+			ic.flags &^= fStalled
+			if ic.flags&fEOF == 0 {
+				l.e.interest(ic, 0, evPaused)
+			}
+		}
+		if len(p.out) > 0 { // Bare: every answer of this read in one write
+			if n, err := unix.Write(ic.c.FD, p.out); err != nil || n < len(p.out) {
+				// A client that does not read its answers is dropped: this mode
+				// measures I/O and keeps no output queue.
+				l.end(ic, nil)
+				return true
+			}
+		}
+	case resStall:
+		l.keep(ic, data[used:])
+		if ic.flags&fStalled == 0 {
+			ic.flags |= fStalled
+			l.cnt[cStalls]++
+			if ic.flags&fEOF == 0 {
+				l.e.interest(ic, evPaused, 0) // else level-triggered epoll would report it every round
+			}
+			l.queue(ic)
+		}
+	case resFatal:
+		l.keep(ic, nil)
+		ic.flags = ic.flags&^fStalled | fFatal
+		if ic.flags&fEOF == 0 {
+			l.e.interest(ic, evDeaf, evPaused) // until the peer goes or the egress's Shutdown shows as HUP
+		}
+	case resClose:
+		l.end(ic, p.out)
+		return true
+	}
+	return false
+}
+
+// keep makes rest (a partial frame, or frames to retry) ic's kept input,
+// borrowing a pooled buffer only while there is something to keep. rest may
+// alias ic.c.In.
+func (l *loop) keep(ic *iconn, rest []byte) {
+	c := &ic.c
+	if len(rest) == 0 {
+		if c.In != nil {
+			bytebufferpool.Put(c.In)
+			c.In = nil
+		}
+		return
+	}
+	if c.In == nil {
+		c.In = bytebufferpool.Get()
+	}
+	c.In.B = append(c.In.B[:0], rest...)
+}
+
+// end closes a connection the loop owns (not logged in, or Bare) after one
+// best-effort, non-blocking write of out.
+func (l *loop) end(ic *iconn, out []byte) {
+	if len(out) > 0 {
+		unix.Write(ic.c.FD, out)
+	}
+	// Out of epoll before the close: a close only unregisters a socket when no
+	// other process (a fork that has not exec'd yet) holds it, and an event
+	// for a released id would name whichever connection gets it next.
+	l.e.detach(ic)
+	if ic.flags&fPre != 0 {
+		l.slab.remove(&l.pre, ic)
+	} else {
+		l.slab.remove(&l.live, ic)
+	}
+	l.keep(ic, nil)
+	l.cnt[cClosed]++
+	l.ing.release(ic)
+}
+
+// eof handles the end of ic's input: EOF, a read error, HUP or ERR.
+func (l *loop) eof(ic *iconn) {
+	if ic.flags&fPre != 0 || l.p.bare {
+		l.end(ic, nil)
+		return
+	}
+	l.e.detach(ic)
+	ic.flags |= fEOF
+	if ic.flags&(fStalled|fQueued) == 0 && l.disconnect(ic) {
+		return
+	}
+	l.queue(ic) // kept frames, or a KWritable, go first
+}
+
+// disconnect publishes ic's KDisconnect, handing ic to its egress, or
+// reports false when the ring is full.
+func (l *loop) disconnect(ic *iconn) bool {
+	c := &ic.c
+	s, ok := l.ing.o.Bus.ClaimAnswer(int(c.SET))
+	if !ok {
+		return false
+	}
+	l.keep(ic, nil)
+	l.slab.remove(&l.live, ic)
+	ic.flags = 0
+	l.cnt[cClosed]++
+	*s.Event() = event.Event{Kind: event.KDisconnect, User: c.User, Conn: conn.HandleOf(c)}
+	s.Publish() // from here ic is its egress's, which releases it: do not touch it again
+	return true
+}
+
+// writable handles EPOLLOUT: the socket the egress watches has room again.
+func (l *loop) writable(ic *iconn) {
+	if l.e.interest(ic, 0, evWantOut)&evWantOut == 0 {
+		return // not watched (a report from before the change)
+	}
+	if ic.flags&fQueued == 0 && l.publishWritable(ic) {
+		return
+	}
+	ic.flags |= fWritable
+	l.queue(ic)
+}
+
+func (l *loop) publishWritable(ic *iconn) bool {
+	c := &ic.c
+	s, ok := l.ing.o.Bus.ClaimAnswer(int(c.SET))
+	if !ok {
+		return false
+	}
+	*s.Event() = event.Event{Kind: event.KWritable, User: c.User, Conn: conn.HandleOf(c)}
+	s.Publish()
+	return true
+}
+
+func (l *loop) queue(ic *iconn) {
+	if ic.flags&fQueued == 0 {
+		ic.flags |= fQueued
+		l.pending = append(l.pending, pendEntry{ic.id, ic.c.Gen()})
+	}
+}
+
+// retry gives every queued connection another try at the rings.
+func (l *loop) retry(now int64) {
+	keep := l.pending[:0]
+	for _, pe := range l.pending {
+		ic := l.slab.at(pe.id)
+		if ic.c.Gen() != pe.gen {
+			continue // the loop released it meanwhile
+		}
+		if l.settle(ic, now) {
+			keep = append(keep, pe)
+		}
+	}
+	clear(l.pending[len(keep):])
+	l.pending = keep
+}
+
+// settle retries, in order, the kept frames, the KWritable and the
+// KDisconnect of ic, and reports whether something still waits. When it
+// reports false ic is no longer queued and may belong to its egress.
+func (l *loop) settle(ic *iconn, now int64) bool {
+	if ic.flags&fStalled != 0 {
+		if l.input(ic, ic.c.In.B, now) {
+			return false
+		}
+	}
+	if ic.flags&fWritable != 0 && l.publishWritable(ic) {
+		ic.flags &^= fWritable
+	}
+	if ic.flags&(fStalled|fWritable) != 0 {
+		return true
+	}
+	if ic.flags&fEOF != 0 {
+		return !l.disconnect(ic)
+	}
+	ic.flags &^= fQueued
+	return false
+}

@@ -1,0 +1,280 @@
+package ingress
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/valyala/bytebufferpool"
+
+	"hongbao/conn"
+	"hongbao/envelope"
+	"hongbao/event"
+	"hongbao/proto"
+)
+
+// This file is the per-frame half of the ingress, shared by both modes: what
+// each decoded frame becomes. The I/O half (epoll loops, netpoll goroutines)
+// only moves bytes and acts on the result.
+
+// result says why consume stopped and what the I/O half must do next.
+type result uint8
+
+const (
+	resMore  result = iota // every complete frame handled: the rest is a partial frame, read more
+	resStall               // a full ring refused a frame: keep it and what follows, retry later
+	resFatal               // KFatal published: ignore further input until the peer goes
+	resClose               // an ingress-owned connection ends: write p.out, then release it
+)
+
+// proc turns frames into events (or, in Bare mode and before LOGIN, into
+// answers in out). One per epoll loop; one per netpoll connection goroutine.
+// Not safe for concurrent use.
+type proc struct {
+	bus     *event.Bus
+	bare    bool
+	secret  bool
+	ver     *proto.Verifier // this loop's; nil in netpoll, which borrows from verPool
+	verPool *sync.Pool      // of *proto.Verifier, for netpoll
+	cnt     *counters
+	out     []byte // answers of the current read (Bare), or the closing frame of an ingress-owned connection
+}
+
+// consume handles the complete frames at the start of data, which arrived
+// (or were decoded) at now, and returns how many bytes it used and why it
+// stopped. data[used:] must be kept when the result is resMore (a partial
+// frame) or resStall (frames to retry). Frame bodies alias data, and every
+// event gets copies, so data may be reused once consume returns.
+func (p *proc) consume(ic *iconn, data []byte, now int64) (used int, r result) {
+	for {
+		f, n, err := proto.NextRequest(data[used:])
+		if err != nil {
+			return used, p.violation(ic, err.(*proto.Violation).Code)
+		}
+		if n == 0 {
+			return used, resMore
+		}
+		if r = p.frame(ic, f, now); r == resStall {
+			return used, r
+		}
+		used += n
+		p.cnt[cFramesIn+int(f.Type)]++
+		if r != resMore {
+			return used, r
+		}
+	}
+}
+
+// frame handles one well-formed frame for ic. It is the decode→publish path
+// of the server, and allocates nothing.
+func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
+	c := &ic.c
+	if c.User == 0 {
+		return p.login(c, f, now)
+	}
+	if p.bare {
+		return p.answerBare(c, f)
+	}
+	switch f.Type {
+	case proto.Login:
+		return p.fatal(c, proto.ErrCodeMalformed, f.Stamp)
+	case proto.Shake:
+		s, ok := p.bus.ClaimRequest(int(c.SET))
+		if !ok {
+			return p.overload(c, f, now, 0, 0)
+		}
+		*s.Event() = event.Event{Kind: event.KShake, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now}
+		s.Publish()
+	case proto.Open:
+		env := f.Open()
+		set := envelope.OwnerSET(env)
+		if set < 0 || set >= p.bus.Sets() { // no SET owns it: answer here
+			s, ok := p.bus.ClaimAnswer(int(c.SET))
+			if !ok {
+				return resStall
+			}
+			ev := s.Event()
+			*ev = event.Event{Kind: event.KAnswer, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Env: env}
+			ev.SetFrame(proto.AppendOpenResult(ev.Out[:0], f.Stamp, proto.OpenNoSuch, env, 0))
+			s.Publish()
+			return resMore
+		}
+		s, ok := p.bus.ClaimRequest(set)
+		if !ok {
+			return p.overload(c, f, now, env, 0)
+		}
+		*s.Event() = event.Event{Kind: event.KOpen, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Env: env}
+		s.Publish()
+	case proto.Send:
+		total, n := f.Send()
+		s, ok := p.bus.ClaimRequest(int(c.SET))
+		if !ok {
+			return p.overload(c, f, now, 0, 0)
+		}
+		b := bytebufferpool.Get() // the split stage puts it back
+		b.B = slices.Grow(b.B[:0], 4*n)
+		for i := range n {
+			b.B = be.AppendUint32(b.B, f.SendRecipient(i))
+		}
+		*s.Event() = event.Event{Kind: event.KSend, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now,
+			Total: total, N: uint16(n), Buf: b}
+		s.Publish()
+	case proto.Chat:
+		to, text := f.Chat()
+		s, ok := p.bus.ClaimRequest(p.bus.SETOf(to))
+		if !ok {
+			return p.overload(c, f, now, 0, to)
+		}
+		b := bytebufferpool.Get() // the recipient's egress writes it as is and puts it back
+		b.B = proto.AppendChatDeliver(b.B[:0], f.Stamp, c.User, text)
+		*s.Event() = event.Event{Kind: event.KChat, User: c.User, Peer: to, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Buf: b}
+		s.Publish()
+	case proto.Ping:
+		s, ok := p.bus.ClaimAnswer(int(c.SET))
+		if !ok {
+			return resStall
+		}
+		ev := s.Event()
+		*ev = event.Event{Kind: event.KPing, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now}
+		ev.SetFrame(proto.AppendPong(ev.Out[:0], f.Stamp))
+		s.Publish()
+	default:
+		panic("BUG: ingress: NextRequest returned a frame of type " + f.Type.String())
+	}
+	return resMore
+}
+
+// login handles the first frame of a connection.
+func (p *proc) login(c *conn.Conn, f proto.Frame, now int64) result {
+	if f.Type != proto.Login {
+		p.cnt[cLoginRejected]++
+		p.out = proto.AppendError(p.out, f.Stamp, proto.ErrCodeNotLoggedIn)
+		return resClose
+	}
+	user, token := f.Login()
+	if user == 0 {
+		p.cnt[cLoginRejected]++
+		p.out = proto.AppendLoginAck(p.out, f.Stamp, proto.LoginInvalidUser, user)
+		return resClose
+	}
+	if p.secret && !p.verify(user, token, now) {
+		p.cnt[cLoginRejected]++
+		p.out = proto.AppendLoginAck(p.out, f.Stamp, proto.LoginBadToken, user)
+		return resClose
+	}
+	if p.bare {
+		c.User = user
+		p.cnt[cLogins]++
+		p.out = proto.AppendLoginAck(p.out, f.Stamp, proto.LoginOK, user)
+		return resMore
+	}
+	set := p.bus.SETOf(user)
+	s, ok := p.bus.ClaimAnswer(set)
+	if !ok {
+		return resStall // retried whole, token check included: rare, and keeps no state
+	}
+	c.User, c.SET = user, int32(set)
+	*s.Event() = event.Event{Kind: event.KLogin, Status: proto.LoginOK, User: user, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now}
+	p.cnt[cLogins]++
+	s.Publish() // the SET's egress is now c's writer: it answers LOGIN_ACK 0
+	return resMore
+}
+
+func (p *proc) verify(user uint32, token []byte, now int64) bool {
+	v := p.ver
+	if v == nil {
+		v = p.verPool.Get().(*proto.Verifier)
+		defer p.verPool.Put(v)
+	}
+	return v.Verify(user, token, now/1e9)
+}
+
+// violation handles bytes that can never become a frame.
+func (p *proc) violation(ic *iconn, code uint8) result {
+	c := &ic.c
+	if c.User == 0 || p.bare {
+		p.cnt[cViolations]++
+		p.out = proto.AppendError(p.out, 0, code)
+		return resClose
+	}
+	return p.fatal(c, code, 0)
+}
+
+// fatal asks c's SET to send ERROR code and cut c off.
+func (p *proc) fatal(c *conn.Conn, code uint8, stamp uint64) result {
+	if p.bare {
+		p.cnt[cViolations]++
+		p.out = proto.AppendError(p.out, stamp, code)
+		return resClose
+	}
+	s, ok := p.bus.ClaimAnswer(int(c.SET))
+	if !ok {
+		return resStall
+	}
+	p.cnt[cViolations]++
+	*s.Event() = event.Event{Kind: event.KFatal, Code: code, User: c.User, Conn: conn.HandleOf(c), Stamp: stamp}
+	s.Publish()
+	return resFatal
+}
+
+// overload answers a request that ClaimRequest refused, through c's own SET
+// with a claim that only fails when the ring is completely full.
+func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to uint32) result {
+	s, ok := p.bus.ClaimAnswer(int(c.SET))
+	if !ok {
+		return resStall
+	}
+	ev := s.Event()
+	*ev = event.Event{Kind: event.KAnswer, User: c.User, Peer: to, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Env: env}
+	ev.SetFrame(appendStatus(ev.Out[:0], f.Type, f.Stamp, overloadStatus[f.Type], env, to))
+	p.cnt[cOverload+int(f.Type)]++
+	s.Publish()
+	return resMore
+}
+
+// overloadStatus and bareStatus are the statuses of the answers the ingress
+// makes by itself, by request type.
+var (
+	overloadStatus = [proto.Ping + 1]uint8{
+		proto.Shake: proto.ShakeOverloaded, proto.Open: proto.OpenOverloaded,
+		proto.Send: proto.SendOverloaded, proto.Chat: proto.ChatOverloaded,
+	}
+	// Bare mode has no state: what the stages answer when there is nothing.
+	bareStatus = [proto.Ping + 1]uint8{
+		proto.Shake: proto.ShakeNothing, proto.Open: proto.OpenNoSuch,
+		proto.Send: proto.SendInvalid, proto.Chat: proto.ChatOffline,
+	}
+)
+
+// appendStatus appends the answer with status to a SHAKE, OPEN, SEND or CHAT.
+func appendStatus(dst []byte, t proto.Type, stamp uint64, status uint8, env uint64, to uint32) []byte {
+	switch t {
+	case proto.Shake:
+		return proto.AppendShakeResult(dst, stamp, status, 0, 0)
+	case proto.Open:
+		return proto.AppendOpenResult(dst, stamp, status, env, 0)
+	case proto.Send:
+		return proto.AppendSendAck(dst, stamp, status, 0)
+	case proto.Chat:
+		return proto.AppendChatAck(dst, stamp, status, to)
+	}
+	panic("BUG: ingress: no status answer for " + t.String())
+}
+
+// answerBare answers a logged-in frame in Bare mode, into p.out.
+func (p *proc) answerBare(c *conn.Conn, f proto.Frame) result {
+	switch f.Type {
+	case proto.Login:
+		return p.fatal(c, proto.ErrCodeMalformed, f.Stamp)
+	case proto.Ping:
+		p.out = proto.AppendPong(p.out, f.Stamp)
+	case proto.Open:
+		env := f.Open()
+		p.out = appendStatus(p.out, f.Type, f.Stamp, bareStatus[f.Type], env, 0)
+	case proto.Chat:
+		to, _ := f.Chat()
+		p.out = appendStatus(p.out, f.Type, f.Stamp, bareStatus[f.Type], 0, to)
+	default:
+		p.out = appendStatus(p.out, f.Type, f.Stamp, bareStatus[f.Type], 0, 0)
+	}
+	return resMore
+}

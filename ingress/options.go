@@ -1,0 +1,118 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"hongbao/event"
+)
+
+// Modes of an Ingress (Options.Mode).
+const (
+	// ModeEpoll runs Options.Loops event loops on Linux epoll: no goroutine
+	// per connection. Linux only.
+	ModeEpoll = "epoll"
+	// ModeNetpoll runs one goroutine per connection on the standard net
+	// package: the baseline for comparisons, and the mode of other systems.
+	ModeNetpoll = "netpoll"
+)
+
+// Defaults filled in by EnsureDefaults.
+const (
+	DefaultLoginTimeout = 10 * time.Second
+	DefaultReadBudget   = 64 << 10 // one read of at most this much per connection per round
+	// MaxReadBudget bounds ReadBudget: each loop's read buffer is this plus
+	// one frame.
+	MaxReadBudget = 16 << 20
+	// MaxLoops bounds Loops (a loop's index is 16 bits).
+	MaxLoops = 1 << 12
+)
+
+// Options configures an Ingress. The zero value of every field but Listen
+// and Bus is a usable default (see EnsureDefaults).
+type Options struct {
+	Listen    []string // addresses to listen on, "host:port"; port 0 picks one
+	Mode      string   // ModeEpoll (default on Linux) or ModeNetpoll (default elsewhere)
+	Loops     int      // event loops (epoll) or counter shards (netpoll); 0: runtime.GOMAXPROCS(0)
+	ReusePort bool     // set SO_REUSEPORT, so that several processes can share a port
+	MaxConns  int      // connections beyond it are closed at accept (and counted); 0: unlimited
+
+	LoginTimeout time.Duration // a connection must LOGIN within it; 0: DefaultLoginTimeout
+	AuthSecret   []byte        // verify LOGIN tokens against it; empty: tokens are ignored
+
+	Bus  *event.Bus // the SETs' rings; nil only when Bare
+	Bare bool       // answer every request in the loop itself, no rings (-pipeline=none)
+
+	ReadBudget int // bytes read per connection per round; 0: DefaultReadBudget
+
+	Logger *slog.Logger // nil: discard
+	Now    func() int64 // unix ns; nil: time.Now().UnixNano (tests set it)
+}
+
+// EnsureDefaults fills in every zero field that has a default. It is the only
+// place defaults are decided.
+func (o *Options) EnsureDefaults() {
+	if o.Mode == "" {
+		o.Mode = defaultMode
+	}
+	if o.Loops == 0 {
+		o.Loops = runtime.GOMAXPROCS(0)
+	}
+	if o.LoginTimeout == 0 {
+		o.LoginTimeout = DefaultLoginTimeout
+	}
+	if o.ReadBudget == 0 {
+		o.ReadBudget = DefaultReadBudget
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
+	}
+}
+
+// Validate reports every bad value, each with its reason. Call it after
+// EnsureDefaults (New does both).
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("ingress: "+format, args...)) }
+	if len(o.Listen) == 0 {
+		bad("no Listen address")
+	}
+	for i, a := range o.Listen {
+		if a == "" {
+			bad("Listen[%d] is empty", i)
+		}
+	}
+	if o.Mode != ModeEpoll && o.Mode != ModeNetpoll {
+		bad("Mode=%q: want %q or %q", o.Mode, ModeEpoll, ModeNetpoll)
+	} else if o.Mode == ModeEpoll && !epollSupported {
+		bad("Mode=%q: needs Linux; use %q", o.Mode, ModeNetpoll)
+	}
+	if o.Loops < 1 || o.Loops > MaxLoops {
+		bad("Loops=%d: want 1..%d", o.Loops, MaxLoops)
+	}
+	if o.MaxConns < 0 {
+		bad("MaxConns=%d: want ≥ 0 (0: unlimited)", o.MaxConns)
+	}
+	if o.LoginTimeout < time.Millisecond {
+		bad("LoginTimeout=%v: want ≥ 1ms", o.LoginTimeout)
+	}
+	if o.ReadBudget < 1 || o.ReadBudget > MaxReadBudget {
+		bad("ReadBudget=%d: want 1..%d bytes", o.ReadBudget, MaxReadBudget)
+	}
+	if o.Bus == nil && !o.Bare {
+		bad("Bus is nil: only Bare runs without rings")
+	}
+	if o.Bus != nil && !o.Bare && o.Bus.Sets() == 0 {
+		bad("Bus has no SETs")
+	}
+	if o.Logger == nil || o.Now == nil {
+		bad("Logger or Now is nil: call EnsureDefaults first")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,44 @@
+// Package loadclient is the hongbao load generator: many users, each on its own TCP
+// connection, sending on an exact open-loop schedule, and a reconciliation of what they got
+// with the server's ledger. cmd/loadclient is its command line; Run is the whole of it.
+//
+// # The journey of a SHAKE
+//
+// Schedule (schedule.go) says which user sends when: the global schedule over users 1..N,
+// of which a process owns a contiguous range. The process splits its range over its event
+// loops (loop_linux.go), each with its own Schedule over its own users, so the loops
+// together send exactly the process's share and the processes together exactly -qps. A loop
+// sleeps in epoll_pwait2 until the next due send (ns timeout: epoll_wait's ms would add up
+// to 1 ms to every latency), appends a SHAKE stamped with its scheduled time to the user's
+// output, and after the round writes each connection's output with one write. A user not
+// logged in skips its turn (counted): a send is never delayed. The answer's stamp gives the
+// latency, now − scheduled time, so a stall anywhere, the client's included, shows in it
+// (no coordinated omission). An ENVELOPE push is opened at once with an OPEN.
+//
+// # Ownership
+//
+// A loop owns its connections, counters and histograms and touches them without locks. It
+// publishes copies every 100 ms on the wall clock's grid (so on every whole second) under
+// its mutex; the reporter polls them a little after each second for the live line, the
+// timeline and /metrics, and takes the loops' own figures only after they have returned.
+// Commands (a rate change, end, stop) go the other way under the same mutex, with an
+// eventfd to wake the loop.
+//
+// # The end of a run
+//
+// At the end the loops stop sending but keep reading and opening pushes; the process waits
+// until nothing is in flight and no push has come for 300 ms (or -grace runs out), reads the
+// server's /stats and compares, measures its memory with the connections still up, and only
+// then closes them: answers that were in flight count as unanswered (timeouts), and a
+// connection that dropped counts what it had in flight as lost.
+//
+// # -procs
+//
+// A parent re-executes its binary as N children (procs.go), each with a contiguous share of
+// the users, all with the same start and plan, and aggregates their JSON lines.
+//
+// Designs rejected: a goroutine per connection (8 KiB of stack each, 160 MB for 20,000
+// users, where a loop's connection is 48 bytes); a shared schedule feeding the loops through
+// a queue (a hand-off per send, and the loops would contend); one write per request instead
+// of per connection per round (more syscalls than the server under test makes).
+package loadclient

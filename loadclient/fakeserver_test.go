@@ -1,0 +1,251 @@
+package loadclient_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"hongbao/proto"
+)
+
+// fakeServer speaks enough of the protocol to drive the load client without the real
+// server: a goroutine per connection, LOGIN_ACK 0, SHAKE_RESULT 1 with amounts from a
+// counter, an ENVELOPE pushed to the shaker every pushEvery SHAKEs, OPEN_RESULT 0 with
+// openAmount for an envelope pushed to the opener (1 when opened before, 2 when not its
+// own), SEND_ACK 0 with pushes to the online recipients, CHAT_ACK and CHAT_DELIVER. Its
+// /stats tells the totals it counted, got_amount less underReport.
+type fakeServer struct {
+	t           *testing.T
+	ln          net.Listener
+	admin       *httptest.Server
+	pushEvery   int
+	underReport int64
+
+	mu           sync.Mutex
+	conns        map[uint32]*fakeConn
+	all          map[net.Conn]bool
+	nextEnv      uint64
+	shakes       int64
+	shakeAmount  int64
+	byStampSec   map[int64]int     // SHAKEs by the second of their stamp
+	pushed       map[[2]uint64]int // (user, envelope) → ENVELOPE pushes
+	opened       map[[2]uint64]int // (user, envelope) → OPENs
+	openedOK     int64
+	openedAmount int64
+	sends        int64
+	chats        int64
+	logins       int64
+	killed       bool
+	peers        map[string]int // connections by the client's IP
+}
+
+const openAmount = 3
+
+type fakeConn struct {
+	mu sync.Mutex
+	nc net.Conn
+}
+
+func (c *fakeConn) write(b []byte) {
+	c.mu.Lock()
+	c.nc.Write(b)
+	c.mu.Unlock()
+}
+
+func newFakeServer(t *testing.T, pushEvery int) *fakeServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fakeServer{
+		t: t, ln: ln, pushEvery: pushEvery,
+		conns: map[uint32]*fakeConn{}, all: map[net.Conn]bool{},
+		byStampSec: map[int64]int{}, pushed: map[[2]uint64]int{}, opened: map[[2]uint64]int{},
+		peers: map[string]int{},
+	}
+	s.admin = httptest.NewServer(http.HandlerFunc(s.stats))
+	go s.accept()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *fakeServer) addr() string { return s.ln.Addr().String() }
+
+func (s *fakeServer) stats(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/stats" {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	json.NewEncoder(w).Encode(map[string]any{
+		"connections": len(s.conns), "logins": s.logins,
+		"shake":     map[string]any{"requests": s.shakes, "got": s.shakes, "got_amount": s.shakeAmount - s.underReport},
+		"envelopes": map[string]any{"opened": s.openedOK, "opened_amount": s.openedAmount},
+	})
+}
+
+// kill closes the listener and every connection, as a server killed mid-run.
+func (s *fakeServer) kill() {
+	s.mu.Lock()
+	s.killed = true
+	for nc := range s.all {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	s.admin.Close()
+}
+
+// dropAll closes every connection but keeps listening, as a server that cut its clients off.
+func (s *fakeServer) dropAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for nc := range s.all {
+		nc.Close()
+	}
+}
+
+func (s *fakeServer) accept() {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.killed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.all[nc] = true
+		if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+			s.peers[host]++
+		}
+		s.mu.Unlock()
+		go s.serve(&fakeConn{nc: nc})
+	}
+}
+
+func (s *fakeServer) serve(c *fakeConn) {
+	defer c.nc.Close()
+	var user uint32
+	defer func() {
+		s.mu.Lock()
+		if s.conns[user] == c {
+			delete(s.conns, user)
+		}
+		delete(s.all, c.nc)
+		s.mu.Unlock()
+	}()
+	buf := make([]byte, 0, 8192)
+	tmp := make([]byte, 4096)
+	var out []byte
+	for {
+		n, err := c.nc.Read(tmp)
+		if n == 0 && err != nil {
+			return
+		}
+		buf = append(buf, tmp[:n]...)
+		out = out[:0]
+		for {
+			f, k, err := proto.NextRequest(buf)
+			if err != nil {
+				c.write(proto.AppendError(nil, 0, err.(*proto.Violation).Code))
+				return
+			}
+			if k == 0 {
+				break
+			}
+			if f.Type == proto.Login {
+				user, _ = f.Login()
+				s.mu.Lock()
+				s.conns[user] = c
+				s.logins++
+				s.mu.Unlock()
+				out = proto.AppendLoginAck(out, f.Stamp, proto.LoginOK, user)
+			} else if user == 0 {
+				out = proto.AppendError(out, f.Stamp, proto.ErrCodeNotLoggedIn)
+			} else {
+				out = s.request(c, user, f, out)
+			}
+			buf = buf[:copy(buf, buf[k:])]
+		}
+		if len(out) > 0 {
+			c.write(out)
+		}
+	}
+}
+
+// request answers one request of a logged-in user into out; pushes to other users are
+// written to their connections directly.
+func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch f.Type {
+	case proto.Shake:
+		s.shakes++
+		s.nextEnv++
+		amount := uint32(1 + s.shakes%97)
+		s.shakeAmount += int64(amount)
+		s.byStampSec[int64(f.Stamp/1e9)]++
+		out = proto.AppendShakeResult(out, f.Stamp, proto.ShakeGot, s.nextEnv, amount)
+		if s.pushEvery > 0 && s.shakes%int64(s.pushEvery) == 0 {
+			s.nextEnv++
+			s.pushed[[2]uint64{uint64(user), s.nextEnv}]++
+			out = proto.AppendEnvelope(out, uint64(s.shakes), s.nextEnv, 0, 100, 1)
+		}
+	case proto.Open:
+		env := f.Open()
+		key := [2]uint64{uint64(user), env}
+		s.opened[key]++
+		switch {
+		case s.pushed[key] == 0:
+			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenNotRecipient, env, 0)
+		case s.opened[key] > 1:
+			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenAlready, env, openAmount)
+		default:
+			s.openedOK++
+			s.openedAmount += openAmount
+			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenOK, env, openAmount)
+		}
+	case proto.Send:
+		s.sends++
+		s.nextEnv++
+		total, n := f.Send()
+		out = proto.AppendSendAck(out, f.Stamp, proto.SendOK, s.nextEnv)
+		for i := range n {
+			r := f.SendRecipient(i)
+			if rc := s.conns[r]; rc != nil {
+				s.pushed[[2]uint64{uint64(r), s.nextEnv}]++
+				push := proto.AppendEnvelope(nil, 1, s.nextEnv, user, total, uint16(n))
+				if rc == c {
+					out = append(out, push...)
+				} else {
+					go rc.write(push) // not under s.mu: the recipient may be slow
+				}
+			}
+		}
+	case proto.Chat:
+		s.chats++
+		to, text := f.Chat()
+		rc := s.conns[to]
+		if rc == nil {
+			return proto.AppendChatAck(out, f.Stamp, proto.ChatOffline, to)
+		}
+		deliver := proto.AppendChatDeliver(nil, f.Stamp, user, text)
+		if rc == c {
+			out = append(out, deliver...)
+		} else {
+			go rc.write(deliver)
+		}
+		out = proto.AppendChatAck(out, f.Stamp, proto.ChatHanded, to)
+	case proto.Ping:
+		out = proto.AppendPong(out, f.Stamp)
+	}
+	return out
+}

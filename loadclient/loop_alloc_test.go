@@ -1,0 +1,86 @@
+//go:build linux
+
+package loadclient
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"hongbao/proto"
+)
+
+// TestLoopAllocs checks that the per-message work of a loop allocates nothing once warm:
+// answering a SHAKE_RESULT, opening a pushed ENVELOPE, and sending a scheduled SHAKE.
+func TestLoopAllocs(t *testing.T) {
+	cfg := &Config{Users: Range{1, 10}, QPS: 1000, Duration: time.Minute}
+	cfg.Fill()
+	plan, err := newRunPlan(cfg, time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := newLoop(0, plan, Range{1, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &l.conns[3]
+	c.fd = 1 << 30 // never written: the test only fills the output buffer
+	l.setState(c, stReady)
+	l.now = time.Now().UnixNano()
+	result := proto.AppendShakeResult(nil, uint64(l.now-1000), proto.ShakeGot, 9, 77)
+	push := proto.AppendEnvelope(nil, 1, 10, 0, 100, 1)
+	f := func(name string, frame []byte) {
+		t.Helper()
+		fr, _, err := proto.NextResponse(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			c.inflight[reqShake] = 1
+			l.handle(c, 3, fr)
+			if c.out != nil {
+				*c.out = (*c.out)[:0]
+			}
+			c.flags &^= fDirty
+			l.dirty = l.dirty[:0]
+		})
+		if allocs != 0 {
+			t.Errorf("%s: got %v allocations; want 0", name, allocs)
+		}
+	}
+	f("SHAKE_RESULT", result)
+	f("ENVELOPE", push)
+	if got := l.c.ShakeAmount; got == 0 || got%77 != 0 {
+		t.Errorf("SHAKE amounts summed to %d; want a multiple of 77", got)
+	}
+	if l.c.Sent[reqOpen] == 0 {
+		t.Error("no OPEN sent for the pushes")
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		l.now += int64(time.Millisecond)
+		l.sendDue()
+		for _, idx := range l.dirty {
+			cc := &l.conns[idx]
+			cc.flags &^= fDirty
+			if cc.out != nil {
+				*cc.out = (*cc.out)[:0]
+			}
+		}
+		l.dirty = l.dirty[:0]
+	})
+	if allocs != 0 {
+		t.Errorf("sendDue: got %v allocations; want 0", allocs)
+	}
+	c.fd = -1
+	unix.Close(l.evfd)
+	unix.Close(l.ep)
+}
+
+// TestConnSize keeps the per-user state small: it is most of the client's memory per user.
+func TestConnSize(t *testing.T) {
+	if got := unsafe.Sizeof(uconn{}); got > 48 {
+		t.Errorf("uconn is %d bytes; want at most 48", got)
+	}
+}

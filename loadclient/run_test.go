@@ -1,0 +1,275 @@
+//go:build linux
+
+package loadclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"hongbao/loadclient"
+	"hongbao/proto"
+)
+
+// run runs cfg and fails the test if it takes longer than limit.
+func run(t *testing.T, cfg *loadclient.Config, limit time.Duration) (*loadclient.Report, error, time.Duration) {
+	t.Helper()
+	var out strings.Builder
+	type result struct {
+		r   *loadclient.Report
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		r, err := loadclient.Run(context.Background(), cfg, &out)
+		done <- result{r, err}
+	}()
+	select {
+	case res := <-done:
+		t.Logf("output:\n%s", out.String())
+		return res.r, res.err, time.Since(start)
+	case <-time.After(limit):
+		t.Fatalf("Run still running after %v", limit)
+		return nil, nil, 0
+	}
+}
+
+// TestShakesFollowSchedule checks that the SHAKEs carry the exact global schedule: as many
+// stamped in each whole second as -qps, the first second aside (users still connecting skip
+// their turn), and every due send either sent or skipped.
+func TestShakesFollowSchedule(t *testing.T) {
+	fake := newFakeServer(t, 0)
+	const qps, secs = 300, 3
+	cfg := config(t, "-server", fake.addr(), "-users", "1-60", "-qps", "300", "-duration", "3s", "-loops", "2",
+		"-source", "127.0.0.2-127.0.0.3")
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	shake := r.Requests["SHAKE"]
+	if got := shake.Sent + r.Skipped; got != qps*secs {
+		t.Errorf("got %d SHAKEs sent + %d skipped; want %d due in %ds at %d QPS", shake.Sent, r.Skipped, qps*secs, secs, qps)
+	}
+	if shake.Answered != shake.Sent || shake.Status["1"] != shake.Sent {
+		t.Errorf("got %d SHAKEs answered (%v) of %d sent; want all, status 1", shake.Answered, shake.Status, shake.Sent)
+	}
+	startSec := r.Start.Unix()
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	for s := startSec + 1; s < startSec+secs; s++ {
+		if got := fake.byStampSec[s]; got != qps {
+			t.Errorf("second %d of the run: got %d SHAKEs stamped in it; want %d", s-startSec, got, qps)
+		}
+	}
+	if fake.peers["127.0.0.2"] != 30 || fake.peers["127.0.0.3"] != 30 {
+		t.Errorf("connections by source address: %v; want 30 from each of -source 127.0.0.2-127.0.0.3", fake.peers)
+	}
+	if int64(shake.Sent) != fake.shakes {
+		t.Errorf("server got %d SHAKEs; client sent %d", fake.shakes, shake.Sent)
+	}
+	if l := shake.Latency; l.Count != shake.Sent || l.P50 <= 0 || l.P99 < l.P50 || l.Max < l.P99 {
+		t.Errorf("SHAKE latency %+v: want %d values with 0 < p50 ≤ p99 ≤ max", l, shake.Sent)
+	}
+}
+
+// TestEveryEnvelopeOpenedOnce checks that every ENVELOPE pushed, from SHAKEs and from SENDs,
+// is opened exactly once, and that the reconciliation against an honest server passes.
+func TestEveryEnvelopeOpenedOnce(t *testing.T) {
+	fake := newFakeServer(t, 5)
+	cfg := config(t, "-server", fake.addr(), "-users", "1-40", "-qps", "200", "-duration", "2s",
+		"-send-rate", "20", "-send-recipients", "3", "-chat-rate", "20", "-chat-size", "100",
+		"-admin", fake.admin.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.pushed) == 0 || fake.sends == 0 || fake.chats == 0 {
+		t.Fatalf("got %d envelopes pushed, %d SENDs, %d CHATs; want some of each", len(fake.pushed), fake.sends, fake.chats)
+	}
+	for key, n := range fake.pushed {
+		if n != 1 {
+			t.Errorf("user %d envelope %d pushed %d times; the fake pushes once", key[0], key[1], n)
+		}
+		if got := fake.opened[key]; got != 1 {
+			t.Errorf("user %d envelope %d: opened %d times; want 1", key[0], key[1], got)
+		}
+	}
+	for key, n := range fake.opened {
+		if fake.pushed[key] == 0 {
+			t.Errorf("user %d opened envelope %d %d times, never pushed to it", key[0], key[1], n)
+		}
+	}
+	if got, want := r.Pushes["ENVELOPE"], uint64(len(fake.pushed)); got != want {
+		t.Errorf("client counted %d ENVELOPE pushes; server pushed %d", got, want)
+	}
+	if r.Reconcile == nil || !r.Reconcile.OK {
+		t.Errorf("reconcile: %+v; want ok", r.Reconcile)
+	}
+	if send := r.Requests["SEND"]; send.Sent == 0 || send.Status["0"] != send.Sent {
+		t.Errorf("SEND: %+v; want every SEND acknowledged ok", send)
+	}
+	if chat := r.Requests["CHAT"]; chat.Answered != chat.Sent || r.Pushes["CHAT_DELIVER"] != chat.Status["0"] {
+		t.Errorf("CHAT: %+v, %d delivered; want every CHAT answered and each handed one delivered", chat, r.Pushes["CHAT_DELIVER"])
+	}
+}
+
+// TestReconcileMismatch checks that a server under-reporting got_amount by 1 fen fails the
+// run with a message naming the figure and the difference.
+func TestReconcileMismatch(t *testing.T) {
+	fake := newFakeServer(t, 0)
+	fake.underReport = 1
+	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "1s", "-admin", fake.admin.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err == nil {
+		t.Fatal("Run: got no error; want a reconciliation mismatch")
+	}
+	for _, want := range []string{"shake.got_amount", "off by +1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "opened_amount") {
+		t.Errorf("error %q blames a figure that agrees", err)
+	}
+	if r == nil || r.Reconcile == nil || r.Reconcile.OK {
+		t.Fatalf("report reconcile %+v; want a failed one", r.Reconcile)
+	}
+}
+
+// TestServerKilledMidRun checks that a server dying makes the run end on time with the
+// connection errors counted and a failure, rather than hang.
+func TestServerKilledMidRun(t *testing.T) {
+	fake := newFakeServer(t, 0)
+	cfg := config(t, "-server", fake.addr(), "-users", "1-30", "-qps", "200", "-duration", "3s", "-grace", "1s",
+		"-admin", fake.admin.URL)
+	time.AfterFunc(1500*time.Millisecond, fake.kill)
+	r, err, took := run(t, cfg, 20*time.Second)
+	if err == nil {
+		t.Fatal("Run: got no error; want one after the server died")
+	}
+	if took > 9*time.Second {
+		t.Errorf("Run took %v after a 3s run with a 1s grace; want it bounded", took)
+	}
+	if r.Errors["reset"] == 0 || r.Errors["connect"] == 0 {
+		t.Errorf("errors %v; want resets (the drops) and connect errors (the reconnects)", r.Errors)
+	}
+	if !strings.Contains(err.Error(), "reset") {
+		t.Errorf("error %q does not mention the resets", err)
+	}
+}
+
+// TestConn drives the fake with the small protocol client.
+func TestConn(t *testing.T) {
+	fake := newFakeServer(t, 1)
+	c, err := loadclient.Dial(fake.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st, err := c.Login(7, nil, time.Second); err != nil || st != proto.LoginOK {
+		t.Fatalf("Login: status %d, %v; want 0", st, err)
+	}
+	c.Send(proto.AppendShake(nil, 42))
+	f, err := c.Expect(proto.ShakeResult, time.Second)
+	if err != nil || f.Stamp != 42 {
+		t.Fatalf("SHAKE: %v %v; want SHAKE_RESULT with stamp 42", f, err)
+	}
+	f, err = c.Expect(proto.Envelope, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _, _, _ := f.Envelope()
+	c.Send(proto.AppendOpen(nil, 43, env))
+	f, err = c.Expect(proto.OpenResult, time.Second)
+	if st, _, amount := f.OpenResult(); err != nil || st != proto.OpenOK || amount != openAmount {
+		t.Fatalf("OPEN: status %d amount %d, %v; want 0 and %d", st, amount, err, openAmount)
+	}
+}
+
+// TestRateChanges checks a scripted plan and a run-time change on -control: each whole
+// second carries exactly the rate in force, and /qps?set takes effect within a second.
+func TestRateChanges(t *testing.T) {
+	fake := newFakeServer(t, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := ln.Addr().String()
+	ln.Close()
+	cfg := config(t, "-server", fake.addr(), "-users", "1-50", "-phases", "100@2s,200", "-duration", "5s", "-control", control)
+	type change struct {
+		at   time.Time
+		from string
+	}
+	changed := make(chan change, 1)
+	time.AfterFunc(3200*time.Millisecond, func() {
+		at := time.Now()
+		resp, err := http.Get("http://" + control + "/qps?set=400")
+		if err != nil {
+			changed <- change{at, err.Error()}
+			return
+		}
+		var body struct{ From string }
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		changed <- change{at, body.From}
+	})
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ch := <-changed
+	setAt, boundary := ch.at, ch.from
+	from, err := time.Parse(time.RFC3339, boundary)
+	if err != nil {
+		t.Fatalf("/qps?set answered from=%q: %v", boundary, err)
+	}
+	if d := from.Sub(setAt); d <= 0 || d > time.Second+rateNotice {
+		t.Errorf("rate change at %v takes effect at %v, %v later; want within a second (and the notice)", setAt, from, d)
+	}
+	start := r.Start.Unix()
+	want := map[int64]int{start + 1: 100}
+	for s := start + 2; s < start+5; s++ {
+		want[s] = 200
+		if s >= from.Unix() {
+			want[s] = 400
+		}
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	for s, n := range want {
+		if got := fake.byStampSec[s]; got != n {
+			t.Errorf("second %d of the run: got %d SHAKEs; want %d", s-start, got, n)
+		}
+	}
+}
+
+const rateNotice = 50 * time.Millisecond
+
+// TestReconnect checks that users whose connections drop reconnect, log in again and go on
+// sending, with the drops counted as resets.
+func TestReconnect(t *testing.T) {
+	fake := newFakeServer(t, 0)
+	const users = 20
+	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "3s")
+	time.AfterFunc(1200*time.Millisecond, fake.dropAll)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "reset 20") {
+		t.Errorf("Run: %v; want a failure naming 20 resets", err)
+	}
+	if r.Connects != 2*users || r.Requests["LOGIN"].Status["0"] != 2*users {
+		t.Errorf("got %d connects, LOGIN %v; want %d of each: every user twice", r.Connects, r.Requests["LOGIN"].Status, 2*users)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if last := fake.byStampSec[r.Start.Unix()+2]; last != 100 {
+		t.Errorf("got %d SHAKEs in the last second; want all 100 after the reconnects", last)
+	}
+}

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"hongbao/campaign"
+	"hongbao/stages"
+)
+
+func (s *Server) listenAdmin() error {
+	ln, err := net.Listen("tcp", s.opts.Admin)
+	if err != nil {
+		return fmt.Errorf("-admin: %w", err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && s.opts.AdminToken == "" {
+		s.log.Warn("admin API bound beyond loopback without -admin-token: anyone who reaches it can start campaigns and read profiles", "admin", ln.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /stats", s.serveStats)
+	mux.HandleFunc("GET /campaigns", s.serveCampaigns)
+	mux.HandleFunc("POST /campaigns/{kind}", s.startCampaign)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.adminLn = ln
+	s.admin = &http.Server{Handler: s.authorize(mux), ReadHeaderTimeout: 5 * time.Second}
+	s.metrics = s.newMetrics()
+	return nil
+}
+
+// authorize requires the admin token on every request when one is set.
+func (s *Server) authorize(next http.Handler) http.Handler {
+	if s.opts.AdminToken == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.opts.AdminToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hongbao admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong admin token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Stats sums the ledger now.
+func (s *Server) Stats() Stats {
+	var st Stats
+	sumLedgers(s.ledgers, &st)
+	ist := s.ing.Stats()
+	st.Connections = int64(s.ing.Conns())
+	st.Shake.Overload = ist.Overload.Shake
+	st.Shake.Requests += ist.Overload.Shake
+	st.Envelopes.Overload = ist.Overload.Open + ist.Overload.Send
+	st.Chat.Overload = ist.Overload.Chat
+	if s.bus == nil { // bare I/O: ingress answers shakes itself
+		st.Logins = ist.Logins
+		st.Shake.Requests = ist.Frames.Shake
+		st.Shake.Empty = ist.Frames.Shake
+	}
+	return st
+}
+
+func (s *Server) serveStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func (s *Server) serveCampaigns(w http.ResponseWriter, _ *http.Request) {
+	if s.camps == nil {
+		writeJSON(w, http.StatusOK, []campaign.Status{})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.camps.List())
+}
+
+// startCampaign serves POST /campaigns/shake and /campaigns/send.
+func (s *Server) startCampaign(w http.ResponseWriter, r *http.Request) {
+	if s.camps == nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "no campaigns with -pipeline=none"})
+		return
+	}
+	p := campaign.Params{Kind: campaign.Kind(r.PathValue("kind"))}
+	if p.Kind != campaign.Shake && p.Kind != campaign.Send {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no campaign kind " + strconv.Quote(string(p.Kind)) + ": want shake or send"})
+		return
+	}
+	q := r.URL.Query()
+	var bad error
+	num := func(name string, bits int, required bool) uint64 {
+		v := q.Get(name)
+		if v == "" {
+			if required && bad == nil {
+				bad = fmt.Errorf("%s: missing", name)
+			}
+			return 0
+		}
+		n, err := strconv.ParseUint(v, 10, bits)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("%s=%q: not a whole number in range", name, v)
+		}
+		return n
+	}
+	p.Rate = num("rate", 64, true)
+	p.Total = num("total", 64, true)
+	p.Min = uint32(num("min", 32, true))
+	p.Max = uint32(num("max", 32, true))
+	if p.Kind == campaign.Send {
+		p.Recipients = uint16(num("recipients", 16, true))
+	}
+	if bad == nil {
+		var c *campaign.Campaign
+		if c, bad = s.camps.Start(p); bad == nil {
+			s.log.Info("campaign started", "id", c.ID, "kind", p.Kind, "rate", p.Rate, "total", p.Total)
+			writeJSON(w, http.StatusOK, c.Status())
+			return
+		}
+	}
+	writeJSON(w, http.StatusBadRequest, map[string]string{"error": bad.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// newMetrics registers gauges that sum per-SET and per-loop counters at
+// scrape time: nothing on the hot path but the owners' atomic adds.
+func (s *Server) newMetrics() *metrics.Set {
+	set := metrics.NewSet()
+	g := func(name string, f func(st *Stats) uint64) {
+		set.NewGauge(name, func() float64 { st := s.Stats(); return float64(f(&st)) })
+	}
+	set.NewGauge("hongbao_connections", func() float64 { return float64(s.ing.Conns()) })
+	g("hongbao_logins_total", func(st *Stats) uint64 { return st.Logins })
+	g(`hongbao_shake_total{result="got"}`, func(st *Stats) uint64 { return st.Shake.Got })
+	g(`hongbao_shake_total{result="empty"}`, func(st *Stats) uint64 { return st.Shake.Empty })
+	g(`hongbao_shake_total{result="overload"}`, func(st *Stats) uint64 { return st.Shake.Overload })
+	g("hongbao_shake_pool", func(st *Stats) uint64 { return st.Shake.Pool })
+	g("hongbao_envelopes_opened_total", func(st *Stats) uint64 { return st.Envelopes.Opened })
+	g("hongbao_envelopes_created_total", func(st *Stats) uint64 { return st.Envelopes.Created })
+	g("hongbao_chat_received_total", func(st *Stats) uint64 { return st.Chat.Received })
+	ing := func(name string, f func() uint64) { set.NewGauge(name, func() float64 { return float64(f()) }) }
+	ing("hongbao_accepted_total", func() uint64 { return s.ing.Stats().Accepted })
+	ing("hongbao_refused_total", func() uint64 { return s.ing.Stats().Refused })
+	ing("hongbao_bytes_in_total", func() uint64 { return s.ing.Stats().BytesIn })
+	egress := func(name string, f func(l *stages.Ledger) uint64) {
+		set.NewGauge(name, func() float64 {
+			var n uint64
+			for _, l := range s.ledgers {
+				n += f(l)
+			}
+			return float64(n)
+		})
+	}
+	egress("hongbao_bytes_out_total", func(l *stages.Ledger) uint64 { return l.Egress.Bytes.Load() })
+	egress("hongbao_writes_total", func(l *stages.Ledger) uint64 { return l.Egress.Writes.Load() })
+	egress("hongbao_frames_dropped_total", func(l *stages.Ledger) uint64 { return l.Egress.Dropped.Load() })
+	egress("hongbao_cut_off_total", func(l *stages.Ledger) uint64 { return l.Egress.CutOff.Load() })
+	if s.bus != nil {
+		for i := 0; i < s.bus.Sets(); i++ {
+			r := s.bus.Ring(i)
+			set.NewGauge(fmt.Sprintf(`hongbao_ring_occupancy{set="%d"}`, i), func() float64 { return float64(r.Len()) })
+		}
+	}
+	return set
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	s.metrics.WritePrometheus(w)
+	s.writeLatency(w)
+	metrics.WriteProcessMetrics(w)
+}
+
+// writeLatency writes the ingress → egress latency histogram, summed over
+// the SETs' egress buckets (bucket i: below 2^i µs).
+func (s *Server) writeLatency(w io.Writer) {
+	var buckets [stages.LatencyBuckets]uint64
+	var sum, count uint64
+	for _, l := range s.ledgers {
+		for i := range buckets {
+			n := l.Egress.LatencyBuckets[i].Load()
+			buckets[i] += n
+			count += n
+		}
+		sum += l.Egress.LatencySumNs.Load()
+	}
+	fmt.Fprintln(w, "# TYPE hongbao_latency_seconds histogram")
+	var cum uint64
+	for i := 0; i < stages.LatencyBuckets-1; i++ {
+		cum += buckets[i]
+		fmt.Fprintf(w, "hongbao_latency_seconds_bucket{le=\"%g\"} %d\n", float64(uint64(1)<<i)/1e6, cum)
+	}
+	fmt.Fprintf(w, "hongbao_latency_seconds_bucket{le=\"+Inf\"} %d\n", count)
+	fmt.Fprintf(w, "hongbao_latency_seconds_sum %g\nhongbao_latency_seconds_count %d\n", float64(sum)/1e9, count)
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"hongbao/ring"
+)
+
+// Options configures a Server. Fill leaves set fields alone and gives every
+// unset one its default; Validate reports every problem, each naming its flag.
+type Options struct {
+	Listen          string        // -listen: comma-separated TCP addresses for clients
+	Admin           string        // -admin: address of the admin HTTP API
+	AdminToken      string        // -admin-token
+	Sets            int           // -sets
+	Ring            int           // -ring: slots per SET ring, a power of two
+	Loops           int           // -loops
+	Ingress         string        // -ingress: epoll | netpoll
+	Wait            string        // -wait: park | yield | spin
+	Pipeline        string        // -pipeline: ring | none
+	MaxConns        int           // -max-conns
+	LoginTimeout    time.Duration // -login-timeout
+	MaxPending      int           // -max-pending: bytes
+	AuthSecret      string        // -auth-secret (or -auth-secret-file, $HONGBAO_AUTH_SECRET)
+	AuthSecretFile  string        // -auth-secret-file
+	ReusePort       bool          // -reuseport
+	MaxShares       int           // -max-shares
+	MaxTotal        int           // -max-total: fen
+	EnvelopeTTL     time.Duration // -envelope-ttl
+	ShutdownTimeout time.Duration // -shutdown-timeout
+	LogFormat       string        // -log-format: text | json
+	LogLevel        string        // -log-level: debug | info | warn | error
+}
+
+// Defaults, each with its reason.
+const (
+	DefaultListen   = "127.0.0.1:9000"
+	DefaultAdmin    = "127.0.0.1:6060"
+	DefaultSets     = 32   // enough shards that no SET's stages saturate a core at 100K req/s
+	DefaultRing     = 2048 // per SET: 2048 × 128-byte events = 256 KiB, 8 MiB for 32 SETs
+	DefaultPending  = 256 << 10
+	DefaultShares   = 100
+	DefaultTotal    = 20000
+	AuthSecretEnv   = "HONGBAO_AUTH_SECRET"
+	maxSets         = 4096 // envelope ids carry the owning SET in 12 bits
+	defaultShutdown = 10 * time.Second
+)
+
+// Fill gives every unset field its default.
+func (o *Options) Fill() {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&o.Listen, DefaultListen)
+	def(&o.Admin, DefaultAdmin)
+	def(&o.Ingress, "epoll")
+	def(&o.Wait, "park")
+	def(&o.Pipeline, "ring")
+	def(&o.LogFormat, "text")
+	def(&o.LogLevel, "info")
+	if o.Sets == 0 {
+		o.Sets = DefaultSets
+	}
+	if o.Ring == 0 {
+		o.Ring = DefaultRing
+	}
+	if o.Loops == 0 {
+		o.Loops = runtime.GOMAXPROCS(0)
+	}
+	if o.LoginTimeout == 0 {
+		o.LoginTimeout = 10 * time.Second
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = DefaultPending
+	}
+	if o.MaxShares == 0 {
+		o.MaxShares = DefaultShares
+	}
+	if o.MaxTotal == 0 {
+		o.MaxTotal = DefaultTotal
+	}
+	if o.EnvelopeTTL == 0 {
+		o.EnvelopeTTL = 24 * time.Hour
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = defaultShutdown
+	}
+}
+
+// Validate reports every invalid option, each with its flag and reason.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("-%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	for _, a := range strings.Split(o.Listen, ",") {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			bad("listen", "%q is not host:port", a)
+		}
+	}
+	if _, _, err := net.SplitHostPort(o.Admin); o.Admin != "off" && err != nil {
+		bad("admin", "%q is not host:port (or off)", o.Admin)
+	}
+	if o.Sets < 1 || o.Sets > maxSets {
+		bad("sets", "%d is not in 1..%d (envelope ids carry the SET in 12 bits)", o.Sets, maxSets)
+	}
+	if o.Ring < 16 || o.Ring&(o.Ring-1) != 0 || o.Ring > 1<<20 {
+		bad("ring", "%d is not a power of two in 16..1048576", o.Ring)
+	}
+	if o.Loops < 1 || o.Loops > 1024 {
+		bad("loops", "%d is not in 1..1024", o.Loops)
+	}
+	if o.Ingress != "epoll" && o.Ingress != "netpoll" {
+		bad("ingress", "%q: want epoll or netpoll", o.Ingress)
+	}
+	if _, err := ring.ParseWait(o.Wait); err != nil {
+		bad("wait", "%v", err)
+	}
+	if o.Pipeline != "ring" && o.Pipeline != "none" {
+		bad("pipeline", "%q: want ring, or none for the bare-I/O baseline", o.Pipeline)
+	}
+	if o.MaxConns < 0 {
+		bad("max-conns", "%d is negative", o.MaxConns)
+	}
+	if o.LoginTimeout < 0 {
+		bad("login-timeout", "%v is negative", o.LoginTimeout)
+	}
+	if o.MaxPending < 4096 {
+		bad("max-pending", "%d is below one frame (4096 bytes)", o.MaxPending)
+	}
+	if o.MaxShares < 1 || o.MaxShares > 1019 {
+		bad("max-shares", "%d is not in 1..1019 (the recipients one frame holds)", o.MaxShares)
+	}
+	if o.MaxTotal < o.MaxShares || o.MaxTotal > 1<<31 {
+		bad("max-total", "%d is not in max-shares..2^31", o.MaxTotal)
+	}
+	if o.EnvelopeTTL < time.Second {
+		bad("envelope-ttl", "%v is under a second", o.EnvelopeTTL)
+	}
+	if o.ShutdownTimeout < 0 {
+		bad("shutdown-timeout", "%v is negative", o.ShutdownTimeout)
+	}
+	if o.AuthSecret != "" && o.AuthSecretFile != "" {
+		bad("auth-secret-file", "give the secret by one means only (-auth-secret is also set)")
+	}
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		bad("log-format", "%q: want text or json", o.LogFormat)
+	}
+	switch o.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level", "%q: want debug, info, warn or error", o.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// secret returns the auth secret from the flag, the file or the environment.
+func (o *Options) secret() ([]byte, error) {
+	switch {
+	case o.AuthSecret != "":
+		return []byte(o.AuthSecret), nil
+	case o.AuthSecretFile != "":
+		b, err := os.ReadFile(o.AuthSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("-auth-secret-file: %w", err)
+		}
+		return []byte(strings.TrimRight(string(b), "\r\n")), nil
+	}
+	return []byte(os.Getenv(AuthSecretEnv)), nil
+}
+
+// ParseFlags parses the server's command line into Options, filled and
+// validated.
+func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
+	var o Options
+	fs.StringVar(&o.Listen, "listen", DefaultListen, "client `addresses`, comma-separated host:port")
+	fs.StringVar(&o.Admin, "admin", DefaultAdmin, "admin HTTP `address` (/metrics, /stats, /campaigns, /debug/pprof); off to disable")
+	fs.StringVar(&o.AdminToken, "admin-token", "", "if set, every admin request must carry Authorization: Bearer `TOKEN`")
+	fs.IntVar(&o.Sets, "sets", DefaultSets, "number of SETs (shards): each owns its users, one ring and its stages")
+	fs.IntVar(&o.Ring, "ring", DefaultRing, "`slots` per SET ring, a power of two; a full ring answers overloaded")
+	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll)")
+	fs.StringVar(&o.Ingress, "ingress", "epoll", "ingress: epoll (event loops, Linux) or netpoll (goroutine per connection)")
+	fs.StringVar(&o.Wait, "wait", "park", "how idle stages wait: park (spin, yield, then sleep), yield, or spin (burns a core per stage)")
+	fs.StringVar(&o.Pipeline, "pipeline", "ring", "ring, or none: ingress answers every SHAKE itself with status 0 (the bare-I/O baseline for perf)")
+	fs.IntVar(&o.MaxConns, "max-conns", 0, "connections beyond this are closed at accept (0: no limit but the open-files limit)")
+	fs.DurationVar(&o.LoginTimeout, "login-timeout", 10*time.Second, "a connection that sends no LOGIN by then gets ERROR 7 and is closed")
+	fs.IntVar(&o.MaxPending, "max-pending", DefaultPending, "`bytes` of unwritten output a connection may have before ERROR 6 and close")
+	fs.StringVar(&o.AuthSecret, "auth-secret", "", "HMAC secret for LOGIN tokens (visible in ps: prefer -auth-secret-file or $"+AuthSecretEnv+")")
+	fs.StringVar(&o.AuthSecretFile, "auth-secret-file", "", "read the auth secret from this `file`")
+	fs.BoolVar(&o.ReusePort, "reuseport", false, "set SO_REUSEPORT so several server processes share a port")
+	fs.IntVar(&o.MaxShares, "max-shares", DefaultShares, "most recipients of one SEND")
+	fs.IntVar(&o.MaxTotal, "max-total", DefaultTotal, "largest SEND total in fen")
+	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	o.Fill()
+	return o, o.Validate()
+}

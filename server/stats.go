@@ -1,0 +1,71 @@
+package server
+
+import "hongbao/stages"
+
+// Stats is the ledger of GET /stats: PROTOCOL.md's fields, and more.
+// Each figure is a sum over the SETs of counters that one stage writes.
+type Stats struct {
+	Connections int64  `json:"connections"`
+	Logins      uint64 `json:"logins"`
+	Shake       struct {
+		Requests      uint64 `json:"requests"`
+		Got           uint64 `json:"got"`
+		GotAmount     uint64 `json:"got_amount"`
+		Empty         uint64 `json:"empty"`
+		Overload      uint64 `json:"overload"`
+		Created       uint64 `json:"created"`
+		CreatedAmount uint64 `json:"created_amount"`
+		Pool          uint64 `json:"pool"`
+		PoolAmount    uint64 `json:"pool_amount"`
+		Returned      uint64 `json:"returned"` // answers that could not be written: envelopes back in the pool
+	} `json:"shake"`
+	Envelopes struct {
+		Created           uint64 `json:"created"`
+		CreatedAmount     uint64 `json:"created_amount"`
+		Opened            uint64 `json:"opened"`
+		OpenedAmount      uint64 `json:"opened_amount"`
+		OutstandingAmount uint64 `json:"outstanding_amount"` // not opened: live_amount + refunded_amount
+		LiveAmount        uint64 `json:"live_amount"`        // still openable
+		Refunded          uint64 `json:"refunded"`           // envelopes expired with shares left
+		RefundedAmount    uint64 `json:"refunded_amount"`
+		Overload          uint64 `json:"overload"` // OPEN and SEND answered overloaded
+		SendInvalid       uint64 `json:"send_invalid"`
+		SystemSkipped     uint64 `json:"system_skipped"` // campaign envelopes a SET lacked online users for
+	} `json:"envelopes"`
+	Chat struct {
+		Received  uint64 `json:"received"`
+		Delivered uint64 `json:"delivered"`
+		Offline   uint64 `json:"offline"`
+		Overload  uint64 `json:"overload"`
+	} `json:"chat"`
+}
+
+// sumLedgers adds up the SETs' counters.
+func sumLedgers(ls []*stages.Ledger, st *Stats) {
+	for _, l := range ls {
+		st.Logins += l.Session.Logins.Load()
+		st.Shake.Requests += l.Shake.Requests.Load()
+		st.Shake.Got += l.Egress.Got.Load()
+		st.Shake.GotAmount += l.Egress.GotAmount.Load()
+		st.Shake.Empty += l.Shake.Empty.Load()
+		st.Shake.Created += l.Shake.Created.Load()
+		st.Shake.CreatedAmount += l.Shake.CreatedAmount.Load()
+		st.Shake.Pool += l.Shake.Pool.Load()
+		st.Shake.PoolAmount += l.Shake.PoolAmount.Load()
+		st.Shake.Returned += l.Shake.Returned.Load()
+		e := &l.Split
+		st.Envelopes.Created += e.Created.Load()
+		st.Envelopes.CreatedAmount += e.CreatedAmount.Load()
+		st.Envelopes.Opened += e.Opened.Load()
+		st.Envelopes.OpenedAmount += e.OpenedAmount.Load()
+		st.Envelopes.LiveAmount += e.LiveAmount.Load()
+		st.Envelopes.Refunded += e.Refunded.Load()
+		st.Envelopes.RefundedAmount += e.RefundedAmount.Load()
+		st.Envelopes.SendInvalid += e.SendInvalid.Load()
+		st.Envelopes.SystemSkipped += l.Session.SystemPicksFailed.Load()
+		st.Chat.Received += l.Session.ChatReceived.Load()
+		st.Chat.Delivered += l.Session.ChatDelivered.Load()
+		st.Chat.Offline += l.Session.ChatOffline.Load()
+	}
+	st.Envelopes.OutstandingAmount = st.Envelopes.LiveAmount + st.Envelopes.RefundedAmount
+}

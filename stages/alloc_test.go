@@ -1,0 +1,68 @@
+package stages_test
+
+import (
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"hongbao/event"
+	"hongbao/proto"
+	"hongbao/stages"
+)
+
+// sink reads everything sent to cl into a fixed buffer, allocating nothing,
+// so that allocation counts measure the server side alone.
+func sink(cl *client) {
+	go func() {
+		b := make([]byte, 64<<10)
+		for {
+			if n, err := unix.Read(cl.fd, b); n <= 0 || err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func TestAllocsPerRequest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	p := newPipeline(t, 2, 256, defaultLimits, nil)
+	a, b := p.login(1), p.login(2) // SETs 1 and 0
+	amounts := make([]uint32, 64)
+	for i := range amounts {
+		amounts[i] = 1
+	}
+	for i := uint64(0); i < 200; i++ { // 12,800 envelopes for SET 1's pool
+		p.deal(1, 1+i*64, amounts)
+	}
+	// An envelope of SET 0 that user 1 has opened: further OPENs answer
+	// "already" from SET 0 back to user 1's SET 1 through the outbox.
+	b.send(10, []uint32{1}, 1)
+	_, env := b.expect(proto.SendAck).SendAck()
+	a.expect(proto.Envelope)
+	a.open(env, 2)
+	a.expect(proto.OpenResult)
+	sink(a)
+	frames := func() uint64 {
+		return p.ledgers[1].Egress.Frames[stages.FrameIndex(byte(proto.ShakeResult))].Load() +
+			p.ledgers[1].Egress.Frames[stages.FrameIndex(byte(proto.OpenResult))].Load()
+	}
+	f := func(name string, req func()) {
+		t.Helper()
+		req() // warm up: buffers pooled, maps sized
+		allocs := testing.AllocsPerRun(2000, func() {
+			before := frames()
+			req()
+			for frames() == before { // wait until egress wrote the answer
+				runtime.Gosched()
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per request; want 0", name, allocs)
+		}
+	}
+	f("SHAKE", func() { a.shake(3) })
+	f("OPEN across SETs", func() { a.request(event.KOpen, 0, 4, func(ev *event.Event) { ev.Env = env }) })
+}

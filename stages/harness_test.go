@@ -1,0 +1,277 @@
+package stages_test
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+	"golang.org/x/sys/unix"
+
+	"hongbao/conn"
+	"hongbao/egress"
+	"hongbao/envelope"
+	"hongbao/event"
+	"hongbao/proto"
+	"hongbao/ring"
+	"hongbao/stages"
+)
+
+// pipeline is n SETs wired as the server wires them (session → shake →
+// split → egress), without sockets to accept: the test plays the ingress and
+// its "clients" are the far ends of socketpairs.
+type pipeline struct {
+	t       *testing.T
+	bus     *event.Bus
+	ledgers []*stages.Ledger
+	owner   *fakeOwner
+}
+
+func newPipeline(t *testing.T, sets, size int, lim stages.Limits, now func() int64) *pipeline {
+	t.Helper()
+	rings := make([]*event.Ring, sets)
+	for i := range rings {
+		rings[i], _ = ring.New[event.Event](ring.Options{Size: size, Producers: ring.MultiProducer})
+	}
+	p := &pipeline{t: t, bus: event.NewBus(rings, size/8)}
+	p.owner = &fakeOwner{bus: p.bus}
+	if now == nil {
+		now = func() int64 { return time.Now().UnixNano() }
+	}
+	for i, r := range rings {
+		l := new(stages.Ledger)
+		p.ledgers = append(p.ledgers, l)
+		split, err := stages.NewSplit(i, p.bus, l, lim, now, uint64(i)+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		se := r.AddStage(stages.NewSession(i, p.bus, l, uint64(i)+100), ring.StageOptions[event.Event]{Name: "session"})
+		sh := r.AddStage(stages.NewShake(l), ring.StageOptions[event.Event]{Name: "shake", After: []*ring.Stage[event.Event]{se}})
+		sp := r.AddStage(split, ring.StageOptions[event.Event]{Name: "split", After: []*ring.Stage[event.Event]{sh}})
+		r.AddStage(egress.New(i, p.bus, l, 64<<10, now), ring.StageOptions[event.Event]{Name: "egress", After: []*ring.Stage[event.Event]{sp}})
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the server's ticker: held events are retried
+		defer wg.Done()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				p.bus.Tick()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		wg.Wait()
+		if err := p.bus.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// publish fills and publishes one event into set's ring, as the ingress does.
+func (p *pipeline) publish(set int, fill func(ev *event.Event)) {
+	r := p.bus.Ring(set)
+	seq, err := r.Claim(1)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	ev := r.At(seq)
+	*ev = event.Event{}
+	fill(ev)
+	r.Publish(seq, seq)
+}
+
+// client is the test's end of one user's connection.
+type client struct {
+	p    *pipeline
+	user uint32
+	c    *conn.Conn
+	fd   int // the test's end
+	buf  []byte
+}
+
+func (p *pipeline) login(user uint32) *client {
+	p.t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cl := &client{p: p, user: user, c: &conn.Conn{FD: fds[0], Owner: p.owner}, fd: fds[1]}
+	unix.SetNonblock(fds[1], false)
+	tv := unix.NsecToTimeval(int64(5 * time.Second))
+	unix.SetsockoptTimeval(fds[1], unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	cl.c.User, cl.c.SET = user, int32(p.bus.SETOf(user))
+	p.publish(p.bus.SETOf(user), func(ev *event.Event) {
+		ev.Kind, ev.User, ev.Conn, ev.Stamp = event.KLogin, user, conn.HandleOf(cl.c), 7
+	})
+	f := cl.expect(proto.LoginAck)
+	if st, u := f.LoginAck(); st != proto.LoginOK || u != user || f.Stamp != 7 {
+		p.t.Fatalf("LOGIN_ACK status %d user %d stamp %d; want 0 %d 7", st, u, f.Stamp, user)
+	}
+	p.t.Cleanup(func() { unix.Close(fds[1]) })
+	return cl
+}
+
+// request publishes a request of kind k from cl into set (the user's SET if
+// set < 0), as the ingress would after decoding it.
+func (cl *client) request(k event.Kind, set int, stamp uint64, fill func(ev *event.Event)) {
+	if set < 0 {
+		set = cl.p.bus.SETOf(cl.user)
+	}
+	cl.p.publish(set, func(ev *event.Event) {
+		ev.Kind, ev.User, ev.Conn, ev.Stamp, ev.RecvNs = k, cl.user, conn.HandleOf(cl.c), stamp, time.Now().UnixNano()
+		if fill != nil {
+			fill(ev)
+		}
+	})
+}
+
+func (cl *client) shake(stamp uint64) { cl.request(event.KShake, -1, stamp, nil) }
+
+func (cl *client) open(env uint64, stamp uint64) {
+	cl.request(event.KOpen, envelope.OwnerSET(env), stamp, func(ev *event.Event) { ev.Env = env })
+}
+
+func (cl *client) send(total uint32, rcpt []uint32, stamp uint64) {
+	cl.request(event.KSend, -1, stamp, func(ev *event.Event) {
+		ev.Total, ev.N = total, uint16(len(rcpt))
+		ev.Buf = bytebufferpool.Get()
+		for _, r := range rcpt {
+			ev.Buf.B = binary.BigEndian.AppendUint32(ev.Buf.B, r)
+		}
+	})
+}
+
+func (cl *client) chat(to uint32, text string, stamp uint64) {
+	cl.request(event.KChat, cl.p.bus.SETOf(to), stamp, func(ev *event.Event) {
+		ev.Peer = to
+		ev.Buf = bytebufferpool.Get()
+		ev.Buf.B = proto.AppendChatDeliver(ev.Buf.B, stamp, cl.user, []byte(text))
+	})
+}
+
+// next reads the next frame sent to cl (5 s timeout).
+func (cl *client) next() proto.Frame {
+	cl.p.t.Helper()
+	for {
+		if f, n, err := proto.NextResponse(cl.buf); err != nil {
+			cl.p.t.Fatalf("user %d: bad frame from server: %v", cl.user, err)
+		} else if n > 0 {
+			f.Body = append([]byte(nil), f.Body...)
+			cl.buf = cl.buf[n:]
+			return f
+		}
+		b := make([]byte, 4096)
+		n, err := unix.Read(cl.fd, b)
+		if err != nil || n == 0 {
+			cl.p.t.Fatalf("user %d: read: n=%d err=%v (no frame within 5 s)", cl.user, n, err)
+		}
+		cl.buf = append(cl.buf, b[:n]...)
+	}
+}
+
+// drain returns the frames already sent to cl, without waiting.
+func (cl *client) drain() []proto.Frame {
+	b := make([]byte, 64<<10)
+	for {
+		n, _, err := unix.Recvfrom(cl.fd, b, unix.MSG_DONTWAIT)
+		if n <= 0 || err != nil {
+			break
+		}
+		cl.buf = append(cl.buf, b[:n]...)
+	}
+	var out []proto.Frame
+	for len(cl.buf) > 0 {
+		out = append(out, cl.next())
+	}
+	return out
+}
+
+func (cl *client) expect(t proto.Type) proto.Frame {
+	cl.p.t.Helper()
+	f := cl.next()
+	if f.Type != t {
+		cl.p.t.Fatalf("user %d: got %v; want %v", cl.user, f.Type, t)
+	}
+	return f
+}
+
+// fakeOwner stands in for the ingress as the owner of test connections.
+type fakeOwner struct {
+	bus      *event.Bus
+	released atomic.Int64
+	watched  atomic.Int64
+}
+
+// WatchWritable waits for c to drain, then tells c's SET, as epoll would.
+func (o *fakeOwner) WatchWritable(c *conn.Conn) {
+	o.watched.Add(1)
+	h := conn.HandleOf(c)
+	go func() {
+		fds := []unix.PollFd{{Fd: int32(c.FD), Events: unix.POLLOUT}}
+		for {
+			if n, err := unix.Poll(fds, 1000); n == 1 || (err != nil && err != unix.EINTR) {
+				break
+			}
+		}
+		r := o.bus.Ring(int(c.SET))
+		seq, err := r.Claim(1)
+		if err != nil {
+			return
+		}
+		*r.At(seq) = event.Event{Kind: event.KWritable, Conn: h}
+		r.Publish(seq, seq)
+	}()
+}
+
+func (o *fakeOwner) Shutdown(c *conn.Conn)      { unix.Shutdown(c.FD, unix.SHUT_RDWR) }
+func (o *fakeOwner) Release(c *conn.Conn) {
+	unix.Close(c.FD)
+	c.Recycle()
+	o.released.Add(1)
+}
+
+// ledger sums the SETs' counters.
+func (p *pipeline) ledger() (createdAmt, gotAmt, poolAmt, envCreatedAmt, openedAmt, liveAmt, refundedAmt uint64) {
+	for _, l := range p.ledgers {
+		createdAmt += l.Shake.CreatedAmount.Load()
+		gotAmt += l.Egress.GotAmount.Load()
+		poolAmt += l.Shake.PoolAmount.Load()
+		envCreatedAmt += l.Split.CreatedAmount.Load()
+		openedAmt += l.Split.OpenedAmount.Load()
+		liveAmt += l.Split.LiveAmount.Load()
+		refundedAmt += l.Split.RefundedAmount.Load()
+	}
+	return
+}
+
+// checkInvariants waits for the pipeline to go quiet, then checks
+// PROTOCOL.md's two ledger invariants exactly.
+func (p *pipeline) checkInvariants() {
+	p.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, g, pool, ec, o, live, ref := p.ledger()
+		if c == g+pool && ec == o+live+ref {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("ledger off: shake created %d ≠ got %d + pool %d; envelopes created %d ≠ opened %d + live %d + refunded %d",
+				c, g, pool, ec, o, live, ref)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

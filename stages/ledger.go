@@ -1,0 +1,76 @@
+package stages
+
+import "sync/atomic"
+
+// pad keeps each stage's counters on cache lines of their own, so that one
+// stage's writes do not slow another's.
+type pad [128]byte
+
+// Ledger is one SET's counters. Every group is written only by the stage it
+// is named after and read at any time (admin /stats and /metrics sum the
+// SETs' ledgers at scrape time): no locks, one writer per counter.
+type Ledger struct {
+	_       pad
+	Session SessionCounters
+	_       pad
+	Shake   ShakeCounters
+	_       pad
+	Split   SplitCounters
+	_       pad
+	Egress  EgressCounters
+	_       pad
+}
+
+// SessionCounters are written by the session stage.
+type SessionCounters struct {
+	Logins, Replaced               atomic.Uint64
+	Online                         atomic.Int64
+	ChatReceived, ChatDelivered    atomic.Uint64
+	ChatOffline                    atomic.Uint64
+	Pushes, PushesOffline          atomic.Uint64
+	SystemPicks, SystemPicksFailed atomic.Uint64 // send campaign envelopes given / refused recipients
+}
+
+// ShakeCounters are written by the shake stage.
+type ShakeCounters struct {
+	Requests, Empty          atomic.Uint64
+	Popped, PoppedAmount     atomic.Uint64
+	Created, CreatedAmount   atomic.Uint64
+	Returned, ReturnedAmount atomic.Uint64 // envelopes whose answer could not be written, back in the pool
+	Pool, PoolAmount         atomic.Uint64 // gauges: the pool now
+}
+
+// SplitCounters are written by the split stage.
+type SplitCounters struct {
+	Created, CreatedAmount   atomic.Uint64
+	Opened, OpenedAmount     atomic.Uint64
+	Refunded, RefundedAmount atomic.Uint64 // expired envelopes' remainders
+	Live, LiveAmount         atomic.Uint64 // gauges: envelopes not fully opened, and what is left in them
+	SendInvalid              atomic.Uint64
+	OpenStatus               [6]atomic.Uint64 // OPEN answers by status
+}
+
+// EgressCounters are written by the egress stage.
+type EgressCounters struct {
+	Got, GotAmount     atomic.Uint64 // shake envelopes whose answer reached a live connection's output
+	Returned           atomic.Uint64 // shake envelopes sent back to the pool by egress
+	Frames             [16]atomic.Uint64
+	Bytes, Writes      atomic.Uint64
+	Dropped            atomic.Uint64 // frames for connections that were gone
+	CutOff             atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
+	Conns              atomic.Int64  // gauge: logged-in connections of the SET
+	LatencyBuckets     [LatencyBuckets]atomic.Uint64
+	LatencySumNs       atomic.Uint64
+}
+
+// LatencyBuckets is the number of ingress → egress latency buckets: bucket i
+// counts latencies below 2^i µs (the last one everything above).
+const LatencyBuckets = 24
+
+// FrameIndex maps a server-to-client frame type to its index in Frames.
+func FrameIndex(t byte) int {
+	if t == 0xFF {
+		return 15
+	}
+	return int(t & 0x0F)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package stages_test
+
+const raceEnabled = false

@@ -1,0 +1,154 @@
+package stages
+
+import (
+	"encoding/binary"
+
+	"github.com/valyala/bytebufferpool"
+
+	"hongbao/conn"
+	"hongbao/envelope"
+	"hongbao/event"
+	"hongbao/proto"
+)
+
+// Session is the first stage of a SET: it owns the table of the SET's online
+// users. It answers LOGIN (replacing an older connection of the same user),
+// forgets users on disconnect, resolves the recipient of a chat or a push to
+// a connection, and picks the recipients of system envelopes.
+type Session struct {
+	set    int
+	bus    *event.Bus
+	out    *event.Outbox
+	c      *SessionCounters
+	users  map[uint32]int32 // user → index in online
+	online []onlineUser
+	rnd    envelope.Rand
+}
+
+type onlineUser struct {
+	user uint32
+	h    conn.Handle
+}
+
+// NewSession returns the session stage of SET set.
+func NewSession(set int, bus *event.Bus, l *Ledger, seed uint64) *Session {
+	return &Session{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Session,
+		users: make(map[uint32]int32), rnd: envelope.NewRand(seed)}
+}
+
+// Handle implements ring.Handler.
+func (s *Session) Handle(b event.Batch) {
+	s.out.Retry()
+	for seq := b.Lo; seq <= b.Hi; seq++ {
+		ev := b.At(seq)
+		switch ev.Kind {
+		case event.KLogin:
+			s.login(ev)
+		case event.KDisconnect:
+			if i, ok := s.users[ev.User]; ok && s.online[i].h == ev.Conn {
+				s.remove(ev.User, i)
+			}
+		case event.KChat:
+			s.chat(ev)
+		case event.KPush:
+			s.c.Pushes.Add(1)
+			ev.Conn = s.lookup(ev.User)
+			if ev.Conn.C == nil {
+				s.c.PushesOffline.Add(1)
+			}
+		case event.KSystemSend:
+			s.pick(ev)
+		}
+	}
+}
+
+func (s *Session) lookup(user uint32) conn.Handle {
+	if i, ok := s.users[user]; ok {
+		return s.online[i].h
+	}
+	return conn.Handle{}
+}
+
+func (s *Session) login(ev *event.Event) {
+	s.c.Logins.Add(1)
+	if i, ok := s.users[ev.User]; ok {
+		if old := s.online[i].h; old != ev.Conn {
+			ev.Conn2 = old // egress: ERROR 5 to the older connection, then cut it off
+			s.c.Replaced.Add(1)
+		}
+		s.online[i].h = ev.Conn
+	} else {
+		s.users[ev.User] = int32(len(s.online))
+		s.online = append(s.online, onlineUser{user: ev.User, h: ev.Conn})
+		s.c.Online.Add(1)
+	}
+	ev.SetFrame(proto.AppendLoginAck(ev.Out[:0], ev.Stamp, proto.LoginOK, ev.User))
+}
+
+func (s *Session) remove(user uint32, i int32) {
+	last := int32(len(s.online) - 1)
+	if i != last {
+		s.online[i] = s.online[last]
+		s.users[s.online[i].user] = i
+	}
+	s.online[last] = onlineUser{}
+	s.online = s.online[:last]
+	delete(s.users, user)
+	s.c.Online.Add(-1)
+}
+
+// chat resolves the recipient (this SET owns it) and acknowledges the sender,
+// whose connection may live in another SET.
+func (s *Session) chat(ev *event.Event) {
+	s.c.ChatReceived.Add(1)
+	status := proto.ChatHanded
+	if ev.Conn2 = s.lookup(ev.Peer); ev.Conn2.C == nil {
+		status = proto.ChatOffline
+		s.c.ChatOffline.Add(1)
+	} else {
+		s.c.ChatDelivered.Add(1)
+	}
+	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {
+		return proto.AppendChatAck(dst, ev.Stamp, status, ev.Peer)
+	})
+}
+
+// pick chooses ev.N distinct online users of this SET as the recipients of a
+// system envelope and writes them into ev.Buf for the split stage; with fewer
+// than N online it sets N to 0 and the split stage skips the envelope.
+func (s *Session) pick(ev *event.Event) {
+	n := int(ev.N)
+	if n == 0 || n > len(s.online) {
+		ev.N = 0
+		s.c.SystemPicksFailed.Add(1)
+		return
+	}
+	s.c.SystemPicks.Add(1)
+	buf := bytebufferpool.Get()
+	// Selection sampling (Knuth's algorithm S): n distinct users, each online
+	// user equally likely, in one pass over at most all of them.
+	need, left := n, len(s.online)
+	for i := 0; need > 0; i++ {
+		if s.rnd.Uint64n(uint64(left)) < uint64(need) {
+			buf.B = binary.BigEndian.AppendUint32(buf.B, s.online[i].user)
+			need--
+		}
+		left--
+	}
+	ev.Buf = buf
+}
+
+// Answer encodes an answer to ev's requester with enc and routes it: into
+// ev.Out when the requester's connection belongs to this SET (the egress
+// downstream writes it), else through out as a KAnswer to the requester's SET.
+func Answer(bus *event.Bus, out *event.Outbox, set int, ev *event.Event, enc func(dst []byte) []byte) {
+	home := bus.SETOf(ev.User) // requests carry their requester in User
+	if home == set {
+		ev.SetFrame(enc(ev.Out[:0]))
+		return
+	}
+	a := out.Put(home)
+	a.Kind, a.User, a.Conn, a.Stamp, a.RecvNs = event.KAnswer, ev.User, ev.Conn, ev.Stamp, ev.RecvNs
+	a.SetFrame(enc(a.Out[:0]))
+	out.Done()
+}

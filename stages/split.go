@@ -1,0 +1,211 @@
+package stages
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+
+	"hongbao/envelope"
+	"hongbao/event"
+	"hongbao/proto"
+)
+
+// Limits are the SEND limits of PROTOCOL.md, server flags.
+type Limits struct {
+	MaxShares uint16        // most recipients of one envelope (default 100)
+	MaxTotal  uint32        // largest total in fen (default 20000)
+	TTL       time.Duration // a group envelope not fully opened by then expires (default 24h)
+}
+
+// group is one group envelope, owned by the split stage of its SET.
+type group struct {
+	sender     uint32
+	total      uint32
+	remaining  uint32
+	sharesLeft uint16
+	expires    int64
+	recipients []uint32
+	shares     []uint32 // recipients[i]'s share; 0 until opened
+}
+
+// Split is the stage that owns a SET's group envelopes: it creates them
+// (SEND, system sends), pushes ENVELOPE to every recipient through the
+// recipient's SET, draws each share at OPEN time with the double-mean rule,
+// and expires envelopes after their TTL, refunding the remainder.
+type Split struct {
+	set    int
+	bus    *event.Bus
+	out    *event.Outbox
+	c      *SplitCounters
+	limits Limits
+	now    func() int64
+	ids    envelope.IDGen
+	rnd    envelope.Rand
+	groups map[uint64]*group
+	expiry []expiring // in creation order: TTLs are equal, so also in expiry order
+}
+
+type expiring struct {
+	id      uint64
+	expires int64
+}
+
+// NewSplit returns the split stage of SET set. now gives unix ns.
+func NewSplit(set int, bus *event.Bus, l *Ledger, lim Limits, now func() int64, seed uint64) (*Split, error) {
+	ids, err := envelope.NewGroupIDGen(set, now())
+	if err != nil {
+		return nil, err
+	}
+	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
+		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group)}, nil
+}
+
+// Handle implements ring.Handler.
+func (s *Split) Handle(b event.Batch) {
+	s.out.Retry()
+	now := s.now()
+	s.expire(now)
+	for seq := b.Lo; seq <= b.Hi; seq++ {
+		ev := b.At(seq)
+		switch ev.Kind {
+		case event.KSend:
+			s.send(ev, now)
+		case event.KSystemSend:
+			if ev.N > 0 {
+				s.create(0, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
+			}
+			s.release(ev)
+		case event.KOpen:
+			s.open(ev)
+		}
+	}
+}
+
+func (s *Split) release(ev *event.Event) {
+	if ev.Buf != nil {
+		bytebufferpool.Put(ev.Buf)
+		ev.Buf = nil
+	}
+}
+
+func (s *Split) send(ev *event.Event, now int64) {
+	defer s.release(ev)
+	rcpt := ev.Buf.B[:4*int(ev.N)]
+	if !s.valid(ev.User, ev.Total, rcpt) {
+		s.c.SendInvalid.Add(1)
+		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendInvalid, 0))
+		return
+	}
+	id := s.create(ev.User, ev.Total, rcpt, now)
+	ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendOK, id))
+}
+
+// valid applies PROTOCOL.md's SEND rules: 1 ≤ n ≤ MaxShares, n ≤ total ≤
+// MaxTotal, recipients distinct, none of them 0 or the sender.
+func (s *Split) valid(sender, total uint32, rcpt []byte) bool {
+	n := len(rcpt) / 4
+	if n < 1 || n > int(s.limits.MaxShares) || total < uint32(n) || total > s.limits.MaxTotal {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		u := binary.BigEndian.Uint32(rcpt[4*i:])
+		if u == 0 || u == sender {
+			return false
+		}
+		for j := 0; j < i; j++ { // n ≤ 100: quadratic is cheaper than a set
+			if binary.BigEndian.Uint32(rcpt[4*j:]) == u {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// create records a group envelope and pushes ENVELOPE to each recipient
+// through the recipient's SET.
+func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
+	n := len(rcpt) / 4
+	id := s.ids.Next()
+	g := &group{sender: sender, total: total, remaining: total, sharesLeft: uint16(n),
+		expires: now + int64(s.limits.TTL), recipients: make([]uint32, n), shares: make([]uint32, n)}
+	for i := range g.recipients {
+		g.recipients[i] = binary.BigEndian.Uint32(rcpt[4*i:])
+	}
+	s.groups[id] = g
+	s.expiry = append(s.expiry, expiring{id, g.expires})
+	s.c.Created.Add(1)
+	s.c.CreatedAmount.Add(uint64(total))
+	s.c.Live.Add(1)
+	s.c.LiveAmount.Add(uint64(total))
+	for _, r := range g.recipients {
+		p := s.out.Put(s.bus.SETOf(r))
+		p.Kind, p.User = event.KPush, r
+		p.SetFrame(proto.AppendEnvelope(p.Out[:0], uint64(now), id, sender, total, uint16(n)))
+		s.out.Done()
+	}
+	return id
+}
+
+func (s *Split) open(ev *event.Event) {
+	status, share := s.draw(ev.Env, ev.User)
+	s.c.OpenStatus[status].Add(1)
+	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {
+		return proto.AppendOpenResult(dst, ev.Stamp, status, ev.Env, share)
+	})
+}
+
+// draw opens envelope id for user: the OPEN_RESULT status and share.
+func (s *Split) draw(id uint64, user uint32) (uint8, uint32) {
+	g := s.groups[id]
+	if g == nil {
+		return proto.OpenNoSuch, 0
+	}
+	i := -1
+	for j, r := range g.recipients {
+		if r == user {
+			i = j
+			break
+		}
+	}
+	switch {
+	case i < 0:
+		return proto.OpenNotRecipient, 0
+	case g.shares[i] != 0:
+		return proto.OpenAlready, g.shares[i]
+	case g.sharesLeft == 0:
+		return proto.OpenNoShares, 0
+	}
+	share := uint32(envelope.DrawShare(&s.rnd, uint64(g.remaining), uint32(g.sharesLeft)))
+	g.shares[i] = share
+	g.remaining -= share
+	g.sharesLeft--
+	s.c.Opened.Add(1)
+	s.c.OpenedAmount.Add(uint64(share))
+	s.c.LiveAmount.Add(^uint64(share - 1)) // −share
+	if g.sharesLeft == 0 {
+		s.c.Live.Add(^uint64(0))
+		// Kept until it expires, so a second OPEN still answers "already".
+	}
+	return proto.OpenOK, share
+}
+
+// expire drops envelopes past their TTL, refunding what was not opened.
+func (s *Split) expire(now int64) {
+	i := 0
+	for ; i < len(s.expiry) && s.expiry[i].expires <= now; i++ {
+		id := s.expiry[i].id
+		g := s.groups[id]
+		if g.sharesLeft > 0 {
+			s.c.Refunded.Add(1)
+			s.c.RefundedAmount.Add(uint64(g.remaining))
+			s.c.Live.Add(^uint64(0))
+			s.c.LiveAmount.Add(^uint64(g.remaining - 1))
+		}
+		delete(s.groups, id)
+	}
+	if i > 0 {
+		n := copy(s.expiry, s.expiry[i:])
+		s.expiry = s.expiry[:n]
+	}
+}
