@@ -4,9 +4,16 @@ BIN      := bin
 PKGS     := ./...
 BENCHTIME ?= 1s
 COUNT    ?= 5
+USERS    ?= 10000
+QPS      ?= 10000
+DURATION ?= 30s
+CONNS    ?= 19000
+PINGCONNS ?= 1000
+INFLIGHT ?= 1
+PINGTIME ?= 10s
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short bench bench-ring lint fuzz clean
+.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,6 +31,15 @@ bench: bench-ring ## every benchmark, one package at a time (two cores: never in
 
 bench-ring: ## ring vs go-disruptor vs channel, -count $(COUNT), medians via benchstat
 	$(GO) run ./perf/cmd/benchring -count $(COUNT) -benchtime $(BENCHTIME)
+
+demo: build ## server + campaigns + load client on loopback, reconciled (USERS, QPS, DURATION)
+	$(GO) run ./perf/cmd/demo -users $(USERS) -qps $(QPS) -duration $(DURATION)
+
+connmem: build ## server memory per idle logged-in connection, epoll vs netpoll (CONNS)
+	$(GO) run ./perf/cmd/connmem -conns $(CONNS)
+
+pingbench: build ## PING round trips a second, epoll vs netpoll (PINGCONNS, INFLIGHT, PINGTIME)
+	$(GO) run ./perf/cmd/pingbench -conns $(PINGCONNS) -inflight $(INFLIGHT) -duration $(PINGTIME)
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

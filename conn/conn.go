@@ -57,10 +57,17 @@ type Conn struct {
 // Gen is c's current generation. Safe for concurrent use.
 func (c *Conn) Gen() uint32 { return c.gen.Load() }
 
-// Recycle bumps the generation and clears every field but FD and Owner,
-// which the next user of c sets. Only the Conn's releaser calls it.
+// Recycle bumps the generation, returns any pooled buffer and clears every
+// field but FD and Owner, which the next user of c sets. Only the Conn's
+// releaser calls it.
 func (c *Conn) Recycle() {
 	c.gen.Add(1) // from here on, events carrying the old generation are stale
+	if c.In != nil {
+		bytebufferpool.Put(c.In)
+	}
+	if c.Out != nil {
+		bytebufferpool.Put(c.Out)
+	}
 	c.User, c.SET, c.In, c.Accepted, c.Scratch = 0, 0, nil, 0, 0
 	c.Out, c.Sent, c.Watching, c.Dead, c.Dirty = nil, 0, false, false, false
 }

@@ -15,6 +15,11 @@ type Bus struct {
 // NewBus wraps the SETs' rings. A request is refused while fewer than
 // headroom slots of its ring would stay free, keeping that room for answers.
 func NewBus(rings []*Ring, headroom int) *Bus {
+	for _, r := range rings {
+		if headroom < 0 || headroom >= r.Size() {
+			panic("BUG: event: headroom must leave room for requests in every ring")
+		}
+	}
 	return &Bus{rings: rings, headroom: headroom, held: make([]atomic.Bool, len(rings))}
 }
 

@@ -16,7 +16,7 @@ type Kind uint8
 const (
 	_ Kind = iota
 	// From ingress, for requests (Conn: the requester; Stamp; RecvNs).
-	KLogin // → the user's SET. User; Status: LOGIN_ACK status decided by ingress (token check)
+	KLogin // → the user's SET. User (ingress answers rejected logins itself, before any SET)
 	KShake // → the user's SET
 	KOpen  // → the envelope's owner SET. Env; User: the opener
 	KSend  // → the sender's SET. Total, N; Buf: n × recipient u32 BE

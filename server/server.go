@@ -217,13 +217,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 stop:
+	// The ingress closes first: its last KDisconnects still need open rings,
+	// and the rings then drain them (egress releases every connection).
 	var errs []error
+	errs = append(errs, s.ing.Close())
 	close(s.stopTick)
 	<-s.tickDone
 	if s.bus != nil {
 		errs = append(errs, s.bus.Close())
 	}
-	errs = append(errs, s.ing.Close())
 	if s.admin != nil {
 		errs = append(errs, s.admin.Shutdown(ctx))
 	}

@@ -237,7 +237,7 @@ func (o *fakeOwner) WatchWritable(c *conn.Conn) {
 	}()
 }
 
-func (o *fakeOwner) Shutdown(c *conn.Conn)      { unix.Shutdown(c.FD, unix.SHUT_RDWR) }
+func (o *fakeOwner) Shutdown(c *conn.Conn) { unix.Shutdown(c.FD, unix.SHUT_RDWR) }
 func (o *fakeOwner) Release(c *conn.Conn) {
 	unix.Close(c.FD)
 	c.Recycle()

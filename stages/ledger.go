@@ -52,15 +52,15 @@ type SplitCounters struct {
 
 // EgressCounters are written by the egress stage.
 type EgressCounters struct {
-	Got, GotAmount     atomic.Uint64 // shake envelopes whose answer reached a live connection's output
-	Returned           atomic.Uint64 // shake envelopes sent back to the pool by egress
-	Frames             [16]atomic.Uint64
-	Bytes, Writes      atomic.Uint64
-	Dropped            atomic.Uint64 // frames for connections that were gone
-	CutOff             atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
-	Conns              atomic.Int64  // gauge: logged-in connections of the SET
-	LatencyBuckets     [LatencyBuckets]atomic.Uint64
-	LatencySumNs       atomic.Uint64
+	Got, GotAmount atomic.Uint64 // shake envelopes whose answer reached a live connection's output
+	Returned       atomic.Uint64 // shake envelopes sent back to the pool by egress
+	Frames         [16]atomic.Uint64
+	Bytes, Writes  atomic.Uint64
+	Dropped        atomic.Uint64 // frames for connections that were gone
+	CutOff         atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
+	Conns          atomic.Int64  // gauge: logged-in connections of the SET
+	LatencyBuckets [LatencyBuckets]atomic.Uint64
+	LatencySumNs   atomic.Uint64
 }
 
 // LatencyBuckets is the number of ingress → egress latency buckets: bucket i

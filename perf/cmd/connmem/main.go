@@ -1,0 +1,117 @@
+// Command connmem measures what an idle logged-in connection costs the
+// server: it starts the server binary once per ingress mode, reads its
+// memory, logs in -conns connections from this process (plain syscalls, so
+// the client side adds nothing but descriptors), waits until the server's
+// /stats counts them all, reads its memory again and prints the difference
+// per connection: RSS, Go heap + stacks, and the kernel's slab (both ends of
+// each loopback connection live in this one kernel).
+//
+// Run it from the module root after make build; -help lists the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"hongbao/loadclient"
+)
+
+type config struct {
+	conns   int
+	modes   []string
+	sources []netip.Addr
+	workers int
+	settle  time.Duration
+	bin     string
+	out     string
+	server  string
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	var c config
+	var modes, sources string
+	fs.IntVar(&c.conns, "conns", 19000, "idle logged-in connections to open (`n`); this process holds them all, so n plus a few must fit its open-files limit, and so must the server's")
+	fs.StringVar(&modes, "ingress", "epoll,netpoll", "server -ingress `modes` to measure, comma-separated, one server at a time")
+	fs.StringVar(&sources, "source", "127.0.0.2-127.0.0.9", "local `addresses` to connect from, round-robin by user (loadclient -source syntax)")
+	fs.IntVar(&c.workers, "workers", 4, "connections logging in at a time")
+	fs.DurationVar(&c.settle, "settle", 2*time.Second, "wait this long before each reading, so that the server is idle")
+	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server binary (make build)")
+	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the table and the server logs into `dir`/connmem-<time>/")
+	fs.StringVar(&c.server, "server-flags", "", "more server `flags`, space-separated")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: connmem [flags]
+
+For each -ingress mode, starts bin/server on 127.0.0.1 with its default flags (and
+-server-flags), measures it idle, opens -conns logged-in connections, waits for
+/stats connections == conns, measures again, closes them, measures a third time and
+stops the server with SIGTERM. A measurement collects garbage first (GET
+/debug/pprof/heap?gc=1), then reads VmRSS from /proc/PID/status and
+go_memstats_heap_inuse_bytes + go_memstats_stack_inuse_bytes from /metrics, and the
+kernel's Slab (/proc/meminfo), TCP sockets (/proc/net/sockstat) and slab caches
+(/proc/slabinfo, root only). It prints a Markdown table of the deltas per connection.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if c.conns < 1 {
+		errs = append(errs, fmt.Errorf("-conns=%d: want at least 1", c.conns))
+	}
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); m != "epoll" && m != "netpoll" {
+			errs = append(errs, fmt.Errorf("-ingress: %q: want epoll or netpoll", m))
+		} else {
+			c.modes = append(c.modes, m)
+		}
+	}
+	var err error
+	if c.sources, err = loadclient.ParseSources(sources); err != nil {
+		errs = append(errs, fmt.Errorf("-source: %w", err))
+	}
+	for _, a := range c.sources {
+		if !a.Is4() || !a.IsLoopback() {
+			errs = append(errs, fmt.Errorf("-source: %v is not an IPv4 loopback address", a))
+		}
+	}
+	if c.workers < 1 || c.workers > 64 {
+		errs = append(errs, fmt.Errorf("-workers=%d: want 1..64", c.workers))
+	}
+	if c.settle < 0 {
+		errs = append(errs, fmt.Errorf("-settle=%v: negative", c.settle))
+	}
+	return c, errors.Join(errs...)
+}
+
+func main() {
+	fs := flag.NewFlagSet("connmem", flag.ContinueOnError)
+	cfg, err := parseFlags(fs, os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connmem:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "connmem: FAILED:", err)
+		os.Exit(1)
+	}
+}

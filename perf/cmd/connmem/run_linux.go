@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"hongbao/perf/internal/harness"
+)
+
+// fdMargin is what this process needs beyond one descriptor per
+// connection: stdio, the server's log pipe, the admin HTTP connection, the
+// Go runtime's epoll and its eventfd.
+const fdMargin = 64
+
+// result is one mode's three readings.
+type result struct {
+	mode                string
+	conns               int
+	login               time.Duration // to log in every connection
+	idle, loaded, after harness.Memory
+}
+
+func run(ctx context.Context, cfg config) error {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return os.NewSyscallError("getrlimit", err)
+	}
+	if uint64(cfg.conns)+fdMargin > rl.Cur {
+		return fmt.Errorf("-conns=%d needs %d descriptors in this process (and as many in the server); the open-files limit is %d",
+			cfg.conns, cfg.conns+fdMargin, rl.Cur)
+	}
+	dir := filepath.Join(cfg.out, "connmem-"+time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var results []result
+	for _, mode := range cfg.modes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r, err := measure(ctx, cfg, mode, dir)
+		if err != nil {
+			return fmt.Errorf("-ingress %s: %w", mode, err)
+		}
+		results = append(results, r)
+	}
+	f, err := os.Create(filepath.Join(dir, "connmem.md"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := io.MultiWriter(os.Stdout, f)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Command: connmem %s\n\n", strings.Join(os.Args[1:], " "))
+	writeTable(w, results)
+	fmt.Fprintf(os.Stdout, "\nconnmem: table and server logs in %s/\n", dir)
+	return nil
+}
+
+// measure runs one server with -ingress mode through idle, loaded and
+// after-close readings.
+func measure(ctx context.Context, cfg config, mode, dir string) (r result, err error) {
+	r.mode, r.conns = mode, cfg.conns
+	srv, err := harness.Start(ctx, harness.ServerConfig{
+		Bin:  filepath.Join(cfg.bin, "server"),
+		Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...),
+		Log:  filepath.Join(dir, "server-"+mode+".log"), Echo: os.Stderr,
+	})
+	if err != nil {
+		return r, err
+	}
+	defer srv.Kill()
+	fmt.Printf("connmem: -ingress %s: server pid %d on %s\n", mode, srv.PID, srv.Listen)
+	read := func(what string) (harness.Memory, error) {
+		if err := sleep(ctx, cfg.settle); err != nil {
+			return harness.Memory{}, err
+		}
+		m, err := harness.ReadMemory(srv)
+		if err != nil {
+			return m, fmt.Errorf("%s: %w", what, err)
+		}
+		fmt.Printf("connmem:   %-28s RSS %7.1f MiB, heap %7.1f MiB + stacks %6.1f MiB, %6d goroutines, kernel slab %7.1f MiB, %6d TCP sockets\n",
+			what, mib(m.RSS), mib(m.HeapInuse), mib(m.StackInuse), m.Goroutines, mib(m.Kernel.Slab), m.Kernel.TCPInUse)
+		return m, nil
+	}
+	if r.idle, err = read("idle"); err != nil {
+		return r, err
+	}
+	d := &harness.Dialer{Server: netip.MustParseAddrPort(srv.Listen), Sources: cfg.sources, Timeout: 10 * time.Second}
+	t0 := time.Now()
+	fds, err := d.LoginMany(1, cfg.conns, cfg.workers, func(n int) {
+		if n%5000 == 0 {
+			fmt.Printf("connmem:   %d logged in\n", n)
+		}
+	})
+	if err != nil {
+		return r, err
+	}
+	defer harness.CloseAll(fds)
+	r.login = time.Since(t0)
+	if _, err := srv.Admin.WaitConnections(int64(cfg.conns), true, 60*time.Second); err != nil {
+		return r, err
+	}
+	fmt.Printf("connmem:   %d connections logged in in %v\n", cfg.conns, r.login.Round(time.Millisecond))
+	if r.loaded, err = read(fmt.Sprintf("%d idle connections", cfg.conns)); err != nil {
+		return r, err
+	}
+	harness.CloseAll(fds)
+	if _, err := srv.Admin.WaitConnections(0, false, 60*time.Second); err != nil {
+		return r, fmt.Errorf("after closing: %w", err)
+	}
+	if r.after, err = read("all closed"); err != nil {
+		return r, err
+	}
+	code, err := srv.Stop(30 * time.Second)
+	fmt.Printf("connmem:   server: SIGTERM, exit status %d\n", code)
+	return r, err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// perConn formats a per-connection delta in bytes and KiB.
+func perConn(delta int64, n int) string {
+	b := float64(delta) / float64(n)
+	return fmt.Sprintf("%.0f B (%.2f KiB)", b, b/1024)
+}
+
+func writeTable(w io.Writer, rs []result) {
+	fmt.Fprintln(w, "| ingress | conns | RSS Δ/conn | Go heap+stacks Δ/conn | of which stacks | goroutines Δ | kernel slab Δ/conn (both ends) | after close: heap+stacks, RSS vs idle |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rs {
+		n := r.conns
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %+d | %s | %+.1f MiB, %+.1f MiB |\n", r.mode, n,
+			perConn(r.loaded.RSS-r.idle.RSS, n),
+			perConn(r.loaded.HeapStacks()-r.idle.HeapStacks(), n),
+			perConn(r.loaded.StackInuse-r.idle.StackInuse, n),
+			r.loaded.Goroutines-r.idle.Goroutines,
+			perConn(r.loaded.Kernel.Slab-r.idle.Kernel.Slab, n),
+			mib(r.after.HeapStacks()-r.idle.HeapStacks()), mib(r.after.RSS-r.idle.RSS))
+	}
+	fmt.Fprintln(w)
+	for _, r := range rs {
+		fmt.Fprintf(w, "%s: idle RSS %.1f MiB, heap+stacks %.1f MiB → with %d connections RSS %.1f MiB, heap+stacks %.1f MiB; TCP sockets %+d, socket buffer pages %+d; logged in in %v\n",
+			r.mode, mib(r.idle.RSS), mib(r.idle.HeapStacks()), r.conns, mib(r.loaded.RSS), mib(r.loaded.HeapStacks()),
+			r.loaded.Kernel.TCPInUse-r.idle.Kernel.TCPInUse, r.loaded.Kernel.TCPMemPages-r.idle.Kernel.TCPMemPages, r.login.Round(time.Millisecond))
+		if top := harness.TopCaches(r.idle.Kernel, r.loaded.Kernel, 6); len(top) > 0 {
+			var parts []string
+			for _, c := range top {
+				parts = append(parts, fmt.Sprintf("%s %.0f B", c.Name, float64(c.Bytes)/float64(r.conns)))
+			}
+			fmt.Fprintf(w, "  slab caches grown, per connection (client and server side): %s\n", strings.Join(parts, ", "))
+		}
+	}
+	for _, r := range rs {
+		if r.mode != "epoll" {
+			continue
+		}
+		per := float64(r.loaded.HeapStacks()-r.idle.HeapStacks()) / float64(r.conns) / 1024
+		rss := float64(r.loaded.RSS-r.idle.RSS) / float64(r.conns) / 1024
+		verdict := "met"
+		if max(per, rss) > 0.5 {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "\nepoll target ≤ 0.5 KiB per connection beyond the kernel's socket: heap+stacks %.2f KiB, RSS %.2f KiB: %s\n", per, rss, verdict)
+	}
+}

@@ -1,0 +1,188 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Admin talks to a server's admin API. Safe for concurrent use.
+type Admin struct {
+	URL    string // http://host:port
+	client *http.Client
+}
+
+// NewAdmin returns an Admin for the API at addr (host:port).
+func NewAdmin(addr string) *Admin {
+	return &Admin{URL: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// Get reads path and returns the body of a 200 answer.
+func (a *Admin) Get(path string) ([]byte, error) {
+	return a.do(http.MethodGet, path)
+}
+
+func (a *Admin) do(method, path string) ([]byte, error) {
+	req, err := http.NewRequest(method, a.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(body))
+	}
+	return body, nil
+}
+
+// Stats is the part of GET /stats that the perf tools read (PROTOCOL.md's
+// fields and the server's extras).
+type Stats struct {
+	Connections int64 `json:"connections"`
+	Logins      int64 `json:"logins"`
+	Shake       struct {
+		Requests      int64 `json:"requests"`
+		Got           int64 `json:"got"`
+		GotAmount     int64 `json:"got_amount"`
+		Empty         int64 `json:"empty"`
+		Overload      int64 `json:"overload"`
+		Created       int64 `json:"created"`
+		CreatedAmount int64 `json:"created_amount"`
+		Pool          int64 `json:"pool"`
+		PoolAmount    int64 `json:"pool_amount"`
+		Returned      int64 `json:"returned"`
+	} `json:"shake"`
+	Envelopes struct {
+		Created           int64 `json:"created"`
+		CreatedAmount     int64 `json:"created_amount"`
+		Opened            int64 `json:"opened"`
+		OpenedAmount      int64 `json:"opened_amount"`
+		OutstandingAmount int64 `json:"outstanding_amount"`
+		LiveAmount        int64 `json:"live_amount"`
+		Refunded          int64 `json:"refunded"`
+		RefundedAmount    int64 `json:"refunded_amount"`
+		Overload          int64 `json:"overload"`
+		SendInvalid       int64 `json:"send_invalid"`
+		SystemSkipped     int64 `json:"system_skipped"`
+	} `json:"envelopes"`
+}
+
+// Stats reads GET /stats; raw is the body as the server wrote it.
+func (a *Admin) Stats() (st Stats, raw []byte, err error) {
+	raw, err = a.Get("/stats")
+	if err != nil {
+		return st, raw, err
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, raw, fmt.Errorf("cannot parse /stats: %w", err)
+	}
+	return st, raw, nil
+}
+
+// WaitConnections polls /stats until connections == n (and, when logins is
+// true, logins ≥ n) or the timeout passes; it returns the last Stats.
+func (a *Admin) WaitConnections(n int64, logins bool, timeout time.Duration) (Stats, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, _, err := a.Stats()
+		if err == nil && st.Connections == n && (!logins || st.Logins >= n) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("server has %d connections (%d logins) after %v; want %d", st.Connections, st.Logins, timeout, n)
+			}
+			return st, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Campaign is a campaign as POST /campaigns/{kind} and GET /campaigns answer.
+type Campaign struct {
+	ID         int    `json:"id"`
+	Kind       string `json:"kind"`
+	Rate       uint64 `json:"rate"`
+	Total      uint64 `json:"total"`
+	Min        uint32 `json:"min"`
+	Max        uint32 `json:"max"`
+	Recipients uint16 `json:"recipients"`
+	Dealt      uint64 `json:"dealt"`
+	Amount     uint64 `json:"amount"`
+	Done       bool   `json:"done"`
+}
+
+// StartCampaign posts a campaign of kind (shake or send) with the query
+// parameters q.
+func (a *Admin) StartCampaign(kind string, q url.Values) (Campaign, error) {
+	var c Campaign
+	body, err := a.do(http.MethodPost, "/campaigns/"+kind+"?"+q.Encode())
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return c, fmt.Errorf("cannot parse the campaign: %w", err)
+	}
+	return c, nil
+}
+
+// Campaigns reads GET /campaigns; raw is the body.
+func (a *Admin) Campaigns() (list []Campaign, raw []byte, err error) {
+	raw, err = a.Get("/campaigns")
+	if err != nil {
+		return nil, raw, err
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, raw, fmt.Errorf("cannot parse /campaigns: %w", err)
+	}
+	return list, raw, nil
+}
+
+// GC makes the server collect garbage now, through the heap profile's gc=1
+// (net/http/pprof runs runtime.GC first), so that heap figures read right
+// after count live memory rather than garbage waiting for the next cycle.
+func (a *Admin) GC() error {
+	_, err := a.Get("/debug/pprof/heap?gc=1")
+	return err
+}
+
+// Metrics reads GET /metrics into a map from series (name with labels) to
+// value.
+func (a *Admin) Metrics() (map[string]float64, error) {
+	body, err := a.Get("/metrics")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	return m, nil
+}

@@ -1,0 +1,192 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, 100 on
+// every Linux architecture that Go supports.
+const userHZ = 100
+
+// RSS returns the resident set of process pid in bytes (VmRSS of
+// /proc/PID/status).
+func RSS(pid int) (int64, error) {
+	return statusField(pid, "VmRSS:")
+}
+
+// statusField reads a "kB" line of /proc/PID/status in bytes.
+func statusField(pid int, name string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, fmt.Errorf("/proc/%d/status: cannot parse %q", pid, line)
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, name)
+}
+
+// CPUTime returns the user and system CPU time process pid has used
+// (utime + stime of /proc/PID/stat), all threads together.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses, so
+	// count fields from the last ')'. utime and stime are fields 14 and 15,
+	// the 12th and 13th after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after comm", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: cannot parse utime %q, stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// SelfCPUTime returns the user and system CPU time of this process.
+func SelfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// MachineBusy returns the CPU time all CPUs spent busy (user, nice, system,
+// irq, softirq of /proc/stat), to tell what other processes took during a
+// measurement.
+func MachineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy time.Duration
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d %q: %w", i, f[i], err)
+		}
+		busy += time.Duration(v) * time.Second / userHZ
+	}
+	return busy, nil
+}
+
+// Kernel is the kernel's memory that sockets account to: Slab from
+// /proc/meminfo, the TCP line of /proc/net/sockstat, and the slab caches
+// (readable by root only; nil otherwise).
+type Kernel struct {
+	Slab        int64            // bytes
+	TCPInUse    int64            // sockets
+	TCPMemPages int64            // pages of socket buffers
+	Caches      map[string]int64 // slab cache → bytes (num_objs × objsize)
+}
+
+// ReadKernel reads the kernel's figures now.
+func ReadKernel() (Kernel, error) {
+	var k Kernel
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return k, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Slab:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				k.Slab = kb << 10
+			}
+		}
+	}
+	b, err = os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return k, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "TCP:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest) // inuse N orphan N tw N alloc N mem N
+		for i := 0; i+1 < len(f); i += 2 {
+			v, _ := strconv.ParseInt(f[i+1], 10, 64)
+			switch f[i] {
+			case "inuse":
+				k.TCPInUse = v
+			case "mem":
+				k.TCPMemPages = v
+			}
+		}
+	}
+	k.Caches = readSlabinfo()
+	return k, nil
+}
+
+// readSlabinfo returns each slab cache's size, or nil when /proc/slabinfo
+// cannot be read.
+func readSlabinfo() map[string]int64 {
+	f, err := os.Open("/proc/slabinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	m := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// name active_objs num_objs objsize objperslab pagesperslab : …
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 4 || strings.HasPrefix(fs[0], "#") || fs[0] == "slabinfo" {
+			continue
+		}
+		n, err1 := strconv.ParseInt(fs[2], 10, 64)
+		size, err2 := strconv.ParseInt(fs[3], 10, 64)
+		if err1 == nil && err2 == nil {
+			m[fs[0]] += n * size
+		}
+	}
+	return m
+}
+
+// CacheGrowth is one slab cache's growth between two readings.
+type CacheGrowth struct {
+	Name  string
+	Bytes int64
+}
+
+// TopCaches returns the n slab caches that grew most from a to b.
+func TopCaches(a, b Kernel, n int) []CacheGrowth {
+	var out []CacheGrowth
+	for name, v := range b.Caches {
+		if d := v - a.Caches[name]; d > 0 {
+			out = append(out, CacheGrowth{name, d})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Bytes > out[j].Bytes })
+	return out[:min(n, len(out))]
+}

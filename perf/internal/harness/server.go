@@ -1,0 +1,187 @@
+// Package harness is what the perf tools share: it starts a hongbao server
+// binary on loopback ports of the kernel's choosing and stops it, talks to its
+// admin API, reads what /proc says about a process, and opens logged-in
+// client connections with plain syscalls.
+//
+// Every process it starts is bounded: Stop sends SIGTERM and kills after a
+// timeout, and on Linux the server also gets SIGKILL when the tool that
+// started it dies (Pdeathsig), so an interrupted tool leaves nothing behind.
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ServerConfig says how to start a server.
+type ServerConfig struct {
+	Bin  string   // the server binary (bin/server)
+	Args []string // more flags; Start sets -listen, -admin and -log-format itself
+	Log  string   // file that gets the server's log; "" discards it
+	// Echo gets the server's WARN and ERROR lines as they come (nil: none),
+	// so that a tool's output shows what went wrong on the server side.
+	Echo io.Writer
+	// StartTimeout bounds the wait for the "serving" line (default 10 s).
+	StartTimeout time.Duration
+}
+
+// Server is a running server process. Its methods are safe for concurrent use.
+type Server struct {
+	PID    int
+	Listen string // the client address, host:port
+	Admin  *Admin
+
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once the process has exited and its log is flushed
+	waitErr error         // set before done is closed
+	stopped sync.Once
+}
+
+// serving is the part of the server's "serving" log line that Start reads.
+type serving struct {
+	Msg    string `json:"msg"`
+	Admin  string `json:"admin"`
+	Listen []struct {
+		IP   string
+		Port int
+	} `json:"listen"`
+}
+
+// Start starts the server on 127.0.0.1 with kernel-chosen ports for -listen
+// and -admin (no port can be taken by someone else between a check and the
+// bind) and waits for its "serving" log line, which names the ports.
+func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	args := append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, cfg.Args...)
+	cmd := exec.Command(cfg.Bin, args...)
+	cmd.SysProcAttr = sysProcAttr()
+	var logw io.Writer = io.Discard
+	var logf *os.File
+	if cfg.Log != "" {
+		f, err := os.Create(cfg.Log)
+		if err != nil {
+			return nil, err
+		}
+		logf, logw = f, f
+	}
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
+		return nil, fmt.Errorf("cannot start %s: %w", cfg.Bin, err)
+	}
+	s := &Server{PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	ready := make(chan serving, 1)
+	scanned := make(chan struct{})
+	go func() { // copy the log, find the serving line, echo warnings
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		found := false
+		for sc.Scan() {
+			line := sc.Bytes()
+			logw.Write(line)
+			logw.Write([]byte{'\n'})
+			if !found {
+				var sv serving
+				if json.Unmarshal(line, &sv) == nil && sv.Msg == "serving" {
+					found = true
+					ready <- sv
+				}
+			}
+			if cfg.Echo != nil && (bytes.Contains(line, []byte(`"level":"WARN"`)) || bytes.Contains(line, []byte(`"level":"ERROR"`)) || !bytes.HasPrefix(line, []byte("{"))) {
+				fmt.Fprintf(cfg.Echo, "server: %s\n", line)
+			}
+		}
+		io.Copy(io.Discard, pr) // a line over 1 MiB: keep the pipe flowing
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		<-scanned
+		if logf != nil {
+			logf.Close()
+		}
+		s.waitErr = err
+		close(s.done)
+	}()
+	t := time.NewTimer(cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case sv := <-ready:
+		if len(sv.Listen) == 0 || sv.Admin == "" {
+			s.Kill()
+			return nil, fmt.Errorf("server's serving line names no addresses (-admin off?)")
+		}
+		s.Listen = net.JoinHostPort(sv.Listen[0].IP, strconv.Itoa(sv.Listen[0].Port))
+		s.Admin = NewAdmin(sv.Admin)
+		return s, nil
+	case <-s.done:
+		return nil, fmt.Errorf("server exited before serving (%v); see %s", s.waitErr, orNone(cfg.Log))
+	case <-t.C:
+		s.Kill()
+		return nil, fmt.Errorf("server not serving after %v; see %s", cfg.StartTimeout, orNone(cfg.Log))
+	case <-ctx.Done():
+		s.Kill()
+		return nil, ctx.Err()
+	}
+}
+
+func orNone(log string) string {
+	if log == "" {
+		return "(no log kept)"
+	}
+	return log
+}
+
+// Done is closed when the process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Stop sends SIGTERM and waits up to timeout for the process to exit, then
+// kills it. It returns the exit code (-1 when killed by a signal) and an
+// error when the server did not exit 0 by itself. Only the first call of
+// Stop or Kill acts; later ones wait and report the same exit.
+func (s *Server) Stop(timeout time.Duration) (code int, err error) {
+	s.stopped.Do(func() {
+		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			s.cmd.Process.Kill()
+		}
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-s.done:
+		case <-t.C:
+			s.cmd.Process.Kill()
+		}
+	})
+	<-s.done
+	code = s.cmd.ProcessState.ExitCode()
+	if code != 0 {
+		return code, fmt.Errorf("server pid %d: %v after SIGTERM", s.PID, s.cmd.ProcessState)
+	}
+	return 0, nil
+}
+
+// Kill kills the process unless Stop or Kill already ran, and waits for it:
+// the deferred cleanup of a tool that failed half-way.
+func (s *Server) Kill() {
+	s.stopped.Do(func() { s.cmd.Process.Kill() })
+	<-s.done
+}

@@ -1,0 +1,644 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"hongbao/loadclient"
+	"hongbao/proto"
+	"hongbao/server"
+)
+
+// These tests speak PROTOCOL.md byte for byte to a whole server over TCP, with
+// no envelopes involved. Users u and u+4 share a SET (Sets: 4, SET = u mod 4).
+
+func TestLoginWithSecret(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a test secret")
+	ts := startServer(t, func(o *server.Options) { o.AuthSecret = string(secret) })
+	now := time.Now().Unix()
+	tok := func(user uint32, expiry int64) []byte { return proto.MintToken(nil, secret, user, expiry) }
+	flipped := tok(15, now+60)
+	flipped[len(flipped)-1] ^= 1
+
+	f := func(name string, user uint32, token []byte, want uint8) {
+		t.Run(name, func(t *testing.T) {
+			c := dial(t, ts)
+			if got := c.loginStatus(user, token); got != want {
+				t.Fatalf("LOGIN_ACK status %d; want %d", got, want)
+			}
+			if want != proto.LoginOK {
+				c.expectClosed()
+				return
+			}
+			c.user = user
+			c.ping()
+		})
+	}
+	f("good token", 7, tok(7, now+60), proto.LoginOK)
+	f("good token expiring this second", 8, tok(8, now+1), proto.LoginOK)
+	f("forged: another secret", 9, proto.MintToken(nil, []byte("not the secret"), 9, now+60), proto.LoginBadToken)
+	f("expired", 10, tok(10, now-10), proto.LoginBadToken)
+	f("truncated", 11, tok(11, now+60)[:proto.TokenLen-1], proto.LoginBadToken)
+	f("a byte too long", 12, append(tok(12, now+60), 0), proto.LoginBadToken)
+	f("another user's token", 13, tok(14, now+60), proto.LoginBadToken)
+	f("no token", 14, nil, proto.LoginBadToken)
+	f("MAC bit flipped", 15, flipped, proto.LoginBadToken)
+	f("user 0 with a good token", 0, tok(0, now+60), proto.LoginInvalidUser)
+}
+
+func TestLoginWithoutSecret(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	f := func(name string, user uint32, token []byte, want uint8) {
+		t.Run(name, func(t *testing.T) {
+			c := dial(t, ts)
+			if got := c.loginStatus(user, token); got != want {
+				t.Fatalf("LOGIN_ACK status %d; want %d", got, want)
+			}
+			if want != proto.LoginOK {
+				c.expectClosed()
+				return
+			}
+			c.user = user
+			c.ping()
+		})
+	}
+	f("no token", 1, nil, proto.LoginOK)
+	f("any token is ignored", 2, []byte("whatever"), proto.LoginOK)
+	f("user 0", 0, nil, proto.LoginInvalidUser)
+	f("user 2^32-1", 1<<32-1, nil, proto.LoginOK)
+}
+
+func TestDoubleLoginOnOneConnection(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	c := login(t, ts, 5)
+	c.send(proto.AppendLogin(nil, 99, 6, nil))
+	c.expectError(proto.ErrCodeMalformed)
+	// The user is gone once the server has processed the close.
+	other := login(t, ts, 7)
+	waitFor(t, "user 5 offline", func() bool {
+		s := other.nextStamp()
+		other.send(proto.AppendChat(nil, s, 5, []byte("hi")))
+		st, _ := other.answer(s).ChatAck()
+		return st == proto.ChatOffline
+	})
+	// And user 6 never logged in through the second LOGIN.
+	s := other.nextStamp()
+	other.send(proto.AppendChat(nil, s, 6, []byte("hi")))
+	if st, _ := other.answer(s).ChatAck(); st != proto.ChatOffline {
+		t.Fatalf("CHAT to user 6: status %d; want 1, the second LOGIN must not log it in", st)
+	}
+}
+
+func TestSecondConnectionReplacesFirst(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	old := login(t, ts, 21)
+	peer := login(t, ts, 22) // another SET
+	neu := login(t, ts, 21)
+	old.expectError(proto.ErrCodeReplaced)
+	neu.ping()
+
+	// Pushes for user 21 now reach the new connection.
+	s := peer.nextStamp()
+	peer.send(proto.AppendChat(nil, s, 21, []byte("to the new one")))
+	if st, to := peer.answer(s).ChatAck(); st != proto.ChatHanded || to != 21 {
+		t.Fatalf("CHAT_ACK status %d to %d; want 0 to 21", st, to)
+	}
+	d := neu.push(proto.ChatDeliver)
+	if from, text := d.ChatDeliver(); from != 22 || string(text) != "to the new one" || d.Stamp != s {
+		t.Fatalf("CHAT_DELIVER from %d %q stamp %d; want from 22, the text, stamp %d", from, text, d.Stamp, s)
+	}
+	// The old connection's close must not log the new one out.
+	waitFor(t, "the replaced connection released", func() bool { return ts.stats().Connections == 2 })
+	s = peer.nextStamp()
+	peer.send(proto.AppendChat(nil, s, 21, []byte("still there?")))
+	if st, _ := peer.answer(s).ChatAck(); st != proto.ChatHanded {
+		t.Fatalf("CHAT_ACK status %d after the old connection closed; want 0", st)
+	}
+	neu.push(proto.ChatDeliver)
+}
+
+func TestFrameBeforeLogin(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	f := func(name string, frame []byte) {
+		t.Run(name, func(t *testing.T) {
+			c := dial(t, ts)
+			c.send(frame)
+			c.expectError(proto.ErrCodeNotLoggedIn)
+		})
+	}
+	f("PING", proto.AppendPing(nil, 1))
+	f("SHAKE", proto.AppendShake(nil, 2))
+	f("OPEN", proto.AppendOpen(nil, 3, 42))
+	f("SEND", proto.AppendSend(nil, 4, 100, []uint32{2}))
+	f("CHAT", proto.AppendChat(nil, 5, 2, []byte("hi")))
+	f("SHAKE then LOGIN in one write", append(proto.AppendShake(nil, 6), proto.AppendLogin(nil, 7, 3, nil)...))
+}
+
+func TestLoginTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	ts := startServer(t, func(o *server.Options) { o.LoginTimeout = timeout })
+	start := time.Now()
+	idle := dial(t, ts)
+	partial := dial(t, ts)
+	partial.send(proto.AppendLogin(nil, 1, 3, nil)[:7]) // half a LOGIN never completes
+	prompt := login(t, ts, 4)
+
+	idle.expectError(proto.ErrCodeLoginTimeout)
+	if took := time.Since(start); took < timeout-50*time.Millisecond {
+		t.Errorf("ERROR 7 after %v; want no sooner than the %v login timeout", took, timeout)
+	}
+	partial.expectError(proto.ErrCodeLoginTimeout)
+	prompt.ping() // logged in in time: past the timeout and still served
+}
+
+func TestPing(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	c := login(t, ts, 3)
+	for _, stamp := range []uint64{0, 1, 0x0102030405060708, 1<<64 - 1} {
+		c.send(proto.AppendPing(nil, stamp))
+		if f := c.expect(proto.Pong, stamp); len(f.Body) != 0 {
+			t.Errorf("PONG with %d body bytes; want 0", len(f.Body))
+		}
+	}
+}
+
+// chatText returns n bytes of valid UTF-8 with multi-byte runes throughout.
+func chatText(n int) []byte {
+	var b []byte
+	for len(b) < n {
+		for _, r := range "红包 🧧 é ß 😀 abc " {
+			if len(b)+utf8.RuneLen(r) > n {
+				for len(b) < n {
+					b = append(b, '.')
+				}
+				return b
+			}
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return b
+}
+
+func TestChat(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	alice, ann, bob := login(t, ts, 1), login(t, ts, 5), login(t, ts, 2) // alice and ann share a SET
+	long := chatText(proto.MaxChatText)
+	if len(long) != 1024 || !utf8.Valid(long) {
+		t.Fatalf("test text: %d bytes, valid %v", len(long), utf8.Valid(long))
+	}
+	f := func(name string, from, to *client, text []byte) {
+		t.Run(name, func(t *testing.T) {
+			s := from.nextStamp()
+			from.send(proto.AppendChat(nil, s, to.user, text))
+			ack := from.answer(s)
+			if ack.Type != proto.ChatAck {
+				t.Fatalf("got %s; want CHAT_ACK", describe(ack))
+			}
+			if st, u := ack.ChatAck(); st != proto.ChatHanded || u != to.user {
+				t.Fatalf("CHAT_ACK status %d to %d; want 0 to %d", st, u, to.user)
+			}
+			d := to.push(proto.ChatDeliver)
+			got, gotText := d.ChatDeliver()
+			if got != from.user || d.Stamp != s || !bytes.Equal(gotText, text) {
+				t.Fatalf("CHAT_DELIVER from %d stamp %d text %d bytes %q…; want from %d stamp %d and the %d bytes sent",
+					got, d.Stamp, len(gotText), gotText[:min(len(gotText), 16)], from.user, s, len(text))
+			}
+		})
+	}
+	f("same SET, 1024 bytes", alice, ann, long)
+	f("across SETs, 1024 bytes", alice, bob, long)
+	f("back across SETs", bob, alice, []byte("héllo, 世界"))
+	f("empty text", ann, bob, nil)
+
+	t.Run("offline recipient", func(t *testing.T) {
+		s := alice.nextStamp()
+		alice.send(proto.AppendChat(nil, s, 77, []byte("anyone?")))
+		if st, to := alice.answer(s).ChatAck(); st != proto.ChatOffline || to != 77 {
+			t.Fatalf("CHAT_ACK status %d to %d; want 1 to 77", st, to)
+		}
+	})
+	st := ts.stats()
+	if st.Chat.Received != 5 || st.Chat.Delivered != 4 || st.Chat.Offline != 1 {
+		t.Errorf("chat stats %+v; want received 5, delivered 4, offline 1", st.Chat)
+	}
+}
+
+func TestMalformedAfterLogin(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	user := uint32(100)
+	f := func(name string, frame []byte, code uint8) {
+		t.Run(name, func(t *testing.T) {
+			user++
+			c := login(t, ts, user)
+			// A good frame in the same write is answered before the ERROR.
+			c.send(proto.AppendPing(nil, 5), frame)
+			c.expect(proto.Pong, 5)
+			c.expectError(code)
+		})
+	}
+	f("len 11", rawFrame(11, byte(proto.Ping), 0, nil), proto.ErrCodeMalformed)
+	f("len 0", rawFrame(0, byte(proto.Ping), 0, nil), proto.ErrCodeMalformed)
+	f("len 4097", rawFrame(4097, byte(proto.Ping), 0, nil), proto.ErrCodeTooLarge)
+	f("len 65535", rawFrame(65535, byte(proto.Chat), 0, nil), proto.ErrCodeTooLarge)
+	f("type 0x00", rawFrame(12, 0x00, 0, nil), proto.ErrCodeUnknownType)
+	f("type 0x07", rawFrame(12, 0x07, 0, nil), proto.ErrCodeUnknownType)
+	f("server type PONG", rawFrame(12, byte(proto.Pong), 0, nil), proto.ErrCodeUnknownType)
+	f("OPEN with a 4-byte body", rawFrame(16, byte(proto.Open), 0, make([]byte, 4)), proto.ErrCodeMalformed)
+	f("SEND with a 5-byte body", rawFrame(17, byte(proto.Send), 0, make([]byte, 5)), proto.ErrCodeMalformed)
+	f("CHAT with a 5-byte body", rawFrame(17, byte(proto.Chat), 0, make([]byte, 5)), proto.ErrCodeMalformed)
+	f("LOGIN with a 3-byte body", rawFrame(15, byte(proto.Login), 0, make([]byte, 3)), proto.ErrCodeMalformed)
+
+	chat := make([]byte, 6+1025)
+	binary.BigEndian.PutUint32(chat, 1)
+	binary.BigEndian.PutUint16(chat[4:], 1025)
+	f("CHAT text_len 1025", rawFrame(12+len(chat), byte(proto.Chat), 0, chat), proto.ErrCodeMalformed)
+	short := make([]byte, 6+10)
+	binary.BigEndian.PutUint32(short, 1)
+	binary.BigEndian.PutUint16(short[4:], 11)
+	f("CHAT text_len past len", rawFrame(12+len(short), byte(proto.Chat), 0, short), proto.ErrCodeMalformed)
+	send := make([]byte, 6+4)
+	binary.BigEndian.PutUint32(send, 100)
+	binary.BigEndian.PutUint16(send[4:], 2)
+	f("SEND n past len", rawFrame(12+len(send), byte(proto.Send), 0, send), proto.ErrCodeMalformed)
+
+	// Every violator is gone, and the server still serves.
+	waitFor(t, "every violating connection released", func() bool { return ts.stats().Connections == 0 })
+	login(t, ts, 1).ping()
+}
+
+// request is a frame with the answer type it must get.
+type request struct {
+	frame []byte
+	want  proto.Type
+}
+
+// mixedRequests returns n requests of every kind that needs no state, with
+// stamps first, first+1, …
+func mixedRequests(first uint64, n int) []request {
+	rs := make([]request, n)
+	for i := range rs {
+		s := first + uint64(i)
+		switch i % 6 {
+		case 0:
+			rs[i] = request{proto.AppendPing(nil, s), proto.Pong}
+		case 1:
+			rs[i] = request{proto.AppendShake(nil, s), proto.ShakeResult}
+		case 2:
+			rs[i] = request{proto.AppendOpen(nil, s, 12345), proto.OpenResult} // SET 0 owns it; no such envelope
+		case 3:
+			rs[i] = request{proto.AppendChat(nil, s, 999, []byte("∅ offline")), proto.ChatAck}
+		case 4:
+			rs[i] = request{proto.AppendSend(nil, s, 0, []uint32{2, 3}), proto.SendAck} // invalid total
+		case 5:
+			rs[i] = request{proto.AppendOpen(nil, s, 1<<63|7), proto.OpenResult} // a shake id: no SET owns it
+		}
+	}
+	return rs
+}
+
+// expectAnswers reads until every request has its one answer, in any order,
+// each of the right type with a status it may have.
+func expectAnswers(t *testing.T, c *client, first uint64, rs []request) {
+	t.Helper()
+	seen := make([]bool, len(rs))
+	for range rs {
+		f := c.next()
+		i := int(f.Stamp - first)
+		if f.Stamp < first || i >= len(rs) || f.Type == proto.Error {
+			t.Fatalf("got %s; want answers with stamps %d..%d", describe(f), first, first+uint64(len(rs))-1)
+		}
+		if seen[i] {
+			t.Fatalf("second answer with stamp %d: %s", f.Stamp, describe(f))
+		}
+		seen[i] = true
+		if f.Type != rs[i].want {
+			t.Fatalf("stamp %d answered by %s; want %v", f.Stamp, describe(f), rs[i].want)
+		}
+		ok := true
+		switch f.Type {
+		case proto.ShakeResult:
+			st, env, amount := f.ShakeResult()
+			ok = (st == proto.ShakeNothing && env == 0 && amount == 0) || st == proto.ShakeOverloaded
+		case proto.OpenResult:
+			st, _, _ := f.OpenResult()
+			ok = st == proto.OpenNoSuch || st == proto.OpenOverloaded
+		case proto.ChatAck:
+			st, to := f.ChatAck()
+			ok = (st == proto.ChatOffline || st == proto.ChatOverloaded) && to == 999
+		case proto.SendAck:
+			st, _ := f.SendAck()
+			ok = st == proto.SendInvalid || st == proto.SendOverloaded
+		}
+		if !ok {
+			t.Fatalf("stamp %d answered by %s: not a status this request may get", f.Stamp, describe(f))
+		}
+	}
+}
+
+func TestFramesSplitAtEveryByte(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	c := login(t, ts, 9)
+	const per = 6
+	var stream []byte
+	for _, r := range mixedRequests(0, per) {
+		stream = append(stream, r.frame...)
+	}
+	t.Run("one byte per write", func(t *testing.T) {
+		rs := mixedRequests(1_000_000, per)
+		for _, r := range rs {
+			for i := range r.frame {
+				c.send(r.frame[i : i+1])
+			}
+		}
+		expectAnswers(t, c, 1_000_000, rs)
+	})
+	t.Run("two writes cut at every byte", func(t *testing.T) {
+		for cut := 1; cut < len(stream); cut++ {
+			first := uint64(2_000_000 + cut*per)
+			rs := mixedRequests(first, per)
+			var b []byte
+			for _, r := range rs {
+				b = append(b, r.frame...)
+			}
+			c.send(b[:cut])
+			c.send(b[cut:])
+			expectAnswers(t, c, first, rs)
+			if t.Failed() {
+				t.Fatalf("cut at byte %d of %d", cut, len(b))
+			}
+		}
+	})
+}
+
+func TestThousandFramesInOneWrite(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(o *server.Options) { o.Ring = 64 }) // 1000 requests overflow it: stalls and overloads
+	c := login(t, ts, 10)
+	rs := mixedRequests(1, 1000)
+	var b []byte
+	for _, r := range rs {
+		b = append(b, r.frame...)
+	}
+	c.send(b)
+	expectAnswers(t, c, 1, rs)
+	c.ping()
+}
+
+func TestSlowReaderIsCutOff(t *testing.T) {
+	ts := startServer(t, func(o *server.Options) { o.MaxPending = 8192 })
+	// The slow user reads nothing; a small receive buffer keeps the kernel
+	// from absorbing megabytes before the server's backlog limit matters.
+	nc, err := dialer(4096).Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	slow := &client{t: t, c: &loadclient.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
+	slow.login(1, nil)
+	sender := login(t, ts, 2)
+	bystander := login(t, ts, 5) // the slow user's SET: same egress
+
+	// Chats go 4 at a time (4 KiB, under the limit), and the bystander's PING
+	// through the same SET after each batch means the egress has handled the
+	// batch before the next: only a backlog that builds up can pass the limit.
+	text := chatText(proto.MaxChatText)
+	const batch = 4
+	sent, cutOff := 0, false
+	for deadline := time.Now().Add(waitTime); !cutOff; {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow reader still connected after %d chats of 1 KiB pushed to it in %v", sent, waitTime)
+		}
+		var b []byte
+		first := sender.stamp + 1
+		for range batch {
+			b = proto.AppendChat(b, sender.nextStamp(), 1, text)
+		}
+		sender.send(b)
+		for s := first; s <= sender.stamp; s++ {
+			st, to := sender.answer(s).ChatAck()
+			switch {
+			case to != 1:
+				t.Fatalf("CHAT_ACK to %d; want 1", to)
+			case st == proto.ChatHanded:
+				sent++
+			case st == proto.ChatOffline:
+				cutOff = true
+			}
+		}
+		bystander.ping() // the same SET keeps answering others
+	}
+	t.Logf("cut off after %d chats (%d KiB) handed to it", sent, sent)
+
+	// What reaches the slow reader is whole chats from the sender, at most an
+	// ERROR 6, then the close.
+	got := 0
+	for {
+		f, err := slow.c.Next(waitTime)
+		if err != nil {
+			if !isClosed(err) {
+				t.Fatalf("slow reader after %d frames: %v; want EOF or a reset", got, err)
+			}
+			break
+		}
+		if f.Type == proto.Error {
+			if f.ErrorCode() != proto.ErrCodeTooSlow {
+				t.Fatalf("slow reader got ERROR %d; want 6", f.ErrorCode())
+			}
+			slow.expectClosed()
+			break
+		}
+		if f.Type != proto.ChatDeliver {
+			t.Fatalf("slow reader got %s; want CHAT_DELIVER", describe(f))
+		}
+		if from, txt := f.ChatDeliver(); from != 2 || !bytes.Equal(txt, text) {
+			t.Fatalf("slow reader got %s; want it from 2 with the text sent", describe(f))
+		}
+		got++
+	}
+	if got >= sent {
+		t.Errorf("slow reader received %d of %d chats; want fewer: it was cut off", got, sent)
+	}
+	sender.ping()
+	bystander.ping()
+	code, body := ts.do("GET", "/metrics", "")
+	if code != 200 || !strings.Contains(string(body), "hongbao_cut_off_total 1\n") {
+		t.Errorf("/metrics: %d; want hongbao_cut_off_total 1", code)
+	}
+}
+
+// TestFastReaderIsNotCutOff checks that a client reading everything at once
+// is not cut off for a burst that its socket takes whole: the backlog limit is
+// for output the peer does not take, not for one batch's worth of frames.
+func TestFastReaderIsNotCutOff(t *testing.T) {
+	skipBug(t, "BUG: egress cuts a connection off when one ring batch appends more than -max-pending bytes for it, " +
+		"before trying to write them (egress.write checks len(Out)-Sent before the flush): " +
+		"a client reading promptly gets ERROR 6 after a burst of 8 × 1 KiB chats with -max-pending 8192; " +
+		"with the defaults, ~250 max-size chats to one user in one batch. See the report.")
+	t.Parallel()
+	ts := startServer(t, func(o *server.Options) { o.MaxPending = 8192 })
+	fast := login(t, ts, 1)
+	sender := login(t, ts, 2)
+	// The reader drains its socket all the time, counting chats.
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n := 0
+		for {
+			f, err := fast.c.Next(waitTime)
+			switch {
+			case err != nil:
+				done <- result{n, err}
+				return
+			case f.Type != proto.ChatDeliver:
+				done <- result{n, fmt.Errorf("got %s", describe(f))}
+				return
+			}
+			n++
+		}
+	}()
+	text := chatText(proto.MaxChatText)
+	const rounds, burst = 20, 24 // 24 KiB a burst: the loopback socket takes it whole
+	for round := range rounds {
+		var b []byte
+		first := sender.stamp + 1
+		for range burst {
+			b = proto.AppendChat(b, sender.nextStamp(), 1, text)
+		}
+		sender.send(b)
+		for s := first; s <= sender.stamp; s++ {
+			if st, _ := sender.answer(s).ChatAck(); st != proto.ChatHanded {
+				fast.c.Close()
+				r := <-done
+				t.Fatalf("round %d: CHAT_ACK status %d; want 0: the reader, which had read %d chats, was cut off (%v)",
+					round, st, r.n, r.err)
+			}
+		}
+	}
+	// Every chat arrives, then the reader's close ends the goroutine.
+	waitFor(t, "the reader to be handed every chat", func() bool { return ts.stats().Chat.Delivered == rounds*burst })
+	fast.c.Close()
+	if r := <-done; r.n != rounds*burst && !strings.Contains(r.err.Error(), "closed") {
+		t.Fatalf("reader got %d chats, then %v; want %d", r.n, r.err, rounds*burst)
+	}
+}
+
+// TestClosedConnectionFDReuse checks that output meant for a connection that
+// closed never reaches the connection that gets its descriptor next.
+func TestClosedConnectionFDReuse(t *testing.T) {
+	ts := startServer(t, func(o *server.Options) { o.Sets = 2; o.Ring = 64 })
+	ts.startCampaign("shake", "rate=100000&total=20000&min=1&max=10") // some SHAKEs get envelopes
+	const rounds, fresh, shakes = 8, 16, 64
+	user := uint32(1000)
+	for round := range rounds {
+		a := login(t, ts, uint32(round+1))
+		var b []byte
+		for i := range shakes {
+			b = proto.AppendShake(b, 1<<40+uint64(i))
+		}
+		a.send(b)
+		a.c.Close() // without reading a single answer
+
+		cs := make([]*client, fresh)
+		for i := range cs {
+			user++
+			cs[i] = dial(t, ts)
+			cs[i].user = user
+			cs[i].send(proto.AppendLogin(nil, 1, user, nil), proto.AppendPing(nil, 2))
+		}
+		for _, c := range cs {
+			if st, u := c.expect(proto.LoginAck, 1).LoginAck(); st != proto.LoginOK || u != c.user {
+				t.Fatalf("round %d: LOGIN_ACK status %d user %d; want 0, %d", round, st, u, c.user)
+			}
+			c.expect(proto.Pong, 2)
+		}
+		for _, c := range cs {
+			c.send(proto.AppendPing(nil, 3))
+		}
+		for _, c := range cs {
+			c.expect(proto.Pong, 3)
+			c.c.Close()
+		}
+	}
+	waitFor(t, "every connection released", func() bool { return ts.stats().Connections == 0 })
+	ts.waitCampaign(1)
+	waitFor(t, "the shake ledger to settle", func() bool {
+		s := ts.stats().Shake
+		return s.CreatedAmount == s.GotAmount+s.PoolAmount
+	})
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ts := startServer(t, nil)
+	var cs []*client
+	for u := uint32(1); u <= 8; u++ {
+		c := login(t, ts, u)
+		c.ping()
+		cs = append(cs, c)
+	}
+	idle := dial(t, ts) // connected, not logged in
+	busy := login(t, ts, 9)
+	busy.send(proto.AppendShake(nil, 1), proto.AppendShake(nil, 2))
+
+	done := make(chan error, 1)
+	go func() { done <- ts.shutdown() }()
+	for _, c := range cs {
+		c.expectError(proto.ErrCodeShuttingDown)
+	}
+	idle.expectError(proto.ErrCodeShuttingDown)
+	// Answers already made are written before the ERROR.
+	for {
+		f := busy.next()
+		if f.Type == proto.Error {
+			if f.ErrorCode() != proto.ErrCodeShuttingDown {
+				t.Fatalf("got ERROR %d; want 8", f.ErrorCode())
+			}
+			busy.expectClosed()
+			break
+		}
+		if f.Type != proto.ShakeResult {
+			t.Fatalf("got %s before ERROR 8; want only SHAKE_RESULTs", describe(f))
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(waitTime):
+		t.Fatalf("Shutdown still running after %v", waitTime)
+	}
+	if nc, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
+		nc.Close()
+		t.Errorf("dial after Shutdown succeeded; want the listener closed")
+	}
+	ts.hc.CloseIdleConnections()
+	deadline := time.Now().Add(waitTime)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Shutdown; %d before the server started:\n%s",
+				runtime.NumGoroutine(), before, goroutineDump())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
