@@ -49,6 +49,7 @@ lint: ## gofmt and go vet
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	$(GO) test ./proto/ -run '^$$' -fuzz '^FuzzNextRequest$$' -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./proto/ -run '^$$' -fuzz '^FuzzNextResponse$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./stages/ -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $${FUZZTIME:-30s} -parallel 1
 
 clean: ## remove build and perf outputs
 	rm -rf $(BIN) perf/out
