@@ -137,10 +137,6 @@ func (e *Egress) write(h conn.Handle, frame []byte) bool {
 	c.Out.B = append(c.Out.B, frame...)
 	e.c.Frames[stages.FrameIndex(frame[2])].Add(1)
 	e.markDirty(c)
-	if len(c.Out.B)-c.Sent > e.maxPending {
-		e.c.CutOff.Add(1)
-		e.fatal(c, proto.ErrCodeTooSlow)
-	}
 	return true
 }
 
@@ -220,6 +216,15 @@ func (e *Egress) writeOut(c *conn.Conn) {
 	if c.Out != nil && c.Sent == len(c.Out.B) {
 		bytebufferpool.Put(c.Out) // idle connections hold no buffer
 		c.Out, c.Sent = nil, 0
+	}
+	// The backlog is judged after the write, so a burst that a reader takes
+	// at once is never held against it. A batch (MaxBatch events) can add at
+	// most a batch of frames beyond the limit before this check.
+	if !c.Dead && c.Out != nil && len(c.Out.B)-c.Sent > e.maxPending {
+		e.c.CutOff.Add(1)
+		c.Out.B = proto.AppendError(c.Out.B, 0, proto.ErrCodeTooSlow) // best effort: the socket is full
+		e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
+		c.Dead = true
 	}
 	if c.Dead {
 		c.Owner.Shutdown(c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,11 @@ import (
 	"hongbao/proto"
 	"hongbao/server"
 )
+
+// ingressMode is the -ingress of every test server: go test ./server/ -args
+// -ingress=netpoll runs the whole suite on the goroutine-per-connection
+// ingress.
+var ingressMode = flag.String("ingress", "epoll", "the test servers' -ingress: epoll or netpoll")
 
 // waitTime bounds every wait of these tests: an answer, a close, a figure
 // reaching its value. Nothing here sleeps and hopes; everything polls or
@@ -47,7 +53,8 @@ type testServer struct {
 // down when the test ends.
 func startServer(t testing.TB, edit func(o *server.Options)) *testServer {
 	t.Helper()
-	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: 4, Ring: 128, Loops: 2}
+	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: 4, Ring: 128, Loops: 2,
+		Ingress: *ingressMode}
 	if edit != nil {
 		edit(&o)
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -36,6 +37,10 @@ type Server struct {
 	metrics  *metrics.Set
 	stopTick chan struct{}
 	tickDone chan struct{}
+	ticking  bool // Start started tick: Shutdown waits for tickDone only then
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // New builds a server from filled, validated options and binds its listeners.
@@ -137,6 +142,7 @@ func (s *Server) Start() error {
 				return err
 			}
 		}
+		s.ticking = true
 		go s.tick()
 	} else {
 		close(s.tickDone)
@@ -193,11 +199,23 @@ func (s *Server) AdminAddr() string {
 // client, waits (bounded by ctx) for the clients to go, drains the rings and
 // stops. Answers already made are written before their connections close.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	s.log.Info("shutting down", "conns", s.ing.Conns())
 	s.ing.StopAccepting()
 	if s.camps != nil {
 		s.camps.Close()
 	}
+	// ERROR 8 to connections that never logged in, before KShutdown: once
+	// CloseIdle returns, no LOGIN can be published any more, so every KLogin
+	// is ahead of KShutdown in its ring and its egress tells that connection
+	// too. (The other order let a LOGIN that raced the shutdown register a
+	// connection after its egress had handled KShutdown: no ERROR 8, and
+	// Shutdown waited out ctx for it.)
+	s.ing.CloseIdle(8)
 	if s.bus != nil {
 		for i := 0; i < s.bus.Sets(); i++ {
 			r := s.bus.Ring(i)
@@ -207,7 +225,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
-	s.ing.CloseIdle(8) // ERROR 8 to connections that never logged in
 	for s.ing.Conns() > 0 {
 		select {
 		case <-ctx.Done():
@@ -222,12 +239,15 @@ stop:
 	var errs []error
 	errs = append(errs, s.ing.Close())
 	close(s.stopTick)
-	<-s.tickDone
+	if s.ticking { // a server that was never started has no ticker to wait for
+		<-s.tickDone
+	}
 	if s.bus != nil {
 		errs = append(errs, s.bus.Close())
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Shutdown(ctx))
+		s.adminLn.Close() // Shutdown closes only listeners that Serve got: not one Start never reached
 	}
 	return errors.Join(errs...)
 }
