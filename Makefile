@@ -11,9 +11,11 @@ CONNS    ?= 19000
 PINGCONNS ?= 1000
 INFLIGHT ?= 1
 PINGTIME ?= 10s
+PERFFLAGS ?=
+PINGCOUNT ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench
+.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench perf perf-open
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,8 +40,17 @@ demo: build ## server + campaigns + load client on loopback, reconciled (USERS, 
 connmem: build ## server memory per idle logged-in connection, epoll vs netpoll (CONNS)
 	$(GO) run ./perf/cmd/connmem -conns $(CONNS)
 
-pingbench: build ## PING round trips a second, epoll vs netpoll (PINGCONNS, INFLIGHT, PINGTIME)
-	$(GO) run ./perf/cmd/pingbench -conns $(PINGCONNS) -inflight $(INFLIGHT) -duration $(PINGTIME)
+pingbench: build ## PING round trips a second, epoll vs netpoll, median of PINGCOUNT runs (PINGCONNS, INFLIGHT, PINGTIME)
+	$(GO) run ./perf/cmd/pingbench -conns $(PINGCONNS) -inflight $(INFLIGHT) -duration $(PINGTIME) -count $(PINGCOUNT)
+
+perf: build ## seed scenario, 19,000 users: profiles, GC trace, flame graphs, charts, report in perf/out/<time>/ (PERFFLAGS)
+	$(GO) run ./perf/cmd/perf $(PERFFLAGS)
+
+perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C
+	@prof=$$(ls -1 perf/out/[0-9]*/cpu.pprof 2>/dev/null | sort | tail -n 1); \
+	  if [ -z "$$prof" ]; then echo "no perf/out/<time>/cpu.pprof yet: run make perf first"; exit 1; fi; \
+	  echo "go tool pprof -http=127.0.0.1:8081 $$prof   # serves until Ctrl-C"; \
+	  $(GO) tool pprof -http=127.0.0.1:8081 $$prof
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

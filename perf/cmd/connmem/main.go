@@ -31,6 +31,7 @@ type config struct {
 	sources []netip.Addr
 	workers int
 	settle  time.Duration
+	warm    bool
 	bin     string
 	out     string
 	server  string
@@ -43,6 +44,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&modes, "ingress", "epoll,netpoll", "server -ingress `modes` to measure, comma-separated, one server at a time")
 	fs.StringVar(&sources, "source", "127.0.0.2-127.0.0.9", "local `addresses` to connect from, round-robin by user (loadclient -source syntax)")
 	fs.IntVar(&c.workers, "workers", 4, "connections logging in at a time")
+	fs.BoolVar(&c.warm, "warm", true, "before the idle reading, pass 2 events per slot through every ring (PINGs from 64 other users; sized for the default -sets and -ring), so that the rings' first-touch pages do not count as per-connection RSS")
 	fs.DurationVar(&c.settle, "settle", 2*time.Second, "wait this long before each reading, so that the server is idle")
 	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server binary (make build)")
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the table and the server logs into `dir`/connmem-<time>/")
@@ -50,14 +52,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: connmem [flags]
 
-For each -ingress mode, starts bin/server on 127.0.0.1 with its default flags (and
--server-flags), measures it idle, opens -conns logged-in connections, waits for
-/stats connections == conns, measures again, closes them, measures a third time and
-stops the server with SIGTERM. A measurement collects garbage first (GET
-/debug/pprof/heap?gc=1), then reads VmRSS from /proc/PID/status and
-go_memstats_heap_inuse_bytes + go_memstats_stack_inuse_bytes from /metrics, and the
-kernel's Slab (/proc/meminfo), TCP sockets (/proc/net/sockstat) and slab caches
-(/proc/slabinfo, root only). It prints a Markdown table of the deltas per connection.
+For each -ingress mode, starts bin/server on 127.0.0.1 with its default flags
+(and -server-flags), warms its rings (-warm), measures it idle, opens -conns
+logged-in connections, waits for /stats connections == conns, measures again,
+closes them, measures a third time and stops the server with SIGTERM.
+
+A measurement reads the kernel's Slab (/proc/meminfo), TCP sockets
+(/proc/net/sockstat) and slab caches (/proc/slabinfo, root only), then collects
+garbage in the server (GET /debug/pprof/heap?gc=1) and reads its VmRSS
+(/proc/PID/status) and go_memstats_heap_inuse_bytes +
+go_memstats_stack_inuse_bytes (/metrics). It prints a Markdown table of the
+deltas per connection and keeps the server's heap profile with the connections
+up (heap-MODE.pb.gz).
 
 Flags:
 `)

@@ -87,14 +87,22 @@ func measure(ctx context.Context, cfg config, mode, dir string) (r result, err e
 		if err != nil {
 			return m, fmt.Errorf("%s: %w", what, err)
 		}
-		fmt.Printf("connmem:   %-28s RSS %7.1f MiB, heap %7.1f MiB + stacks %6.1f MiB, %6d goroutines, kernel slab %7.1f MiB, %6d TCP sockets\n",
-			what, mib(m.RSS), mib(m.HeapInuse), mib(m.StackInuse), m.Goroutines, mib(m.Kernel.Slab), m.Kernel.TCPInUse)
+		fmt.Printf("connmem:   %-26s RSS %6.1f MiB, heap %6.1f MiB + stacks %5.1f MiB, %5d goroutines, kernel slab %6.1f MiB, %5d TCP sockets; GET /metrics %v\n",
+			what, mib(m.RSS), mib(m.HeapInuse), mib(m.StackInuse), m.Goroutines, mib(m.Kernel.Slab), m.Kernel.TCPInUse, m.Scrape.Round(100*time.Microsecond))
 		return m, nil
+	}
+	d := &harness.Dialer{Server: netip.MustParseAddrPort(srv.Listen), Sources: cfg.sources, Timeout: 10 * time.Second}
+	if cfg.warm {
+		if err := warmRings(d, uint32(cfg.conns)+1); err != nil {
+			return r, fmt.Errorf("warming the rings: %w", err)
+		}
+		if _, err := srv.Admin.WaitConnections(0, false, 30*time.Second); err != nil {
+			return r, fmt.Errorf("after warming the rings: %w", err)
+		}
 	}
 	if r.idle, err = read("idle"); err != nil {
 		return r, err
 	}
-	d := &harness.Dialer{Server: netip.MustParseAddrPort(srv.Listen), Sources: cfg.sources, Timeout: 10 * time.Second}
 	t0 := time.Now()
 	fds, err := d.LoginMany(1, cfg.conns, cfg.workers, func(n int) {
 		if n%5000 == 0 {
@@ -113,6 +121,11 @@ func measure(ctx context.Context, cfg config, mode, dir string) (r result, err e
 	if r.loaded, err = read(fmt.Sprintf("%d idle connections", cfg.conns)); err != nil {
 		return r, err
 	}
+	// The heap profile at this moment says where the bytes are: go tool
+	// pprof -sample_index=inuse_space -top DIR/heap-MODE.pb.gz
+	if prof, err := srv.Admin.Get("/debug/pprof/heap"); err == nil {
+		os.WriteFile(filepath.Join(dir, "heap-"+mode+".pb.gz"), prof, 0o644)
+	}
 	harness.CloseAll(fds)
 	if _, err := srv.Admin.WaitConnections(0, false, 60*time.Second); err != nil {
 		return r, fmt.Errorf("after closing: %w", err)
@@ -123,6 +136,37 @@ func measure(ctx context.Context, cfg config, mode, dir string) (r result, err e
 	code, err := srv.Stop(30 * time.Second)
 	fmt.Printf("connmem:   server: SIGTERM, exit status %d\n", code)
 	return r, err
+}
+
+// Warm-up: warmUsers connections, warmUsers/32 per SET of the default 32
+// (users map to SETs by user mod sets), each with warmPings PINGs, so that
+// every slot of every 2048-slot ring carries two events. A ring's pages
+// become resident only as events first pass through them (8 MiB for the
+// default 32 SETs): without this, the first connections' KLogin events
+// would add that one-time cost to the per-connection RSS.
+const (
+	warmUsers = 64
+	warmPings = 2048
+	warmBatch = 64 // PINGs in flight per connection: 768 bytes, one write
+)
+
+// warmRings runs the warm-up with users first … first+warmUsers−1, which
+// the measurement does not use, and closes their connections.
+func warmRings(d *harness.Dialer, first uint32) error {
+	fds, err := d.LoginMany(first, warmUsers, 4, nil)
+	if err != nil {
+		return err
+	}
+	defer harness.CloseAll(fds)
+	for _, fd := range fds {
+		for range warmPings / warmBatch {
+			if err := harness.PingPong(fd, warmBatch, 10*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("connmem:   rings warmed: %d PINGs from %d users\n", warmUsers*warmPings, warmUsers)
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -136,6 +180,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// socketSlab formats the growth of the socket slab caches per connection,
+// or says why there is none.
+func socketSlab(a, b harness.Kernel, n int) string {
+	d, ok := harness.SocketSlab(a, b)
+	if !ok {
+		return "n/a (/proc/slabinfo needs root)"
+	}
+	return perConn(d, n)
+}
+
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // perConn formats a per-connection delta in bytes and KiB.
@@ -145,7 +199,7 @@ func perConn(delta int64, n int) string {
 }
 
 func writeTable(w io.Writer, rs []result) {
-	fmt.Fprintln(w, "| ingress | conns | RSS Δ/conn | Go heap+stacks Δ/conn | of which stacks | goroutines Δ | kernel slab Δ/conn (both ends) | after close: heap+stacks, RSS vs idle |")
+	fmt.Fprintln(w, "| ingress | conns | RSS Δ/conn | Go heap+stacks Δ/conn | of which stacks | goroutines Δ | kernel socket slab Δ/conn (client + server socket) | after close: heap+stacks, RSS vs idle |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		n := r.conns
@@ -154,20 +208,25 @@ func writeTable(w io.Writer, rs []result) {
 			perConn(r.loaded.HeapStacks()-r.idle.HeapStacks(), n),
 			perConn(r.loaded.StackInuse-r.idle.StackInuse, n),
 			r.loaded.Goroutines-r.idle.Goroutines,
-			perConn(r.loaded.Kernel.Slab-r.idle.Kernel.Slab, n),
+			socketSlab(r.idle.Kernel, r.loaded.Kernel, n),
 			mib(r.after.HeapStacks()-r.idle.HeapStacks()), mib(r.after.RSS-r.idle.RSS))
 	}
 	fmt.Fprintln(w)
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s: idle RSS %.1f MiB, heap+stacks %.1f MiB → with %d connections RSS %.1f MiB, heap+stacks %.1f MiB; TCP sockets %+d, socket buffer pages %+d; logged in in %v\n",
+		fmt.Fprintf(w, "%s: idle RSS %.1f MiB, heap+stacks %.1f MiB → with %d connections RSS %.1f MiB, heap+stacks %.1f MiB; TCP sockets %+d, socket buffer pages %+d, all slab (/proc/meminfo) %s per connection; logged in in %v; GET /metrics %v idle, %v loaded\n",
 			r.mode, mib(r.idle.RSS), mib(r.idle.HeapStacks()), r.conns, mib(r.loaded.RSS), mib(r.loaded.HeapStacks()),
-			r.loaded.Kernel.TCPInUse-r.idle.Kernel.TCPInUse, r.loaded.Kernel.TCPMemPages-r.idle.Kernel.TCPMemPages, r.login.Round(time.Millisecond))
+			r.loaded.Kernel.TCPInUse-r.idle.Kernel.TCPInUse, r.loaded.Kernel.TCPMemPages-r.idle.Kernel.TCPMemPages,
+			perConn(r.loaded.Kernel.Slab-r.idle.Kernel.Slab, r.conns), r.login.Round(time.Millisecond),
+			r.idle.Scrape.Round(100*time.Microsecond), r.loaded.Scrape.Round(100*time.Microsecond))
+		dRSS, dGo, dFree := r.loaded.RSS-r.idle.RSS, r.loaded.HeapStacks()-r.idle.HeapStacks(), r.loaded.HeapFree-r.idle.HeapFree
+		fmt.Fprintf(w, "  RSS Δ per connection %s = heap+stacks %s + freed heap the runtime keeps %s + the rest (runtime metadata, page granularity) %s\n",
+			perConn(dRSS, r.conns), perConn(dGo, r.conns), perConn(dFree, r.conns), perConn(dRSS-dGo-dFree, r.conns))
 		if top := harness.TopCaches(r.idle.Kernel, r.loaded.Kernel, 6); len(top) > 0 {
 			var parts []string
 			for _, c := range top {
 				parts = append(parts, fmt.Sprintf("%s %.0f B", c.Name, float64(c.Bytes)/float64(r.conns)))
 			}
-			fmt.Fprintf(w, "  slab caches grown, per connection (client and server side): %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  slab caches grown, per connection (its client and its server socket; the whole machine, so other processes add noise): %s\n", strings.Join(parts, ", "))
 		}
 	}
 	for _, r := range rs {

@@ -194,3 +194,37 @@ func CloseAll(fds []int) {
 		}
 	}
 }
+
+// PingPong sends n PINGs on fd, a socket from Login, in one write and reads
+// their n PONGs. n × 12 bytes must fit the socket's send buffer.
+func PingPong(fd, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	out := make([]byte, 0, n*proto.PingLen)
+	for i := range n {
+		out = proto.AppendPing(out, uint64(i))
+	}
+	if w, err := unix.Write(fd, out); err != nil || w != len(out) {
+		return fmt.Errorf("write of %d PINGs: %d of %d bytes: %v", n, w, len(out), err)
+	}
+	want := n * proto.PongLen
+	buf := make([]byte, want)
+	for k := 0; k < want; {
+		if err := waitFor(fd, unix.POLLIN, deadline); err != nil {
+			return fmt.Errorf("waiting for PONGs, %d of %d bytes in: %w", k, want, err)
+		}
+		m, err := unix.Read(fd, buf[k:])
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		if err != nil || m == 0 {
+			return fmt.Errorf("read PONGs: closed after %d of %d bytes: %v", k, want, err)
+		}
+		k += m
+	}
+	for b := buf; len(b) > 0; b = b[proto.PongLen:] {
+		if f, m, err := proto.NextResponse(b); err != nil || m != proto.PongLen || f.Type != proto.Pong {
+			return fmt.Errorf("want PONG, got % x", b[:proto.PongLen])
+		}
+	}
+	return nil
+}
