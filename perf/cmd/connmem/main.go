@@ -10,19 +10,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"hongbao/loadclient"
+
+	"hongbao/perf/internal/harness"
 )
 
 type config struct {
@@ -104,20 +102,4 @@ Flags:
 	return c, errors.Join(errs...)
 }
 
-func main() {
-	fs := flag.NewFlagSet("connmem", flag.ContinueOnError)
-	cfg, err := parseFlags(fs, os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "connmem:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "connmem: FAILED:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("connmem", parseFlags, nil, run) }

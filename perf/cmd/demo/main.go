@@ -15,13 +15,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"hongbao/loadclient"
+
+	"hongbao/perf/internal/harness"
 )
 
 // config is one demo run.
@@ -123,22 +123,9 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 func main() {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	cfg, err := parseFlags(fs, os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// Bounded whatever happens: the load, its ramp and grace, and the checks.
-	ctx, cancel := context.WithTimeout(ctx, cfg.duration+3*time.Minute)
-	defer cancel()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "demo: FAILED:", err)
-		os.Exit(1)
-	}
+	bound := func(c config) time.Duration { return c.duration + 3*time.Minute }
+	harness.Main("demo", parseFlags, bound, func(ctx context.Context, c config) error {
+		return run(ctx, c, os.Stdout, os.Stderr)
+	})
 }

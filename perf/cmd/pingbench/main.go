@@ -14,19 +14,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"hongbao/loadclient"
+
+	"hongbao/perf/internal/harness"
 )
 
 type config struct {
@@ -122,20 +120,4 @@ Flags:
 	return c, errors.Join(errs...)
 }
 
-func main() {
-	fs := flag.NewFlagSet("pingbench", flag.ContinueOnError)
-	cfg, err := parseFlags(fs, os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pingbench:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "pingbench: FAILED:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("pingbench", parseFlags, nil, run) }
