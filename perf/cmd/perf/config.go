@@ -1,0 +1,180 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"hongbao/loadclient"
+)
+
+// config is one perf run.
+type config struct {
+	users   int
+	qps     int // SHAKEs a second in the steady and the send phase
+	highQPS int // in the high phase
+
+	ramp, steady, send, high time.Duration // the phases, back to back
+
+	shakeRate  int // shake campaign: envelopes a second, from the steady phase to the end
+	sendRate   int // send campaign: group envelopes a second, the send phase only
+	recipients int
+
+	settle  time.Duration // into the steady phase before the first capture
+	cpuProf time.Duration // CPU profile length
+	trace   time.Duration // runtime/trace length
+
+	source      string
+	bin, out    string
+	serverFlags string // more server flags, space-separated
+	clientFlags string // more load client flags, space-separated
+}
+
+// fdMargin is what a process needs beyond one descriptor per connection:
+// listeners, epoll, the admin and control HTTP, stdio, the runtime (the
+// load client's own margin is 64).
+const fdMargin = 100
+
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	c := config{}
+	fs.IntVar(&c.users, "users", 19000, "users 1..`N`, each its own connection; the server and the load client each hold N descriptors, so N plus a margin must fit the open-files limit (20,000 here)")
+	fs.IntVar(&c.qps, "qps", 30000, "SHAKEs a second (`rate`) in the steady and the send phase")
+	fs.IntVar(&c.highQPS, "high-qps", 60000, "SHAKEs a second (`rate`) in the high phase")
+	fs.DurationVar(&c.ramp, "ramp", 20*time.Second, "first phase: QPS 0 while the users connect and log in")
+	fs.DurationVar(&c.steady, "steady", 60*time.Second, "second phase: -qps with the shake campaign; the profiles are captured in it")
+	fs.DurationVar(&c.send, "send", 30*time.Second, "third phase: -qps with the send campaign (system group envelopes) as well")
+	fs.DurationVar(&c.high, "high", 30*time.Second, "fourth phase: -high-qps")
+	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign: envelopes a second (1..200 fen each), from the steady phase to the end")
+	fs.IntVar(&c.sendRate, "send-rate", 200, "send campaign: group envelopes a second (3..2000 fen each), in the send phase")
+	fs.IntVar(&c.recipients, "recipients", 3, "send campaign: recipients of each group envelope")
+	fs.DurationVar(&c.settle, "settle", 5*time.Second, "how far into the steady phase the captures start")
+	fs.DurationVar(&c.cpuProf, "cpu-profile", 20*time.Second, "length of the CPU profile (/debug/pprof/profile?seconds=N)")
+	fs.DurationVar(&c.trace, "trace", 2*time.Second, "length of the runtime/trace slice (/debug/pprof/trace?seconds=N)")
+	fs.StringVar(&c.source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`: several, so that no source address runs out of ports")
+	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
+	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/<time>/")
+	fs.StringVar(&c.serverFlags, "server-flags", "", "more server `flags`, space-separated (e.g. \"-sets 8 -wait yield\"); -listen, -admin and -log-format are perf's")
+	fs.StringVar(&c.clientFlags, "client-flags", "", "more load client `flags`, space-separated (e.g. \"-loops 1\")")
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	return c, errors.Join(append(errs, c.validate())...)
+}
+
+func usage(fs *flag.FlagSet) {
+	fmt.Fprint(fs.Output(), `usage: perf [flags]
+
+Runs the seed scenario end to end on loopback and captures what the server does:
+
+  1. GODEBUG=gctrace=1 bin/server on 127.0.0.1 (kernel-chosen ports), stderr to server.log
+  2. bin/loadclient -users 1-N -phases 0@RAMP,QPS@STEADY,QPS@SEND,HIGH@HIGH -source …
+     -admin … -report report.json -timeline timeline.csv
+  3. at the steady phase: POST /campaigns/shake?rate=200&…  (runs to the end)
+     at the send phase:   POST /campaigns/send?rate=200&recipients=3&…
+  4. every second: VmRSS (/proc/PID/status), utime+stime (/proc/PID/stat), GET /metrics
+  5. -settle into the steady phase: GET /debug/pprof/allocs, /debug/pprof/profile?seconds=N,
+     then /heap, /allocs, /goroutine?debug=1, /trace?seconds=N
+  6. SIGTERM to the server; then it renders flame graphs (github.com/google/pprof's driver,
+     the page go tool pprof -http serves), charts (gonum.org/v1/plot) and report.html/.md
+
+Everything lands in -out/<time>/; commands.txt lists every step as a command to run by
+hand. The run takes the phases plus about 15 s; every process it starts stops by itself.
+The load client's verdict (errors, reconciliation) is in the report; perf exits 1 only
+when it could not measure or the server did not exit 0 after SIGTERM, 2 for a bad command line.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+// validate reports every bad flag, each with its reason.
+func (c *config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.users < c.recipients+1 || c.users < 2 {
+		bad("-users=%d: want at least 2 and more than -recipients", c.users)
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(c.users+fdMargin) > lim.Cur {
+		bad("-users=%d: the server and the load client each need %d descriptors; the open-files limit is %d", c.users, c.users+fdMargin, lim.Cur)
+	}
+	if c.qps < 1 || c.qps > loadclient.MaxQPS || c.highQPS < 1 || c.highQPS > loadclient.MaxQPS {
+		bad("-qps=%d, -high-qps=%d: want 1..%d each", c.qps, c.highQPS, loadclient.MaxQPS)
+	}
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{"ramp", c.ramp}, {"steady", c.steady}, {"send", c.send}, {"high", c.high}} {
+		if p.d < time.Second || p.d%time.Second != 0 {
+			bad("-%s=%v: want whole seconds, at least 1s (the load client changes rates on whole seconds)", p.name, p.d)
+		}
+	}
+	if c.shakeRate < 1 || c.sendRate < 1 {
+		bad("-shake-rate=%d, -send-rate=%d: want at least 1 each", c.shakeRate, c.sendRate)
+	}
+	if c.recipients < 1 || c.recipients > 100 {
+		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", c.recipients)
+	}
+	if c.cpuProf < time.Second || c.cpuProf%time.Second != 0 || c.trace < time.Second || c.trace%time.Second != 0 {
+		bad("-cpu-profile=%v, -trace=%v: want whole seconds, at least 1s each", c.cpuProf, c.trace)
+	}
+	if need := c.settle + c.cpuProf + c.trace + captureSlack; c.steady < need {
+		bad("-steady=%v: the captures need %v (-settle %v + -cpu-profile %v + heap, allocs, goroutines + -trace %v)", c.steady, need, c.settle, c.cpuProf, c.trace)
+	}
+	if _, err := loadclient.ParseSources(c.source); err != nil {
+		bad("-source: %v", err)
+	}
+	for _, f := range strings.Fields(c.serverFlags) {
+		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {
+		case "listen", "admin", "log-format":
+			bad("-server-flags: %s is perf's to set", f)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// captureSlack is the steady phase's time for the heap, allocs and
+// goroutine captures between the CPU profile and the trace.
+const captureSlack = 3 * time.Second
+
+// phase is one phase of the run, in seconds since the load client's start.
+type phase struct {
+	Name     string
+	From, To float64
+	QPS      int
+}
+
+func (c *config) phases() []phase {
+	var out []phase
+	at := 0.0
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+		qps  int
+	}{{"ramp", c.ramp, 0}, {"steady", c.steady, c.qps}, {"send", c.send, c.qps}, {"high", c.high, c.highQPS}} {
+		out = append(out, phase{Name: p.name, From: at, To: at + p.d.Seconds(), QPS: p.qps})
+		at += p.d.Seconds()
+	}
+	return out
+}
+
+// plan is the load client's -phases.
+func (c *config) plan() string {
+	var parts []string
+	for _, p := range c.phases() {
+		parts = append(parts, fmt.Sprintf("%d@%ds", p.QPS, int(p.To-p.From)))
+	}
+	return strings.Join(parts, ",")
+}
+
+// length is the whole run's length.
+func (c *config) length() time.Duration { return c.ramp + c.steady + c.send + c.high }

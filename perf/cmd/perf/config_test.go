@@ -1,0 +1,76 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+func parse(args ...string) (config, error) {
+	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseFlags(fs, args)
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.plan(), "0@20s,30000@60s,30000@30s,60000@30s"; got != want {
+		t.Fatalf("plan = %q; want %q", got, want)
+	}
+	if l := c.length().Seconds(); l != 140 {
+		t.Fatalf("length = %vs; want 140s (a default run within 3 minutes)", l)
+	}
+	ph := c.phases()
+	if len(ph) != 4 || ph[1].From != 20 || ph[1].To != 80 || ph[3].QPS != 60000 {
+		t.Fatalf("phases = %+v", ph)
+	}
+}
+
+func TestParseFlagsErrors(t *testing.T) {
+	f := func(wantErr string, args ...string) {
+		t.Helper()
+		_, err := parse(args...)
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("parse(%q): err %v; want one containing %q", args, err, wantErr)
+		}
+	}
+	f("-users=1", "-users", "1")
+	f("open-files limit", "-users", "1000000")
+	f("-steady=10s: the captures need 30s", "-steady", "10s")
+	f("-ramp=1.5s: want whole seconds", "-ramp", "1500ms")
+	f("-server-flags: -admin=x is perf's", "-server-flags", "-sets 8 -admin=x")
+	f("-source", "-source", "nonsense")
+	f("unexpected arguments", "extra")
+}
+
+func TestShortFunc(t *testing.T) {
+	f := func(in, want string) {
+		t.Helper()
+		if got := shortFunc(in); got != want {
+			t.Fatalf("shortFunc(%q) = %q; want %q", in, got, want)
+		}
+	}
+	f("runtime.futex", "runtime.futex")
+	f("hongbao/ring.(*Stage[go.shape.struct { Out [32]uint8 }]).run", "hongbao/ring.(*Stage[…]).run")
+	f("a.F[x].G[y]", "a.F[…].G[…]")
+}
+
+func TestDoc(t *testing.T) {
+	d := doc{heading{2, "Figures"}, para{"see `x<y` and *this*, **that**, `a*b*c`"}, table{right: true, head: []string{"a", "b"}, rows: [][]string{{"p|q", "1"}}}}
+	md := d.markdown()
+	for _, want := range []string{"## Figures\n", "see `x<y`", "| a | b |\n|---|---:|\n| p\\|q | 1 |\n"} {
+		if !strings.Contains(md, want) {
+			t.Fatalf("markdown has no %q:\n%s", want, md)
+		}
+	}
+	h := d.html("t")
+	for _, want := range []string{"<h2>Figures</h2>", "see <code>x&lt;y</code> and <em>this</em>, <strong>that</strong>, <code>a*b*c</code>", "<td class=r>1</td>"} {
+		if !strings.Contains(h, want) {
+			t.Fatalf("html has no %q:\n%s", want, h)
+		}
+	}
+}
