@@ -116,7 +116,7 @@ func fuzzStages(t *testing.T, ops []byte) {
 			s.p.deal(int(arg)%3, s.nextEnv, amounts)
 			s.nextEnv += uint64(n)
 		case 7:
-			s.p.publish(int(arg)%3, func(ev *event.Event) { ev.Kind, ev.N, ev.Total = event.KSystemSend, uint16(arg%3) + 1, 100 })
+			s.p.publish(int(arg)%3, func(ev *event.Event) { ev.Kind, ev.N, ev.Total = event.KSystemSend, uint16(arg%3)+1, 100 })
 		}
 		s.settle()
 	}
