@@ -52,6 +52,7 @@ type Ring[T any] struct {
 	wait  waiter
 
 	claimed   sequence // next sequence to claim (never negative), | closedBit once closed
+	closing   flag     // set once closedBit is: waiting stages poll this, not the producers' hot claimed line
 	published sequence // SingleProducer: last published sequence
 	gateCache sequence // producers' cached minimum of the leaves' progress
 
@@ -286,6 +287,7 @@ func (r *Ring[T]) stop() {
 				break
 			}
 		}
+		r.closing.Store(true) // after closedBit: a stage that sees it finds the final range
 		if !r.started {
 			close(r.done)
 		}
@@ -318,6 +320,9 @@ func (r *Ring[T]) wakeAll() {
 func (r *Ring[T]) finished(next int64) bool {
 	if r.failed.Load() {
 		return true
+	}
+	if !r.closing.Load() { // spares the producers' claimed line while the ring runs
+		return false
 	}
 	c := r.claimed.Load()
 	return c&closedBit != 0 && next >= c&^closedBit

@@ -17,6 +17,13 @@ type sequence struct {
 	_ [cacheLine - 8]byte
 }
 
+// flag is a boolean alone on its cache lines, read often and written rarely.
+type flag struct {
+	_ [cacheLine]byte
+	atomic.Bool
+	_ [cacheLine - 4]byte
+}
+
 // signal is where goroutines park while they wait for one sequence to move.
 // The goroutine that moves the sequence calls wake after its store; wake costs
 // one atomic load while nobody is parked.

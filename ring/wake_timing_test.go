@@ -5,7 +5,8 @@
 package ring
 
 import (
-	"fmt"
+	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -92,9 +93,12 @@ var wakeTargets = []wakeTarget{
 // the case of a producer that has more work to do.
 func BenchmarkWakeLatency(b *testing.B) {
 	for _, spins := range []bool{false, true} {
+		producer := "sleeps"
+		if spins {
+			producer = "spins"
+		}
 		for _, tg := range wakeTargets {
-			name := fmt.Sprintf("producer=%s/impl=%s", map[bool]string{false: "sleeps", true: "spins"}[spins], tg.name)
-			b.Run(name, func(b *testing.B) {
+			b.Run("producer="+producer+"/impl="+tg.name, func(b *testing.B) {
 				b.ReportAllocs()
 				lat := make([]time.Duration, b.N)
 				publish, consumed, idle, stop := tg.start(b, lat)
@@ -116,8 +120,8 @@ func BenchmarkWakeLatency(b *testing.B) {
 				}
 				b.StopTimer()
 				slices.Sort(lat)
-				q := func(p float64) float64 {
-					k := int(p*float64(len(lat))+0.999999) - 1 // nearest rank
+				q := func(p float64) float64 { // nearest rank
+					k := int(math.Ceil(p*float64(len(lat)))) - 1
 					return float64(lat[max(k, 0)]) / float64(time.Microsecond)
 				}
 				b.ReportMetric(q(0.50), "p50-us")
@@ -225,7 +229,7 @@ const (
 func cpuTime(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(fmt.Errorf("getrusage: %w", err))
+		b.Fatal(os.NewSyscallError("getrusage", err))
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
