@@ -15,10 +15,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"hongbao/loadclient"
 
 	"hongbao/perf/internal/harness"
 )
@@ -77,21 +74,12 @@ Flags:
 	if c.conns < 1 {
 		errs = append(errs, fmt.Errorf("-conns=%d: want at least 1", c.conns))
 	}
-	for _, m := range strings.Split(modes, ",") {
-		if m = strings.TrimSpace(m); m != "epoll" && m != "netpoll" {
-			errs = append(errs, fmt.Errorf("-ingress: %q: want epoll or netpoll", m))
-		} else {
-			c.modes = append(c.modes, m)
-		}
-	}
 	var err error
-	if c.sources, err = loadclient.ParseSources(sources); err != nil {
-		errs = append(errs, fmt.Errorf("-source: %w", err))
+	if c.modes, err = harness.ParseModes(modes); err != nil {
+		errs = append(errs, err)
 	}
-	for _, a := range c.sources {
-		if !a.Is4() || !a.IsLoopback() {
-			errs = append(errs, fmt.Errorf("-source: %v is not an IPv4 loopback address", a))
-		}
+	if c.sources, err = harness.ParseLoopbackSources(sources); err != nil {
+		errs = append(errs, err)
 	}
 	if c.workers < 1 || c.workers > 64 {
 		errs = append(errs, fmt.Errorf("-workers=%d: want 1..64", c.workers))

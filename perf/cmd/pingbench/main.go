@@ -19,10 +19,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"hongbao/loadclient"
 
 	"hongbao/perf/internal/harness"
 )
@@ -101,21 +98,12 @@ Flags:
 	if c.loops < 1 || c.loops > 64 || c.loops > c.conns {
 		errs = append(errs, fmt.Errorf("-loops=%d: want 1..64 and at most -conns", c.loops))
 	}
-	for _, m := range strings.Split(modes, ",") {
-		if m = strings.TrimSpace(m); m != "epoll" && m != "netpoll" {
-			errs = append(errs, fmt.Errorf("-ingress: %q: want epoll or netpoll", m))
-		} else {
-			c.modes = append(c.modes, m)
-		}
-	}
 	var err error
-	if c.sources, err = loadclient.ParseSources(sources); err != nil {
-		errs = append(errs, fmt.Errorf("-source: %w", err))
+	if c.modes, err = harness.ParseModes(modes); err != nil {
+		errs = append(errs, err)
 	}
-	for _, a := range c.sources {
-		if !a.Is4() || !a.IsLoopback() {
-			errs = append(errs, fmt.Errorf("-source: %v is not an IPv4 loopback address", a))
-		}
+	if c.sources, err = harness.ParseLoopbackSources(sources); err != nil {
+		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
 }
