@@ -23,8 +23,10 @@ help: ## list the targets
 build: ## build the binaries into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included
+test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+	@# The race detector allocates, so the zero-allocation tests skip under -race: run them plainly.
+	$(GO) test -count=1 -run 'Alloc' $(PKGS)
 
 test-short: ## quick tests without -race
 	$(GO) test -short -count=1 $(PKGS)

@@ -13,11 +13,12 @@ type Bus struct {
 }
 
 // NewBus wraps the SETs' rings. A request is refused while fewer than
-// headroom slots of its ring would stay free, keeping that room for answers.
+// headroom slots of its ring would stay free, keeping that room for answers;
+// headroom equal to the ring size refuses every request.
 func NewBus(rings []*Ring, headroom int) *Bus {
 	for _, r := range rings {
-		if headroom < 0 || headroom >= r.Size() {
-			panic("BUG: event: headroom must leave room for requests in every ring")
+		if headroom < 0 || headroom > r.Size() {
+			panic("BUG: event: headroom outside 0..ring size")
 		}
 	}
 	return &Bus{rings: rings, headroom: headroom, held: make([]atomic.Bool, len(rings))}

@@ -392,15 +392,11 @@ func (l *loop) sendDue() {
 		}
 	}
 	for range sendBudget {
-		if !l.sendP.due(l.now, l.endNs) {
+		c, idx, stamp, more := l.randomDue(&l.sendP)
+		if !more {
 			break
 		}
-		stamp := uint64(l.sendP.next)
-		l.sendP.next += l.sendP.step
-		idx := uint32(l.rng.IntN(len(l.conns)))
-		c := &l.conns[idx]
-		if c.state != stReady {
-			l.c.Skipped++
+		if c == nil {
 			continue
 		}
 		l.pickRecipients(c.user)
@@ -410,15 +406,11 @@ func (l *loop) sendDue() {
 		}
 	}
 	for range sendBudget {
-		if !l.chatP.due(l.now, l.endNs) {
+		c, idx, stamp, more := l.randomDue(&l.chatP)
+		if !more {
 			break
 		}
-		stamp := uint64(l.chatP.next)
-		l.chatP.next += l.chatP.step
-		idx := uint32(l.rng.IntN(len(l.conns)))
-		c := &l.conns[idx]
-		if c.state != stReady {
-			l.c.Skipped++
+		if c == nil {
 			continue
 		}
 		to := l.randomUser(c.user)
@@ -427,6 +419,23 @@ func (l *loop) sendDue() {
 			l.sent(c, reqChat)
 		}
 	}
+}
+
+// randomDue takes the next due send of pacer p for a random user of this
+// loop. more is false when nothing is due; c is nil when the user picked is
+// not logged in (the send is counted as skipped, never delayed).
+func (l *loop) randomDue(p *pacer) (c *uconn, idx uint32, stamp uint64, more bool) {
+	if !p.due(l.now, l.endNs) {
+		return nil, 0, 0, false
+	}
+	stamp = uint64(p.next)
+	p.next += p.step
+	idx = uint32(l.rng.IntN(len(l.conns)))
+	if c = &l.conns[idx]; c.state != stReady {
+		l.c.Skipped++
+		return nil, idx, stamp, true
+	}
+	return c, idx, stamp, true
 }
 
 // randomUser returns a user of the run other than not.

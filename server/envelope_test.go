@@ -36,14 +36,7 @@ func TestShakeCampaignDrained(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range shakers {
 		user := uint32(i + 1)
-		c, err := loadclient.Dial(ts.addr, waitTime)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if st, err := c.Login(user, nil, waitTime); err != nil || st != proto.LoginOK {
-			t.Fatalf("user %d: LOGIN status %d, %v", user, st, err)
-		}
+		c := login(t, ts, user).c // the raw connection, read by its own goroutine below
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -276,14 +269,7 @@ func TestSendCampaign(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range users {
 		user := uint32(i + 1)
-		c, err := loadclient.Dial(ts.addr, waitTime)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if st, err := c.Login(user, nil, waitTime); err != nil || st != proto.LoginOK {
-			t.Fatalf("user %d: LOGIN status %d, %v", user, st, err)
-		}
+		c := login(t, ts, user).c // the raw connection, read by its own goroutine below
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -43,8 +43,8 @@ type Options struct {
 const (
 	DefaultListen   = "127.0.0.1:9000"
 	DefaultAdmin    = "127.0.0.1:6060"
-	DefaultSets     = 32   // enough shards that no SET's stages saturate a core at 100K req/s
-	DefaultRing     = 2048 // per SET: 2048 × 128-byte events = 256 KiB, 8 MiB for 32 SETs
+	DefaultSets     = 32   // many more shards than cores, so one busy SET never serializes the whole load
+	DefaultRing     = 2048 // per SET: 2048 × 120-byte events = 240 KiB, 7.5 MiB for 32 SETs
 	DefaultPending  = 256 << 10
 	DefaultShares   = 100
 	DefaultTotal    = 20000

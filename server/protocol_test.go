@@ -30,20 +30,7 @@ func TestLoginWithSecret(t *testing.T) {
 	flipped := tok(15, now+60)
 	flipped[len(flipped)-1] ^= 1
 
-	f := func(name string, user uint32, token []byte, want uint8) {
-		t.Run(name, func(t *testing.T) {
-			c := dial(t, ts)
-			if got := c.loginStatus(user, token); got != want {
-				t.Fatalf("LOGIN_ACK status %d; want %d", got, want)
-			}
-			if want != proto.LoginOK {
-				c.expectClosed()
-				return
-			}
-			c.user = user
-			c.ping()
-		})
-	}
+	f := func(name string, user uint32, token []byte, want uint8) { loginCase(t, ts, name, user, token, want) }
 	f("good token", 7, tok(7, now+60), proto.LoginOK)
 	f("good token expiring this second", 8, tok(8, now+1), proto.LoginOK)
 	f("forged: another secret", 9, proto.MintToken(nil, []byte("not the secret"), 9, now+60), proto.LoginBadToken)
@@ -56,23 +43,27 @@ func TestLoginWithSecret(t *testing.T) {
 	f("user 0 with a good token", 0, tok(0, now+60), proto.LoginInvalidUser)
 }
 
+// loginCase logs user in with token and expects status want: a refused
+// login is followed by a close, an accepted one by a working connection.
+func loginCase(t *testing.T, ts *testServer, name string, user uint32, token []byte, want uint8) {
+	t.Run(name, func(t *testing.T) {
+		c := dial(t, ts)
+		if got := c.loginStatus(user, token); got != want {
+			t.Fatalf("LOGIN_ACK status %d; want %d", got, want)
+		}
+		if want != proto.LoginOK {
+			c.expectClosed()
+			return
+		}
+		c.user = user
+		c.ping()
+	})
+}
+
 func TestLoginWithoutSecret(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
-	f := func(name string, user uint32, token []byte, want uint8) {
-		t.Run(name, func(t *testing.T) {
-			c := dial(t, ts)
-			if got := c.loginStatus(user, token); got != want {
-				t.Fatalf("LOGIN_ACK status %d; want %d", got, want)
-			}
-			if want != proto.LoginOK {
-				c.expectClosed()
-				return
-			}
-			c.user = user
-			c.ping()
-		})
-	}
+	f := func(name string, user uint32, token []byte, want uint8) { loginCase(t, ts, name, user, token, want) }
 	f("no token", 1, nil, proto.LoginOK)
 	f("any token is ignored", 2, []byte("whatever"), proto.LoginOK)
 	f("user 0", 0, nil, proto.LoginInvalidUser)
