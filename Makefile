@@ -15,7 +15,7 @@ PERFFLAGS ?=
 PINGCOUNT ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench perf perf-open
+.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench perf perf-open perf-compare
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,10 @@ pingbench: build ## PING round trips a second, epoll vs netpoll, median of PINGC
 
 perf: build ## seed scenario, 19,000 users: profiles, GC trace, flame graphs, charts, report in perf/out/<time>/ (PERFFLAGS)
 	$(GO) run ./perf/cmd/perf $(PERFFLAGS)
+
+COMPAREFLAGS ?=
+perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress): one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
+	$(GO) run ./perf/cmd/compare $(COMPAREFLAGS)
 
 perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C
 	@prof=$$(ls -1 perf/out/[0-9]*/cpu.pprof 2>/dev/null | sort | tail -n 1); \

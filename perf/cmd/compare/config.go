@@ -1,0 +1,152 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// variant is one server configuration under comparison.
+type variant struct {
+	name  string
+	flags []string // server flags beyond the defaults
+	what  string
+}
+
+// variants are every ablation, the default pipeline first: the ratios are
+// taken against it.
+var variants = []variant{
+	{"ring", nil, "the default: epoll ingress, our ring between the stages, one write per connection per batch"},
+	{"bare", []string{"-pipeline=none"}, "bare I/O: the ingress answers every SHAKE itself (status 0), no ring, no stages"},
+	{"netpoll", []string{"-ingress=netpoll"}, "a goroutine per connection on Go's netpoller instead of the epoll loops"},
+	{"disruptor", []string{"-pipeline=disruptor"}, "github.com/smarty/go-disruptor v0.5.0 between the same stage handlers"},
+	{"chan", []string{"-pipeline=chan"}, "a buffered channel and a goroutine per stage, the same handlers"},
+	{"frame", []string{"-egress=frame"}, "egress writes every frame with its own write() instead of one per connection per batch"},
+}
+
+func variantNames() []string {
+	var s []string
+	for _, v := range variants {
+		s = append(s, v.name)
+	}
+	return s
+}
+
+// config is one comparison run.
+type config struct {
+	users     int
+	ramp      time.Duration // QPS 0 while the users connect, before each measurement
+	idle      time.Duration // idle CPU and memory, before the first measurement of a variant
+	qps       int           // the efficiency phase: server CPU per SHAKE
+	qpsDur    time.Duration
+	highQPS   int // the latency phase
+	highDur   time.Duration
+	steps     []int // the throughput search: higher rates, until p99 passes maxP99
+	stepDur   time.Duration
+	maxP99    time.Duration
+	shakeRate int
+	variants  []variant
+
+	source      string
+	bin, out    string
+	serverFlags string
+	clientFlags string
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	c := config{}
+	var names, steps string
+	fs.IntVar(&c.users, "users", 19000, "users 1..`N`, each its own connection (N plus a margin must fit the open-files limit, 20,000 here)")
+	fs.DurationVar(&c.ramp, "ramp", 5*time.Second, "before each measurement: QPS 0 while the users connect and log in")
+	fs.DurationVar(&c.idle, "idle", 5*time.Second, "the server's idle CPU is measured over this long, with no client, before its first measurement")
+	fs.IntVar(&c.qps, "qps", 30000, "efficiency phase: SHAKEs a second (`rate`); server CPU per answered SHAKE is measured here")
+	fs.DurationVar(&c.qpsDur, "qps-duration", 15*time.Second, "length of the efficiency phase")
+	fs.IntVar(&c.highQPS, "high-qps", 60000, "latency phase: SHAKEs a second (`rate`); p99, p99.9 and the worst second's p99")
+	fs.DurationVar(&c.highDur, "high-duration", 20*time.Second, "length of the latency phase")
+	fs.StringVar(&steps, "steps", "70000,80000,90000,100000", "throughput search: comma-separated `rates` tried in order after the latency phase, each until the first whose p99 exceeds -max-p99 (empty: no search)")
+	fs.DurationVar(&c.stepDur, "step-duration", 10*time.Second, "length of each throughput step")
+	fs.DurationVar(&c.maxP99, "max-p99", 10*time.Millisecond, "the throughput search's limit: the highest rate answered with p99 at most this")
+	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign during every measurement (not in bare mode, which has no stages): envelopes a second, 1..200 fen")
+	fs.StringVar(&names, "variants", strings.Join(variantNames(), ","), "comma-separated `variants` to compare, from: "+strings.Join(variantNames(), ", "))
+	fs.StringVar(&c.source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`")
+	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
+	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/compare-<time>/")
+	fs.StringVar(&c.serverFlags, "server-flags", "", "more server `flags` for every variant, space-separated; -listen, -admin and -log-format are compare's")
+	fs.StringVar(&c.clientFlags, "client-flags", "", "more load client `flags`, space-separated")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: compare [flags]
+
+Runs the same load against each server variant and prints one table of ratios.
+For each phase (efficiency, latency, then the throughput steps) and each variant:
+
+  bin/server -listen 127.0.0.1:0 -admin 127.0.0.1:0 -log-format json VARIANT-FLAGS
+  curl -XPOST 'ADMIN/campaigns/shake?rate=200&total=…&min=1&max=200'     # not in bare mode
+  bin/loadclient -server … -users 1-N -phases 0@RAMP,QPS@DURATION -source … -admin ADMIN \
+      -report report.json -timeline timeline.csv
+  kill -TERM SERVER
+
+while server CPU (utime+stime of /proc/PID/stat), load client CPU and the server's
+go_memstats_mallocs_total are read at the start and the end of the measured window
+(the QPS phase less its first and last second). Variants:
+
+`)
+		for _, v := range variants {
+			fmt.Fprintf(fs.Output(), "  %-9s %-22s %s\n", v.name, strings.Join(v.flags, " "), v.what)
+		}
+		fmt.Fprint(fs.Output(), "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	for _, n := range strings.Split(names, ",") {
+		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == strings.TrimSpace(n) })
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("-variants: unknown variant %q (want some of %s)", n, strings.Join(variantNames(), ", ")))
+			continue
+		}
+		c.variants = append(c.variants, variants[i])
+	}
+	if steps != "" {
+		for _, s := range strings.Split(steps, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("-steps: %q is not a positive rate", s))
+				continue
+			}
+			c.steps = append(c.steps, n)
+		}
+	}
+	if c.users < 1 {
+		errs = append(errs, fmt.Errorf("-users: %d is not positive", c.users))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ramp", c.ramp}, {"qps-duration", c.qpsDur}, {"high-duration", c.highDur}, {"step-duration", c.stepDur}} {
+		if d.v < 3*time.Second || d.v%time.Second != 0 {
+			errs = append(errs, fmt.Errorf("-%s: %v is not a whole number of seconds ≥ 3s", d.name, d.v))
+		}
+	}
+	if c.qps <= 0 || c.highQPS <= 0 || c.shakeRate < 0 {
+		errs = append(errs, errors.New("-qps and -high-qps must be positive, -shake-rate not negative"))
+	}
+	return c, errors.Join(errs...)
+}
+
+// bound is the longest the whole comparison may take: every measurement at
+// its length plus a minute of starts, grace and stops each.
+func (c config) bound() time.Duration {
+	per := c.idle + 3*c.ramp + c.qpsDur + c.highDur + time.Duration(len(c.steps))*(c.ramp+c.stepDur) +
+		time.Duration(2+len(c.steps))*time.Minute
+	return time.Duration(len(c.variants)) * per
+}

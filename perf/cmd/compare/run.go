@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
+	"hongbao/perf/internal/runlog"
+)
+
+// Phases of a comparison.
+const (
+	phaseEfficiency = "efficiency"
+	phaseLatency    = "latency"
+	phaseStep       = "step"
+)
+
+// measurement is one server run under one load: what the table is made of.
+// Times per SHAKE are CPU microseconds per answered SHAKE over the window.
+type measurement struct {
+	Variant string `json:"variant"`
+	Phase   string `json:"phase"`
+	Target  int    `json:"target_qps"`
+	Dir     string `json:"dir"`
+	Err     string `json:"error,omitempty"`
+
+	Answered    float64 `json:"answered_per_s"` // SHAKE answers a second in the window
+	Overloaded  uint64  `json:"overloaded"`     // SHAKE_RESULT status 2, whole run
+	ServerUS    float64 `json:"server_cpu_us_per_shake"`
+	ClientUS    float64 `json:"client_cpu_us_per_shake"`
+	ServerCores float64 `json:"server_cores"` // server CPU ÷ window
+	OtherCores  float64 `json:"other_cores"`  // the machine's busy CPU not ours: noise
+	Allocs      float64 `json:"allocs_per_shake"`
+
+	P50     float64 `json:"p50_ms"` // SHAKE latency, whole run
+	P99     float64 `json:"p99_ms"`
+	P999    float64 `json:"p99_9_ms"`
+	WorstS  float64 `json:"worst_second_p99_ms"` // highest per-second p99 in the window
+	Reconc  string  `json:"reconciliation"`      // ok, off, or what failed
+	IdleCPU float64 `json:"idle_cores,omitempty"`
+	IdleRSS int64   `json:"idle_rss_bytes,omitempty"`
+	ConnRSS float64 `json:"rss_per_conn_bytes,omitempty"`
+}
+
+func (m *measurement) ok() bool { return m.Err == "" }
+
+// run is the whole comparison.
+func run(ctx context.Context, cfg config) error {
+	dir := filepath.Join(cfg.out, "compare-"+time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	say := func(format string, args ...any) { fmt.Printf("compare: "+format+"\n", args...) }
+	say("%d users; variants %s; efficiency %d QPS × %v, latency %d QPS × %v, steps %v × %v; files in %s/",
+		cfg.users, strings.Join(names(cfg.variants), ", "), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.steps, cfg.stepDur, dir)
+	var all []*measurement
+	measure := func(v variant, phase string, qps int, dur time.Duration, idle bool) *measurement {
+		m := measureOne(ctx, &cfg, v, phase, qps, dur, idle, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps)))
+		all = append(all, m)
+		if m.ok() {
+			say("%-9s %-10s %6d QPS: answered %6.0f/s, server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, %s",
+				v.name, phase, qps, m.Answered, m.ServerUS, m.ClientUS, m.P99, m.P999, m.WorstS, m.Reconc)
+		} else {
+			say("%-9s %-10s %6d QPS: FAILED: %s", v.name, phase, qps, m.Err)
+		}
+		return m
+	}
+	for _, v := range cfg.variants {
+		measure(v, phaseEfficiency, cfg.qps, cfg.qpsDur, true)
+	}
+	for _, v := range cfg.variants {
+		measure(v, phaseLatency, cfg.highQPS, cfg.highDur, false)
+	}
+	alive := slices.Clone(cfg.variants)
+	for _, qps := range cfg.steps {
+		var next []variant
+		for _, v := range alive {
+			if ctx.Err() != nil {
+				break
+			}
+			if m := measure(v, phaseStep, qps, cfg.stepDur, false); m.ok() && m.P99 <= ms(cfg.maxP99) && m.Answered >= 0.9*float64(qps) {
+				next = append(next, v)
+			}
+		}
+		alive = next
+	}
+	if err := ctx.Err(); err != nil {
+		say("stopped early: %v", err)
+	}
+
+	t := buildTable(&cfg, all)
+	b, _ := json.MarshalIndent(all, "", "  ")
+	errs := []error{os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644),
+		os.WriteFile(filepath.Join(dir, "report.md"), []byte(t.markdown(&cfg, dir)), 0o644)}
+	fmt.Println()
+	fmt.Print(t.text())
+	say("report: %s (results.json and every run's logs beside it)", filepath.Join(dir, "report.md"))
+	for _, m := range all {
+		if !m.ok() {
+			errs = append(errs, fmt.Errorf("%s %s %d: %s", m.Variant, m.Phase, m.Target, m.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func names(vs []variant) []string {
+	var s []string
+	for _, v := range vs {
+		s = append(s, v.name)
+	}
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// measureOne starts a server of variant v, loads it at qps for dur after the
+// ramp and measures it; a failure is recorded in the measurement.
+func measureOne(ctx context.Context, cfg *config, v variant, phase string, qps int, dur time.Duration, idle bool, dir string) *measurement {
+	m := &measurement{Variant: v.name, Phase: phase, Target: qps, Dir: dir}
+	if err := measureInto(ctx, cfg, v, qps, dur, idle, dir, m); err != nil {
+		m.Err = err.Error()
+	}
+	return m
+}
+
+func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.Duration, idle bool, dir string, m *measurement) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	bare := slices.Contains(v.flags, "-pipeline=none")
+	srv, err := harness.Start(ctx, harness.ServerConfig{
+		Bin: filepath.Join(cfg.bin, "server"), Args: append(slices.Clone(v.flags), strings.Fields(cfg.serverFlags)...),
+		Log: path("server.log"), Echo: os.Stderr, StartTimeout: 15 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Kill()
+	if idle && cfg.idle > 0 {
+		time.Sleep(500 * time.Millisecond) // past the start's own work
+		c0, _ := harness.CPUTime(srv.PID)
+		time.Sleep(cfg.idle)
+		c1, _ := harness.CPUTime(srv.PID)
+		m.IdleCPU = (c1 - c0).Seconds() / cfg.idle.Seconds()
+		m.IdleRSS, _ = harness.RSS(srv.PID)
+	}
+	rss0, _ := harness.RSS(srv.PID)
+
+	// The load client starts its run on the next whole second; launched
+	// early in a second, that is the one after the launch.
+	for frac := time.Duration(time.Now().Nanosecond()); frac < 50*time.Millisecond || frac > 600*time.Millisecond; frac = time.Duration(time.Now().Nanosecond()) {
+		time.Sleep((time.Second + 100*time.Millisecond - frac) % time.Second)
+	}
+	args := []string{"-server", srv.Listen, "-users", fmt.Sprintf("1-%d", cfg.users), "-connect-rate", "20000",
+		"-phases", fmt.Sprintf("0@%v,%d@%v", cfg.ramp, qps, dur), "-source", cfg.source, "-admin", srv.Admin.URL,
+		"-report", path("report.json"), "-timeline", path("timeline.csv"), "-quiet"}
+	if bare {
+		args = append(args, "-reconcile", "off") // no stages, no ledger to reconcile with
+	}
+	args = append(args, strings.Fields(cfg.clientFlags)...)
+	clog, err := os.Create(path("loadclient.log"))
+	if err != nil {
+		return err
+	}
+	defer clog.Close()
+	fmt.Fprintf(clog, "# %s %s\n", filepath.Join(cfg.bin, "loadclient"), strings.Join(args, " "))
+	client := harness.Command(ctx, 15*time.Second, filepath.Join(cfg.bin, "loadclient"), args...)
+	client.Stdout, client.Stderr = clog, clog
+	start := time.Now().Truncate(time.Second).Add(time.Second)
+	if err := client.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- client.Wait() }()
+
+	at := func(d time.Duration) bool { // false: the client ended or ctx is done before start+d
+		select {
+		case <-time.After(time.Until(start.Add(d))):
+			return true
+		case err := <-done:
+			done <- err
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	var campErr error
+	if !bare && cfg.shakeRate > 0 && at(cfg.ramp-time.Second) {
+		secs := int((dur + 2*time.Second) / time.Second)
+		_, campErr = srv.Admin.StartCampaign("shake", url.Values{"rate": {strconv.Itoa(cfg.shakeRate)},
+			"total": {strconv.Itoa(cfg.shakeRate * secs)}, "min": {"1"}, "max": {"200"}})
+	}
+	if at(cfg.ramp - 300*time.Millisecond) {
+		if rss, err := harness.RSS(srv.PID); err == nil && idle {
+			m.ConnRSS = float64(rss-rss0) / float64(cfg.users)
+		}
+	}
+	// The window: the QPS phase less its first and last second.
+	from, to := cfg.ramp+time.Second, cfg.ramp+dur-time.Second
+	var s0, s1 sample
+	windowed := at(from) && s0.read(srv, client.Process.Pid) == nil && at(to) && s1.read(srv, client.Process.Pid) == nil
+	cerr := <-done
+	code, serr := srv.Stop(30 * time.Second)
+	if campErr != nil {
+		return fmt.Errorf("shake campaign: %w", campErr)
+	}
+	if !windowed {
+		return fmt.Errorf("the load client ended before the window was measured (%v); see %s", cerr, path("loadclient.log"))
+	}
+
+	rep, rows, err := readClient(dir)
+	if err != nil {
+		return err
+	}
+	win := runlog.Window(rows, from.Seconds(), to.Seconds())
+	var answers float64
+	for _, r := range win {
+		answers += r.Answered
+		m.WorstS = max(m.WorstS, ms(r.P99))
+	}
+	secs := (to - from).Seconds()
+	m.Answered = answers / secs
+	if answers > 0 {
+		m.ServerUS = float64(s1.server-s0.server) / 1e3 / answers
+		m.ClientUS = float64(s1.client-s0.client) / 1e3 / answers
+		m.Allocs = (s1.mallocs - s0.mallocs) / answers
+	}
+	m.ServerCores = (s1.server - s0.server).Seconds() / secs
+	m.OtherCores = ((s1.busy - s0.busy) - (s1.server - s0.server) - (s1.client - s0.client)).Seconds() / secs
+	if sh := rep.Requests["SHAKE"]; sh != nil {
+		m.P50, m.P99, m.P999 = float64(sh.Latency.P50)/1e6, float64(sh.Latency.P99)/1e6, float64(sh.Latency.P999)/1e6
+		m.Overloaded = sh.Status["2"]
+	}
+	switch {
+	case rep.Reconcile == nil:
+		m.Reconc = "off"
+	case rep.Reconcile.OK:
+		m.Reconc = "ok"
+	default:
+		m.Reconc = "MISMATCH: " + rep.Reconcile.Summary()
+	}
+	var errs []error
+	if cerr != nil {
+		errs = append(errs, fmt.Errorf("load client: %v (see %s)", cerr, path("loadclient.log")))
+	}
+	if serr != nil {
+		errs = append(errs, fmt.Errorf("server exit %d: %w", code, serr))
+	}
+	return errors.Join(errs...)
+}
+
+// sample is what the window's two ends read.
+type sample struct {
+	server, client, busy time.Duration // CPU time used so far
+	mallocs              float64       // the server's heap allocations so far
+}
+
+func (s *sample) read(srv *harness.Server, clientPID int) error {
+	met, err := srv.Admin.Metrics()
+	if err != nil {
+		return err
+	}
+	s.mallocs = met["go_memstats_mallocs_total"]
+	if s.server, err = harness.CPUTime(srv.PID); err != nil {
+		return err
+	}
+	if s.client, err = harness.CPUTime(clientPID); err != nil {
+		return err
+	}
+	s.busy, err = harness.MachineBusy()
+	return err
+}
+
+// readClient reads the load client's report and timeline.
+func readClient(dir string) (*loadclient.Report, []runlog.Second, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	var rep loadclient.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, nil, fmt.Errorf("report.json: %w", err)
+	}
+	f, err := os.Open(filepath.Join(dir, "timeline.csv"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	rows, err := runlog.ParseTimeline(io.Reader(f))
+	return &rep, rows, err
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// grid is a table of strings with a header.
+type grid struct {
+	head []string
+	rows [][]string
+}
+
+func (g *grid) add(cells ...string) { g.rows = append(g.rows, cells) }
+
+func (g *grid) text() string {
+	w := make([]int, len(g.head))
+	for _, r := range append([][]string{g.head}, g.rows...) {
+		for i, c := range r {
+			w[i] = max(w[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	for _, r := range append([][]string{g.head}, g.rows...) {
+		for i, c := range r {
+			fmt.Fprintf(&b, "%-*s  ", w[i], c)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (g *grid) markdown() string {
+	var b strings.Builder
+	line := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
+	line(g.head)
+	sep := make([]string, len(g.head))
+	for i := range sep {
+		sep[i] = "---"
+	}
+	line(sep)
+	for _, r := range g.rows {
+		line(r)
+	}
+	return b.String()
+}
+
+// summary is each variant's figures, gathered from its measurements.
+type summary struct {
+	v          variant
+	eff, lat   *measurement // the efficiency and the latency phase
+	maxQPS     float64      // the highest answered rate with p99 ≤ -max-p99; 0: none
+	maxAt      int          // its target rate
+	reconciled string       // ok: every measurement reconciled; off: none could (bare); else what failed
+}
+
+// table is the comparison's result.
+type table struct {
+	cfg   *config
+	sums  []*summary
+	byVar map[string]*summary
+}
+
+func buildTable(cfg *config, all []*measurement) *table {
+	t := &table{cfg: cfg, byVar: map[string]*summary{}}
+	for _, v := range cfg.variants {
+		s := &summary{v: v, reconciled: "off"}
+		t.sums = append(t.sums, s)
+		t.byVar[v.name] = s
+	}
+	for _, m := range all {
+		s := t.byVar[m.Variant]
+		if !m.ok() {
+			if s.reconciled != "MISMATCH" {
+				s.reconciled = "failed run"
+			}
+			continue
+		}
+		switch m.Phase {
+		case phaseEfficiency:
+			s.eff = m
+		case phaseLatency:
+			s.lat = m
+		}
+		if m.P99 <= ms(cfg.maxP99) && m.Answered > s.maxQPS {
+			s.maxQPS, s.maxAt = m.Answered, m.Target
+		}
+		switch {
+		case m.Reconc == "ok" && s.reconciled == "off":
+			s.reconciled = "ok"
+		case m.Reconc != "ok" && m.Reconc != "off":
+			s.reconciled = "MISMATCH"
+		}
+	}
+	return t
+}
+
+// figure formats f with format, or "–" when the measurement is missing.
+func figure(m *measurement, format string, f func(*measurement) float64) string {
+	if m == nil {
+		return "–"
+	}
+	return fmt.Sprintf(format, f(m))
+}
+
+func (t *table) figures() *grid {
+	c := t.cfg
+	g := &grid{head: []string{"variant", "idle cores", "RSS/conn B",
+		fmt.Sprintf("server µs/SHAKE @%dk", c.qps/1000), "client µs/SHAKE", "allocs/SHAKE",
+		fmt.Sprintf("p99 @%dk ms", c.qps/1000), fmt.Sprintf("p99 @%dk ms", c.highQPS/1000),
+		fmt.Sprintf("p99.9 @%dk ms", c.highQPS/1000), "worst second ms",
+		fmt.Sprintf("max QPS p99≤%v", c.maxP99), "other cores", "money"}}
+	for _, s := range t.sums {
+		maxQ := "–"
+		if s.maxQPS > 0 {
+			maxQ = fmt.Sprintf("%.0f (of %d)", s.maxQPS, s.maxAt)
+		}
+		g.add(s.v.name,
+			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.IdleCPU }),
+			figure(s.eff, "%.0f", func(m *measurement) float64 { return m.ConnRSS }),
+			figure(s.eff, "%.1f", func(m *measurement) float64 { return m.ServerUS }),
+			figure(s.eff, "%.1f", func(m *measurement) float64 { return m.ClientUS }),
+			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.Allocs }),
+			figure(s.eff, "%.2f", func(m *measurement) float64 { return m.P99 }),
+			figure(s.lat, "%.2f", func(m *measurement) float64 { return m.P99 }),
+			figure(s.lat, "%.2f", func(m *measurement) float64 { return m.P999 }),
+			figure(s.lat, "%.2f", func(m *measurement) float64 { return m.WorstS }),
+			maxQ,
+			figure(s.eff, "%.2f", func(m *measurement) float64 { return m.OtherCores }),
+			s.reconciled)
+	}
+	return g
+}
+
+// ratio is a/b formatted, or "–".
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// ratios compares every variant with the default pipeline (ring).
+func (t *table) ratios() *grid {
+	g := &grid{head: []string{"variant ÷ ring", "server CPU/SHAKE", "p99 @" + fmt.Sprint(t.cfg.highQPS/1000) + "k", "max QPS", "RSS/conn", "idle CPU"}}
+	base := t.byVar["ring"]
+	if base == nil || base.eff == nil {
+		return g
+	}
+	for _, s := range t.sums {
+		if s == base || s.eff == nil {
+			continue
+		}
+		lat := func(x *summary) float64 {
+			if x.lat == nil {
+				return 0
+			}
+			return x.lat.P99
+		}
+		g.add(s.v.name, ratio(s.eff.ServerUS, base.eff.ServerUS), ratio(lat(s), lat(base)),
+			ratio(s.maxQPS, base.maxQPS), ratio(s.eff.ConnRSS, base.eff.ConnRSS), ratio(s.eff.IdleCPU, base.eff.IdleCPU))
+	}
+	return g
+}
+
+// targets checks issue #6's targets that this run measures.
+func (t *table) targets() *grid {
+	g := &grid{head: []string{"target", "measured", "verdict"}}
+	ring, bare := t.byVar["ring"], t.byVar["bare"]
+	check := func(name string, ok bool, measured string) {
+		verdict := "met"
+		if !ok {
+			verdict = "MISSED"
+		}
+		g.add(name, measured, verdict)
+	}
+	if ring == nil || ring.eff == nil || ring.lat == nil {
+		return g
+	}
+	c := t.cfg
+	if bare != nil && bare.eff != nil && bare.lat != nil {
+		r := ring.eff.ServerUS / bare.eff.ServerUS
+		check(fmt.Sprintf("server CPU per SHAKE @%d ≤ 1.15× bare", c.qps), r <= 1.15,
+			fmt.Sprintf("%.1f µs vs %.1f µs: %.2f×", ring.eff.ServerUS, bare.eff.ServerUS, r))
+		if bare.maxQPS > 0 {
+			r = ring.maxQPS / bare.maxQPS
+			check(fmt.Sprintf("highest rate with p99 ≤ %v ≥ 0.95× bare", c.maxP99), r >= 0.95,
+				fmt.Sprintf("%.0f/s vs %.0f/s: %.2f×", ring.maxQPS, bare.maxQPS, r))
+		}
+		r = ring.lat.P99 / bare.lat.P99
+		check(fmt.Sprintf("p99 @%d ≤ 1.5× bare", c.highQPS), r <= 1.5,
+			fmt.Sprintf("%.2f ms vs %.2f ms: %.2f×", ring.lat.P99, bare.lat.P99, r))
+	}
+	check(fmt.Sprintf("p99 @%d ≤ 10 ms", c.highQPS), ring.lat.P99 <= 10, fmt.Sprintf("%.2f ms", ring.lat.P99))
+	check(fmt.Sprintf("p99.9 @%d ≤ 25 ms", c.highQPS), ring.lat.P999 <= 25, fmt.Sprintf("%.2f ms", ring.lat.P999))
+	check(fmt.Sprintf("no second over 50 ms @%d (%v here)", c.highQPS, c.highDur), ring.lat.WorstS <= 50, fmt.Sprintf("worst second p99 %.2f ms", ring.lat.WorstS))
+	check("allocations ≤ 0.05 per SHAKE", ring.eff.Allocs <= 0.05, fmt.Sprintf("%.3f", ring.eff.Allocs))
+	check("load client CPU per SHAKE ≤ the server's", ring.eff.ClientUS <= ring.eff.ServerUS,
+		fmt.Sprintf("%.1f µs vs %.1f µs", ring.eff.ClientUS, ring.eff.ServerUS))
+	check("server RSS per logged-in idle connection ≤ 512 B", ring.eff.ConnRSS <= 512, fmt.Sprintf("%.0f B", ring.eff.ConnRSS))
+	check("idle server RSS with default flags ≤ 50 MB", ring.eff.IdleRSS <= 50e6, fmt.Sprintf("%.1f MB", float64(ring.eff.IdleRSS)/1e6))
+	return g
+}
+
+func (t *table) text() string {
+	return t.figures().text() + "\n" + t.ratios().text() + "\n" + t.targets().text()
+}
+
+func (t *table) markdown(cfg *config, dir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# perf-compare %s\n\n", dir)
+	fmt.Fprintf(&b, "%d users on loopback; every measurement a fresh server and load client: a %v ramp at QPS 0, "+
+		"then the rate; CPU, allocations and answers over the rate's phase less its first and last second. "+
+		"Efficiency %d QPS × %v, latency %d QPS × %v, throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
+		"*other cores* is the machine's busy CPU that was neither the server nor the load client (noise). Raw figures: results.json; each run's logs and commands: its directory.\n\n",
+		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
+	b.WriteString("## Variants\n\n")
+	for _, v := range cfg.variants {
+		fmt.Fprintf(&b, "- **%s** `%s`: %s\n", v.name, strings.Join(v.flags, " "), v.what)
+	}
+	b.WriteString("\n## Figures\n\n" + t.figures().markdown())
+	b.WriteString("\n## Ratios to the default pipeline\n\n" + t.ratios().markdown())
+	b.WriteString("\n## Targets\n\n" + t.targets().markdown())
+	return b.String()
+}

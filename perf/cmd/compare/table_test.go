@@ -1,0 +1,97 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testConfig() *config {
+	return &config{users: 100, qps: 30000, highQPS: 60000, highDur: 20 * time.Second, maxP99: 10 * time.Millisecond,
+		variants: []variant{variants[0], variants[1], variants[2]}}
+}
+
+// row returns the cells of the first row of g whose first cell is name.
+func row(t *testing.T, g *grid, name string) []string {
+	t.Helper()
+	for _, r := range g.rows {
+		if strings.HasPrefix(r[0], name) {
+			return r
+		}
+	}
+	t.Fatalf("no row %q in\n%s", name, g.text())
+	return nil
+}
+
+func TestTableRatiosAndTargets(t *testing.T) {
+	all := []*measurement{
+		{Variant: "ring", Phase: phaseEfficiency, Target: 30000, Answered: 29900, ServerUS: 11.5, ClientUS: 9, Allocs: 0.02, P99: 2, ConnRSS: 400, IdleCPU: 0.01, IdleRSS: 20e6, Reconc: "ok"},
+		{Variant: "bare", Phase: phaseEfficiency, Target: 30000, Answered: 30000, ServerUS: 10, ClientUS: 9, P99: 1, ConnRSS: 300, Reconc: "off"},
+		{Variant: "netpoll", Phase: phaseEfficiency, Target: 30000, Answered: 30000, ServerUS: 23, P99: 3, ConnRSS: 10000, IdleCPU: 0.02, Reconc: "ok"},
+		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 6, P999: 30, WorstS: 20, Reconc: "ok"},
+		{Variant: "bare", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 3, P999: 5, WorstS: 4, Reconc: "off"},
+		{Variant: "netpoll", Phase: phaseLatency, Target: 60000, Err: "load client: exit status 1"},
+		{Variant: "ring", Phase: phaseStep, Target: 70000, Answered: 69000, P99: 12, Reconc: "MISMATCH: x"},
+		{Variant: "bare", Phase: phaseStep, Target: 70000, Answered: 70000, P99: 8, Reconc: "off"},
+	}
+	tb := buildTable(testConfig(), all)
+	if r := row(t, tb.ratios(), "netpoll"); r[1] != "2.00×" || r[5] != "2.00×" {
+		t.Errorf("netpoll ratios %q: want CPU 2.00× and idle 2.00× of ring's", r)
+	}
+	if r := row(t, tb.ratios(), "bare"); r[3] != "1.17×" { // 70000 / 60000
+		t.Errorf("bare max QPS ratio %q: want 1.17× (70,000 vs ring's 60,000: its 70k step had p99 12 ms)", r[3])
+	}
+	fig := tb.figures()
+	for name, money := range map[string]string{"ring": "MISMATCH", "bare": "off", "netpoll": "failed run"} {
+		if r := row(t, fig, name); r[len(r)-1] != money {
+			t.Errorf("%s money %q, want %q", name, r[len(r)-1], money)
+		}
+	}
+	verdicts := map[string]string{
+		"server CPU per SHAKE": "met", // 1.15×
+		"highest rate":         "MISSED",
+		"p99 @60000 ≤ 1.5×":    "MISSED", // 2×
+		"p99 @60000 ≤ 10 ms":   "met",
+		"p99.9":                "MISSED",
+		"no second over":       "met",
+		"allocations":          "met",
+		"load client":          "met",
+		"server RSS per":       "met",
+		"idle server RSS":      "met",
+	}
+	tg := tb.targets()
+	for prefix, want := range verdicts {
+		if r := row(t, tg, prefix); r[2] != want {
+			t.Errorf("target %q: %q, want %s", r[0], r[2], want)
+		}
+	}
+	if len(tg.rows) != len(verdicts) {
+		t.Errorf("%d targets, want %d:\n%s", len(tg.rows), len(verdicts), tg.text())
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"-variants", "ring,nope"},
+		{"-steps", "70000,x"},
+		{"-ramp", "1500ms"},
+		{"-users", "0"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(newFlagSet(), args); err == nil {
+			t.Errorf("parseFlags(%q): no error", args)
+		}
+	}
+	c, err := parseFlags(newFlagSet(), []string{"-variants", "bare,ring", "-steps", ""})
+	if err != nil || len(c.variants) != 2 || c.variants[0].name != "bare" || c.steps != nil {
+		t.Errorf("parseFlags: %+v, %v", c, err)
+	}
+}
+
+func newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
