@@ -173,6 +173,8 @@ func (s *Server) newMetrics() *metrics.Set {
 	egress("hongbao_writes_total", func(l *stages.Ledger) uint64 { return l.Egress.Writes.Load() })
 	egress("hongbao_frames_dropped_total", func(l *stages.Ledger) uint64 { return l.Egress.Dropped.Load() })
 	egress("hongbao_cut_off_total", func(l *stages.Ledger) uint64 { return l.Egress.CutOff.Load() })
+	egress("hongbao_envelopes_held", func(l *stages.Ledger) uint64 { return uint64(l.Split.Held.Load()) })
+	egress("hongbao_envelopes_expiry_queued", func(l *stages.Ledger) uint64 { return uint64(l.Split.Queued.Load()) })
 	if s.bus != nil {
 		for i := 0; i < s.bus.Sets(); i++ {
 			r := s.bus.Ring(i)

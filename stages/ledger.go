@@ -46,6 +46,8 @@ type SplitCounters struct {
 	Opened, OpenedAmount     atomic.Uint64
 	Refunded, RefundedAmount atomic.Uint64 // expired envelopes' remainders
 	Live, LiveAmount         atomic.Uint64 // gauges: envelopes not fully opened, and what is left in them
+	Held                     atomic.Int64  // gauge: envelopes in memory, live or fully opened and retained
+	Queued                   atomic.Int64  // gauge: entries of the expiry queues (at most about twice Held)
 	SendInvalid              atomic.Uint64
 	OpenStatus               [6]atomic.Uint64 // OPEN answers by status
 }

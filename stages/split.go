@@ -2,6 +2,7 @@ package stages
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -16,6 +17,12 @@ type Limits struct {
 	MaxShares uint16        // most recipients of one envelope (default 100)
 	MaxTotal  uint32        // largest total in fen (default 20000)
 	TTL       time.Duration // a group envelope not fully opened by then expires (default 24h)
+	// Retain is how long a fully opened envelope is kept, so that a repeated
+	// OPEN still answers "already opened" with its share; then it is
+	// forgotten (OPEN answers "no such envelope", as after the TTL). Without
+	// it a server handing out 200 group envelopes a second would hold every
+	// one of them for the whole TTL. 0: TTL.
+	Retain time.Duration
 }
 
 // group is one group envelope, owned by the split stage of its SET.
@@ -44,6 +51,7 @@ type Split struct {
 	rnd    envelope.Rand
 	groups map[uint64]*group
 	expiry []expiring // in creation order: TTLs are equal, so also in expiry order
+	spent  []expiring // fully opened, in that order: retentions are equal, so also in forgetting order
 }
 
 type expiring struct {
@@ -56,6 +64,9 @@ func NewSplit(set int, bus *event.Bus, l *Ledger, lim Limits, now func() int64, 
 	ids, err := envelope.NewGroupIDGen(set, now())
 	if err != nil {
 		return nil, err
+	}
+	if lim.Retain <= 0 || lim.Retain > lim.TTL {
+		lim.Retain = lim.TTL
 	}
 	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
 		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group)}, nil
@@ -77,9 +88,10 @@ func (s *Split) Handle(b event.Batch) {
 			}
 			s.release(ev)
 		case event.KOpen:
-			s.open(ev)
+			s.open(ev, now)
 		}
 	}
+	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
 }
 
 func (s *Split) release(ev *event.Event) {
@@ -133,6 +145,7 @@ func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 		g.recipients[i] = binary.BigEndian.Uint32(rcpt[4*i:])
 	}
 	s.groups[id] = g
+	s.c.Held.Add(1)
 	s.expiry = append(s.expiry, expiring{id, g.expires})
 	s.c.Created.Add(1)
 	s.c.CreatedAmount.Add(uint64(total))
@@ -147,8 +160,8 @@ func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 	return id
 }
 
-func (s *Split) open(ev *event.Event) {
-	status, share := s.draw(ev.Env, ev.User)
+func (s *Split) open(ev *event.Event, now int64) {
+	status, share := s.draw(ev.Env, ev.User, now)
 	s.c.OpenStatus[status].Add(1)
 	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {
 		return proto.AppendOpenResult(dst, ev.Stamp, status, ev.Env, share)
@@ -156,7 +169,7 @@ func (s *Split) open(ev *event.Event) {
 }
 
 // draw opens envelope id for user: the OPEN_RESULT status and share.
-func (s *Split) draw(id uint64, user uint32) (uint8, uint32) {
+func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 	g := s.groups[id]
 	if g == nil {
 		return proto.OpenNoSuch, 0
@@ -185,27 +198,56 @@ func (s *Split) draw(id uint64, user uint32) (uint8, uint32) {
 	s.c.LiveAmount.Add(^uint64(share - 1)) // −share
 	if g.sharesLeft == 0 {
 		s.c.Live.Add(^uint64(0))
-		// Kept until it expires, so a second OPEN still answers "already".
+		// Kept a while, so that a second OPEN still answers "already".
+		s.spent = append(s.spent, expiring{id, now + int64(s.limits.Retain)})
 	}
 	return proto.OpenOK, share
 }
 
-// expire drops envelopes past their TTL, refunding what was not opened.
+// expire drops envelopes past their TTL, refunding what was not opened, and
+// forgets fully opened ones past their retention.
 func (s *Split) expire(now int64) {
 	i := 0
 	for ; i < len(s.expiry) && s.expiry[i].expires <= now; i++ {
 		id := s.expiry[i].id
 		g := s.groups[id]
+		if g == nil { // fully opened and already forgotten
+			continue
+		}
 		if g.sharesLeft > 0 {
 			s.c.Refunded.Add(1)
 			s.c.RefundedAmount.Add(uint64(g.remaining))
 			s.c.Live.Add(^uint64(0))
 			s.c.LiveAmount.Add(^uint64(g.remaining - 1))
 		}
-		delete(s.groups, id)
+		s.forget(id)
 	}
-	if i > 0 {
-		n := copy(s.expiry, s.expiry[i:])
-		s.expiry = s.expiry[:n]
+	s.expiry = dropHead(s.expiry, i)
+	i = 0
+	for ; i < len(s.spent) && s.spent[i].expires <= now; i++ {
+		if s.groups[s.spent[i].id] != nil { // else its TTL came first
+			s.forget(s.spent[i].id)
+		}
 	}
+	s.spent = dropHead(s.spent, i)
+	// The TTL queue keeps the ids of forgotten envelopes until their TTL: an
+	// envelope never fully opened at its head holds back the ones behind it.
+	// Drop them once they are over half the queue, so that it stays within
+	// twice the envelopes held (amortised O(1) per envelope).
+	if len(s.expiry) > 1024 && len(s.expiry) > 2*len(s.groups) {
+		s.expiry = slices.DeleteFunc(s.expiry, func(e expiring) bool { return s.groups[e.id] == nil })
+	}
+}
+
+func (s *Split) forget(id uint64) {
+	delete(s.groups, id)
+	s.c.Held.Add(-1)
+}
+
+// dropHead removes the first n entries of q in place.
+func dropHead(q []expiring, n int) []expiring {
+	if n == 0 {
+		return q
+	}
+	return q[:copy(q, q[n:])]
 }

@@ -287,3 +287,57 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A fully opened envelope is kept for Retain (a repeated OPEN answers
+// "already" with the share), then forgotten; the expiry queue stays within
+// about twice the envelopes held even when one never opened sits at its head.
+func TestOpenedEnvelopeRetainedThenForgotten(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	p := newPipeline(t, 1, 64, stages.Limits{MaxShares: 10, MaxTotal: 1000, TTL: time.Hour, Retain: time.Minute}, now.Load)
+	s, r1, r2 := p.login(1), p.login(2), p.login(3)
+	c := &p.ledgers[0].Split
+	send := func(stamp uint64) uint64 {
+		t.Helper()
+		s.send(100, []uint32{2, 3}, stamp)
+		_, env := s.expect(proto.SendAck).SendAck()
+		r1.expect(proto.Envelope)
+		r2.expect(proto.Envelope)
+		return env
+	}
+	open := func(cl *client, env uint64) (uint8, uint32) {
+		t.Helper()
+		cl.open(env, 9)
+		st, _, share := cl.expect(proto.OpenResult).OpenResult()
+		return st, share
+	}
+	never := send(1) // never opened: at the head of the TTL queue for the whole test
+	env := send(2)
+	_, share := open(r1, env)
+	open(r2, env)
+	if st, again := open(r1, env); st != proto.OpenAlready || again != share {
+		t.Errorf("repeated OPEN within the retention: status %d share %d; want 1 (already) and %d", st, again, share)
+	}
+	now.Add(int64(time.Minute))
+	if st, _ := open(r1, env); st != proto.OpenNoSuch {
+		t.Errorf("OPEN after the retention: status %d; want 3 (no such envelope)", st)
+	}
+	if held := c.Held.Load(); held != 1 {
+		t.Errorf("%d envelopes held; want 1 (the one never opened)", held)
+	}
+	for i := 0; i < 3000; i++ {
+		e := send(uint64(10 + i))
+		open(r1, e)
+		open(r2, e)
+		now.Add(int64(time.Second)) // each one's retention ends a minute later
+	}
+	open(r1, never) // one more batch, so that the stage sees the time
+	held, queued := c.Held.Load(), c.Queued.Load()
+	if held > 62 || queued > 2*held+1024+60 {
+		t.Errorf("after 3,000 envelopes opened a second apart with a minute's retention: %d held, %d queued; want ≤ 62 held and the queues within twice that plus 1,084", held, queued)
+	}
+	p.checkInvariants()
+	if live := c.Live.Load(); live != 1 {
+		t.Errorf("live %d; want 1", live)
+	}
+}
