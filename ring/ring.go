@@ -33,8 +33,16 @@ type Options struct {
 	Size      int       // number of slots: a power of two ≥ 1
 	Producers Producers // SingleProducer (default) or MultiProducer
 	Wait      Wait      // WaitPark (default), WaitYield or WaitSpin
-	Spins     int       // WaitPark/WaitYield: rounds of spinning before yielding (0: DefaultSpins)
-	Yields    int       // WaitPark: rounds of yielding before parking (0: DefaultYields)
+	Spins     int       // WaitPark/WaitYield: rounds of spinning before yielding (0: DefaultSpins; negative: none)
+	Yields    int       // WaitPark: rounds of yielding before parking (0: DefaultYields; negative: none)
+	// Fused runs every stage on one goroutine: each batch goes through the
+	// stages in the order they were added, which is a topological order of
+	// the graph (an upstream is added before its downstream). Every stage
+	// still sees every event in order and after its upstreams, and owns its
+	// state alone; what is lost is stages overlapping on several cores, and
+	// what is won is one wake-up per batch instead of one per stage — the
+	// better trade when there are many more rings than cores.
+	Fused bool
 
 	start int64 // first sequence; set only by tests (export_test.go)
 }
@@ -50,6 +58,7 @@ type Ring[T any] struct {
 	mask  int64
 	multi bool
 	wait  waiter
+	fused bool
 
 	claimed   sequence // next sequence to claim (never negative), | closedBit once closed
 	closing   flag     // set once closedBit is: waiting stages poll this, not the producers' hot claimed line
@@ -73,6 +82,17 @@ type Ring[T any] struct {
 	done      chan struct{}
 }
 
+// rounds reads an Options count: 0 is the default, negative is none.
+func rounds(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
 // New allocates a ring of o.Size slots.
 func New[T any](o Options) (*Ring[T], error) {
 	if o.Size < 1 || o.Size&(o.Size-1) != 0 {
@@ -84,23 +104,16 @@ func New[T any](o Options) (*Ring[T], error) {
 	if o.Wait > WaitSpin {
 		return nil, fmt.Errorf("ring: unknown wait strategy %d", o.Wait)
 	}
-	if o.Spins == 0 {
-		o.Spins = DefaultSpins
-	}
-	if o.Yields == 0 {
-		o.Yields = DefaultYields
-	}
+	o.Spins, o.Yields = rounds(o.Spins, DefaultSpins), rounds(o.Yields, DefaultYields)
 	if o.start < 0 || o.start >= closedBit {
 		return nil, fmt.Errorf("ring: start sequence %d out of range", o.start)
-	}
-	if o.Spins < 0 || o.Yields < 0 {
-		return nil, errors.New("ring: negative spins or yields")
 	}
 	r := &Ring[T]{
 		slots: make([]T, o.Size),
 		mask:  int64(o.Size - 1),
 		multi: o.Producers == MultiProducer,
 		wait:  waiter{wait: o.Wait, spins: o.Spins, yields: o.Yields},
+		fused: o.Fused,
 		done:  make(chan struct{}),
 	}
 	r.claimed.Store(o.start)
@@ -229,7 +242,8 @@ func (r *Ring[T]) Len() int {
 	return int(r.claimed.Load()&^closedBit - 1 - r.minLeaf())
 }
 
-// Start starts one goroutine per stage. The graph is fixed from then on.
+// Start starts one goroutine per stage, or one for them all when fused. The
+// graph is fixed from then on.
 func (r *Ring[T]) Start() error {
 	if r.started {
 		return errors.New("ring: already started")
@@ -249,9 +263,14 @@ func (r *Ring[T]) Start() error {
 		}
 	}
 	r.started = true
-	r.wg.Add(len(r.stages))
-	for _, s := range r.stages {
-		go s.run()
+	if r.fused {
+		r.wg.Add(1)
+		go r.runFused()
+	} else {
+		r.wg.Add(len(r.stages))
+		for _, s := range r.stages {
+			go s.run()
+		}
 	}
 	go func() { r.wg.Wait(); close(r.done) }()
 	return nil

@@ -78,6 +78,8 @@ type scenario struct {
 	start     int64
 	wait      ring.Wait
 	maxBatch  int
+	parkNow   bool // no spinning, no yielding: every wait parks, the hardest case for lost wake-ups
+	fused     bool
 }
 
 func run(t *testing.T, sc scenario) {
@@ -86,7 +88,11 @@ func run(t *testing.T, sc scenario) {
 	if sc.producers > 1 {
 		prod = ring.MultiProducer
 	}
-	r, err := ring.NewAt[event](ring.Options{Size: sc.size, Producers: prod, Wait: sc.wait}, sc.start)
+	o := ring.Options{Size: sc.size, Producers: prod, Wait: sc.wait, Fused: sc.fused}
+	if sc.parkNow {
+		o.Spins, o.Yields = -1, -1
+	}
+	r, err := ring.NewAt[event](o, sc.start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +176,36 @@ func TestExactlyOnceInOrder(t *testing.T) {
 							run(t, sc)
 						})
 					}
+				}
+			}
+		}
+	}
+}
+
+func TestParkWithoutSpinning(t *testing.T) {
+	for name, g := range graphs {
+		for _, producers := range []int{1, 4} {
+			for _, size := range []int{2, 1024} {
+				sc := scenario{size: size, producers: producers, perProd: 5000, claimN: 1, graph: g, parkNow: true}
+				t.Run(fmt.Sprintf("%s/p%d/size%d", name, producers, size), func(t *testing.T) {
+					t.Parallel()
+					run(t, sc)
+				})
+			}
+		}
+	}
+}
+
+func TestFused(t *testing.T) {
+	for name, g := range graphs {
+		for _, producers := range []int{1, 4} {
+			for _, claimN := range []int{1, 16} {
+				for _, size := range []int{16, 1024} {
+					sc := scenario{size: size, producers: producers, perProd: 10000, claimN: claimN, graph: g, fused: true, parkNow: claimN == 1}
+					t.Run(fmt.Sprintf("%s/p%d/claim%d/size%d", name, producers, claimN, size), func(t *testing.T) {
+						t.Parallel()
+						run(t, sc)
+					})
 				}
 			}
 		}
@@ -460,7 +496,7 @@ func TestAllocsPerEvent(t *testing.T) {
 }
 
 func TestOptionErrors(t *testing.T) {
-	for _, o := range []ring.Options{{Size: 0}, {Size: 3}, {Size: 8, Wait: 9}, {Size: 8, Producers: 7}, {Size: 8, Spins: -1}} {
+	for _, o := range []ring.Options{{Size: 0}, {Size: 3}, {Size: 8, Wait: 9}, {Size: 8, Producers: 7}} {
 		if _, err := ring.New[int](o); err == nil {
 			t.Errorf("New(%+v) succeeded; want an error", o)
 		}

@@ -27,6 +27,17 @@ type Batch[T any] struct {
 	mask   int64
 }
 
+// BatchOf returns the batch [lo, hi] over slots indexed by sequence modulo
+// len(slots), a power of two, for stages driven by something other than a
+// Ring (package transport); it panics unless the batch fits in slots.
+func BatchOf[T any](slots []T, lo, hi int64) Batch[T] {
+	n := int64(len(slots))
+	if n == 0 || n&(n-1) != 0 || hi < lo || hi-lo >= n {
+		panic("BUG: ring: BatchOf needs a power-of-two slots holding [lo, hi]")
+	}
+	return Batch[T]{Lo: lo, Hi: hi, slots: slots, mask: n - 1}
+}
+
 // At returns the event of sequence seq, Lo ≤ seq ≤ Hi.
 func (b Batch[T]) At(seq int64) *T { return &b.slots[seq&b.mask] }
 
@@ -121,6 +132,47 @@ func (s *Stage[T]) run() {
 		s.handler.Handle(Batch[T]{Lo: next, Hi: hi, slots: r.slots, mask: r.mask})
 		s.seq.Store(hi) // events ≤ hi finished: visible to downstream stages and producers
 		s.sig.wake()
+		next = hi + 1
+	}
+}
+
+// runFused is the one goroutine of a fused ring: it waits for published
+// events as a first stage does, then hands each batch to every stage in turn.
+// The first stage added has no upstream (its upstreams would have had to be
+// added before it), so its await is the wait for producers.
+func (r *Ring[T]) runFused() {
+	defer r.wg.Done()
+	first := r.stages[0]
+	cur := first
+	defer func() {
+		if v := recover(); v != nil {
+			r.fail(&StageError{Stage: cur.name, Value: v, Stack: debug.Stack()})
+		}
+	}()
+	var maxBatch int64 // the smallest cap of any stage
+	for _, s := range r.stages {
+		if s.maxBatch > 0 && (maxBatch == 0 || s.maxBatch < maxBatch) {
+			maxBatch = s.maxBatch
+		}
+	}
+	next := first.seq.Load() + 1
+	for {
+		hi := r.publishedFrom(next)
+		if hi < next {
+			if hi = first.await(next); hi < next {
+				return // closed and drained, or failed
+			}
+		}
+		if maxBatch > 0 && hi-next >= maxBatch {
+			hi = next + maxBatch - 1
+		}
+		b := Batch[T]{Lo: next, Hi: hi, slots: r.slots, mask: r.mask}
+		for _, s := range r.stages {
+			cur = s
+			s.handler.Handle(b)
+			s.seq.Store(hi)
+			s.sig.wake() // producers waiting for room park on the leaves' signals
+		}
 		next = hi + 1
 	}
 }

@@ -23,6 +23,7 @@ type variant struct {
 var variants = []variant{
 	{"ring", nil, "the default: epoll ingress, our ring between the stages, one write per connection per batch"},
 	{"bare", []string{"-pipeline=none"}, "bare I/O: the ingress answers every SHAKE itself (status 0), no ring, no stages"},
+	{"fused", []string{"-stages=fused"}, "one goroutine per SET runs its four stages in turn instead of a goroutine per stage"},
 	{"netpoll", []string{"-ingress=netpoll"}, "a goroutine per connection on Go's netpoller instead of the epoll loops"},
 	{"disruptor", []string{"-pipeline=disruptor"}, "github.com/smarty/go-disruptor v0.5.0 between the same stage handlers"},
 	{"chan", []string{"-pipeline=chan"}, "a buffered channel and a goroutine per stage, the same handlers"},

@@ -10,7 +10,16 @@ import (
 
 func testConfig() *config {
 	return &config{users: 100, qps: 30000, highQPS: 60000, highDur: 20 * time.Second, maxP99: 10 * time.Millisecond,
-		variants: []variant{variants[0], variants[1], variants[2]}}
+		variants: []variant{byName("ring"), byName("bare"), byName("netpoll")}}
+}
+
+func byName(name string) variant {
+	for _, v := range variants {
+		if v.name == name {
+			return v
+		}
+	}
+	panic("no variant " + name)
 }
 
 // row returns the cells of the first row of g whose first cell is name.
