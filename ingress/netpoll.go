@@ -41,10 +41,11 @@ type netEngine struct {
 	closing   atomic.Bool
 	stop      chan struct{} // closed by close: ends every backoff and retry wait
 
-	mu     sync.Mutex
-	cond   sync.Cond           // on mu: a kicked connection left or logged in
-	conns  map[*iconn]netEntry // every connection a goroutine serves
-	kicked int                 // CloseIdle's connections not yet gone
+	mu       sync.Mutex
+	cond     sync.Cond           // on mu: a kicked connection left or logged in
+	conns    map[*iconn]netEntry // every connection a goroutine serves
+	kicked   int                 // CloseIdle's connections not yet gone
+	refusing bool                // stopAccepting ran: accepted connections are closed, not registered
 }
 
 // netEntry is what other goroutines need to know of a connection.
@@ -98,6 +99,9 @@ func (e *netEngine) start() {
 }
 
 func (e *netEngine) stopAccepting() {
+	e.mu.Lock()
+	e.refusing = true // from here no connection joins e.conns, so closeIdle sees them all
+	e.mu.Unlock()
 	if e.listening {
 		e.listening = false
 		for _, ln := range e.lns {
@@ -167,9 +171,32 @@ func (e *netEngine) accept(ln *net.TCPListener, sh *shard) {
 			cnt.flush(sh)
 			continue
 		}
+		ic := e.register(nc)
+		if ic == nil { // accepted as the listeners closed: as if never accepted
+			nc.Close()
+			e.ing.conns.Add(-1)
+			continue
+		}
 		e.wg.Add(1) // this goroutine is counted, so the count is not zero here
-		go e.serve(nc, &e.ing.shards[int(e.next.Add(1))%len(e.ing.shards)])
+		go e.serve(ic, &e.ing.shards[int(e.next.Add(1))%len(e.ing.shards)])
 	}
+}
+
+// register records an accepted connection before its goroutine starts, under
+// the lock stopAccepting takes, or returns nil once stopAccepting has run. So
+// when the shutdown's CloseIdle runs, after StopAccepting, every connection is
+// in e.conns: none can log in behind its back (the LOGIN would be published
+// after KShutdown and the connection would never get ERROR 8).
+func (e *netEngine) register(nc *net.TCPConn) *iconn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refusing {
+		return nil
+	}
+	ic := e.ing.slab.get()
+	ic.nc = nc
+	e.conns[ic] = netEntry{pre: true}
+	return ic
 }
 
 // sleep waits d, or reports false at once when the engine closes.
@@ -195,11 +222,10 @@ type netConn struct {
 	start time.Time // accept time, for the login deadline
 }
 
-func (e *netEngine) serve(nc *net.TCPConn, sh *shard) {
+func (e *netEngine) serve(ic *iconn, sh *shard) {
 	defer e.wg.Done()
 	ing := e.ing
-	ic := ing.slab.get()
-	ic.nc = nc
+	nc := ic.nc
 	ic.c.Accepted = ing.o.Now()
 	s := &netConn{e: e, ic: ic, sh: sh, pre: true, start: time.Now()}
 	s.p = ing.newProc(&s.cnt, false)
@@ -209,15 +235,15 @@ func (e *netEngine) serve(nc *net.TCPConn, sh *shard) {
 	if err == nil {
 		err = rc.Control(func(fd uintptr) { ic.c.FD = int(fd) })
 	}
-	e.mu.Lock()
-	e.conns[ic] = netEntry{pre: true}
-	e.mu.Unlock()
 	s.cnt[cAccepted]++
 	if err != nil || e.closing.Load() {
 		s.end(nil)
 		return
 	}
 	s.setReadDeadline(s.start.Add(ing.o.LoginTimeout))
+	if s.kick() != 0 { // CloseIdle kicked it before this goroutine ran: the deadline above undid the kick's
+		s.setReadDeadline(time.Unix(1, 0))
+	}
 	s.run()
 }
 
