@@ -29,6 +29,7 @@ type Egress struct {
 	c          *stages.EgressCounters
 	maxPending int
 	now        func() int64
+	eachFrame  bool // -egress=frame: write every frame at once (WriteEachFrame)
 
 	conns   map[*conn.Conn]struct{} // logged-in connections of the SET, for shutdown
 	dirty   []*conn.Conn            // connections with output appended in this batch
@@ -41,6 +42,13 @@ func New(set int, bus *event.Bus, l *stages.Ledger, maxPending int, now func() i
 	return &Egress{set: set, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
 		now: now, conns: make(map[*conn.Conn]struct{})}
 }
+
+// WriteEachFrame makes the egress write every answer frame with its own
+// write at once (-egress=frame), instead of one write per connection per
+// batch: the baseline that batching is measured against. Same non-blocking
+// rules: on EAGAIN the rest waits for writability, past maxPending ERROR 6.
+// Call it before the stage starts.
+func (e *Egress) WriteEachFrame() { e.eachFrame = true }
 
 // Handle implements ring.Handler.
 func (e *Egress) Handle(b event.Batch) {
@@ -140,6 +148,10 @@ func (e *Egress) write(h conn.Handle, frame []byte) bool {
 	}
 	c.Out.B = append(c.Out.B, frame...)
 	e.c.Frames[stages.FrameIndex(frame[2])].Add(1)
+	if e.eachFrame {
+		e.writeOut(c) // may leave output pending (EAGAIN), or cut c off
+		return true
+	}
 	e.markDirty(c)
 	return true
 }

@@ -4,38 +4,61 @@ import (
 	"sync/atomic"
 )
 
-// Bus is the set of every SET's ring, and the routing rules between them.
-// Safe for concurrent use: every ring is multi-producer.
+// Transport carries one SET's events from its producers through its stages
+// in order: the SET's *Ring (the default), or an adapter of package transport
+// (go-disruptor, channels) kept for comparison. *Ring satisfies it as it is.
+// A sequence is the transport's own: use it only for At and Publish on the
+// transport that returned it. Every method but Start is safe for concurrent
+// use by any number of producers.
+type Transport interface {
+	Size() int                                             // slots
+	Claim(n int) (hi int64, err error)                     // waits for room; ring.ErrClosed once closing
+	TryClaim(n int) (hi int64, err error)                  // ring.ErrFull at once when there is no room
+	TryClaimLeaving(n, keepFree int) (hi int64, err error) // also ring.ErrFull unless keepFree slots stay free
+	At(seq int64) *Event                                   // the claimed slot to fill
+	Publish(lo, hi int64)                                  // hands the claimed, filled slots to the first stage
+	Start() error                                          // starts the stages
+	Close() error                                          // refuses claims, drains every claimed event through every stage
+	Err() error                                            // the stage failure (panic) that stopped it, or nil
+	Len() int                                              // events claimed and not yet finished by the last stage
+}
+
+var _ Transport = (*Ring)(nil)
+
+// Bus is the set of every SET's transport (ring), and the routing rules
+// between them. Safe for concurrent use: every transport is multi-producer.
 type Bus struct {
-	rings    []*Ring
+	rings    []Transport
 	headroom int           // slots a request must leave free (see PublishRequest)
 	held     []atomic.Bool // per SET: a stage of it holds events back (Outbox)
 }
 
-// NewBus wraps the SETs' rings. A request is refused while fewer than
-// headroom slots of its ring would stay free, keeping that room for answers;
-// headroom equal to the ring size refuses every request.
-func NewBus(rings []*Ring, headroom int) *Bus {
-	for _, r := range rings {
+// NewBus wraps the SETs' rings (or other transports). A request is refused
+// while fewer than headroom slots of its ring would stay free, keeping that
+// room for answers; headroom equal to the ring size refuses every request.
+func NewBus[R Transport](rings []R, headroom int) *Bus {
+	ts := make([]Transport, len(rings))
+	for i, r := range rings {
 		if headroom < 0 || headroom > r.Size() {
 			panic("BUG: event: headroom outside 0..ring size")
 		}
+		ts[i] = r
 	}
-	return &Bus{rings: rings, headroom: headroom, held: make([]atomic.Bool, len(rings))}
+	return &Bus{rings: ts, headroom: headroom, held: make([]atomic.Bool, len(rings))}
 }
 
 // Sets is the number of SETs.
 func (b *Bus) Sets() int { return len(b.rings) }
 
-// Ring returns SET set's ring.
-func (b *Bus) Ring(set int) *Ring { return b.rings[set] }
+// Ring returns SET set's ring (its transport).
+func (b *Bus) Ring(set int) Transport { return b.rings[set] }
 
 // SETOf returns the SET that owns user: everything about a user lives there.
 func (b *Bus) SETOf(user uint32) int { return int(user % uint32(len(b.rings))) }
 
 // Slot is a claimed, unpublished slot of one SET's ring.
 type Slot struct {
-	ring *Ring
+	ring Transport
 	seq  int64
 }
 

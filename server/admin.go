@@ -148,6 +148,9 @@ func (s *Server) newMetrics() *metrics.Set {
 		set.NewGauge(name, func() float64 { st := s.Stats(); return float64(f(&st)) })
 	}
 	set.NewGauge("hongbao_connections", func() float64 { return float64(s.ing.Conns()) })
+	// The variant under comparison (make perf-compare), for whoever reads a scrape later.
+	set.NewGauge(fmt.Sprintf(`hongbao_config_info{pipeline=%q,egress=%q,ingress=%q}`,
+		s.opts.Pipeline, s.opts.Egress, s.opts.Ingress), func() float64 { return 1 })
 	g("hongbao_logins_total", func(st *Stats) uint64 { return st.Logins })
 	g(`hongbao_shake_total{result="got"}`, func(st *Stats) uint64 { return st.Shake.Got })
 	g(`hongbao_shake_total{result="empty"}`, func(st *Stats) uint64 { return st.Shake.Empty })

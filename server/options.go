@@ -24,7 +24,10 @@ type Options struct {
 	Loops           int           // -loops
 	Ingress         string        // -ingress: epoll | netpoll
 	Wait            string        // -wait: park | yield | spin
-	Pipeline        string        // -pipeline: ring | none
+	Spins, Yields   int           // -spins, -yields: rounds before a waiting stage yields, parks (0: ring's default; -1: none)
+	Stages          string        // -stages: pipelined | fused
+	Pipeline        string        // -pipeline: ring | disruptor | chan | none
+	Egress          string        // -egress: batch | frame
 	MaxConns        int           // -max-conns
 	LoginTimeout    time.Duration // -login-timeout
 	MaxPending      int           // -max-pending: bytes
@@ -34,6 +37,7 @@ type Options struct {
 	MaxShares       int           // -max-shares
 	MaxTotal        int           // -max-total: fen
 	EnvelopeTTL     time.Duration // -envelope-ttl
+	OpenedRetention time.Duration // -opened-retention
 	ShutdownTimeout time.Duration // -shutdown-timeout
 	LogFormat       string        // -log-format: text | json
 	LogLevel        string        // -log-level: debug | info | warn | error
@@ -51,6 +55,12 @@ const (
 	AuthSecretEnv   = "HONGBAO_AUTH_SECRET"
 	maxSets         = 4096 // envelope ids carry the owning SET in 12 bits
 	defaultShutdown = 10 * time.Second
+	// DefaultRetention keeps a fully opened group envelope long enough for a
+	// client's retried OPEN to be answered "already opened": 200 envelopes a
+	// second cost ~25 MB for it, where keeping them for the whole TTL (24 h)
+	// would cost gigabytes.
+	DefaultRetention = 10 * time.Minute
+	DefaultStages    = "pipelined"
 )
 
 // Fill gives every unset field its default.
@@ -65,6 +75,8 @@ func (o *Options) Fill() {
 	def(&o.Ingress, "epoll")
 	def(&o.Wait, "park")
 	def(&o.Pipeline, "ring")
+	def(&o.Stages, DefaultStages)
+	def(&o.Egress, "batch")
 	def(&o.LogFormat, "text")
 	def(&o.LogLevel, "info")
 	if o.Sets == 0 {
@@ -91,6 +103,11 @@ func (o *Options) Fill() {
 	if o.EnvelopeTTL == 0 {
 		o.EnvelopeTTL = 24 * time.Hour
 	}
+	if o.OpenedRetention == 0 {
+		o.OpenedRetention = DefaultRetention
+	}
+	// Nothing outlives its TTL: a longer retention would mean the TTL.
+	o.OpenedRetention = min(o.OpenedRetention, o.EnvelopeTTL)
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = defaultShutdown
 	}
@@ -122,11 +139,28 @@ func (o *Options) Validate() error {
 	if o.Ingress != "epoll" && o.Ingress != "netpoll" {
 		bad("ingress", "%q: want epoll or netpoll", o.Ingress)
 	}
+	if o.Spins < -1 || o.Yields < -1 {
+		bad("spins", "-spins %d, -yields %d: want a count, or -1 for none", o.Spins, o.Yields)
+	}
 	if _, err := ring.ParseWait(o.Wait); err != nil {
 		bad("wait", "%v", err)
 	}
-	if o.Pipeline != "ring" && o.Pipeline != "none" {
-		bad("pipeline", "%q: want ring, or none for the bare-I/O baseline", o.Pipeline)
+	switch o.Pipeline {
+	case "ring", "disruptor", "chan", "none":
+	default:
+		bad("pipeline", "%q: want ring; disruptor or chan (transports for comparison); or none (the bare-I/O baseline)", o.Pipeline)
+	}
+	switch {
+	case o.Stages != "pipelined" && o.Stages != "fused":
+		bad("stages", "%q: want pipelined or fused", o.Stages)
+	case o.Stages == "fused" && o.Pipeline != "ring":
+		bad("stages", "fused needs -pipeline=ring (the other transports run a goroutine per stage)")
+	}
+	switch {
+	case o.Egress != "batch" && o.Egress != "frame":
+		bad("egress", "%q: want batch, or frame (one write per frame, for comparison)", o.Egress)
+	case o.Egress == "frame" && o.Pipeline == "none":
+		bad("egress", "frame needs a pipeline with an egress stage: -pipeline=none answers in the ingress")
 	}
 	if o.MaxConns < 0 {
 		bad("max-conns", "%d is negative", o.MaxConns)
@@ -145,6 +179,9 @@ func (o *Options) Validate() error {
 	}
 	if o.EnvelopeTTL < time.Second {
 		bad("envelope-ttl", "%v is under a second", o.EnvelopeTTL)
+	}
+	if o.OpenedRetention < time.Second {
+		bad("opened-retention", "%v is under a second", o.OpenedRetention)
 	}
 	if o.ShutdownTimeout < 0 {
 		bad("shutdown-timeout", "%v is negative", o.ShutdownTimeout)
@@ -190,7 +227,19 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll)")
 	fs.StringVar(&o.Ingress, "ingress", "epoll", "ingress: epoll (event loops, Linux) or netpoll (goroutine per connection)")
 	fs.StringVar(&o.Wait, "wait", "park", "how idle stages wait: park (spin, yield, then sleep), yield, or spin (burns a core per stage)")
-	fs.StringVar(&o.Pipeline, "pipeline", "ring", "ring, or none: ingress answers every SHAKE itself with status 0 (the bare-I/O baseline for perf)")
+	fs.IntVar(&o.Spins, "spins", ring.DefaultSpins, "-wait park or yield: rounds a waiting stage re-checks its upstream before it yields (-1: none)")
+	fs.IntVar(&o.Yields, "yields", ring.DefaultYields, "-wait park: rounds of runtime.Gosched before a waiting stage parks (-1: none: park right after spinning)")
+	fs.StringVar(&o.Stages, "stages", DefaultStages, "how a SET's ring runs its stages: pipelined (a goroutine per stage, which park and wake\n"+
+		"one another: stages overlap on several cores) or fused (one goroutine per SET hands each batch to\n"+
+		"every stage in turn: one wake-up per batch instead of four, for many more SETs than cores)")
+	fs.StringVar(&o.Pipeline, "pipeline", "ring", "what carries each SET's events through its stages (session → shake → split → egress):\n"+
+		"ring: our Disruptor, stages park when idle (the default; -wait applies to it only);\n"+
+		"disruptor: github.com/smarty/go-disruptor v0.5.0 with its default wait strategy (idle stages poll with sleeps);\n"+
+		"chan: a buffered channel and a goroutine per stage;\n"+
+		"none: no stages, the ingress answers every SHAKE itself with status 0 (the bare-I/O baseline).\n"+
+		"All but ring exist for comparison (make perf-compare)")
+	fs.StringVar(&o.Egress, "egress", "batch", "how egress writes answers: batch (one write per connection per batch, the default)\n"+
+		"or frame (one write per answer frame, at once; for comparison: make perf-compare)")
 	fs.IntVar(&o.MaxConns, "max-conns", 0, "connections beyond this are closed at accept (0: no limit but the open-files limit)")
 	fs.DurationVar(&o.LoginTimeout, "login-timeout", 10*time.Second, "a connection that sends no LOGIN by then gets ERROR 7 and is closed")
 	fs.IntVar(&o.MaxPending, "max-pending", DefaultPending, "`bytes` of unwritten output a connection may have before ERROR 6 and close")
@@ -200,6 +249,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.IntVar(&o.MaxShares, "max-shares", DefaultShares, "most recipients of one SEND")
 	fs.IntVar(&o.MaxTotal, "max-total", DefaultTotal, "largest SEND total in fen")
 	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
+	fs.DurationVar(&o.OpenedRetention, "opened-retention", DefaultRetention, "a fully opened group envelope is kept this long, so that a repeated OPEN answers 1 (already opened) with its share; later OPENs answer 3 (no such envelope), as after -envelope-ttl, which also bounds it")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")

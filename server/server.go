@@ -1,6 +1,8 @@
 // Package server wires hongbao together: the ingress event loops, one ring
-// per SET with its stages (session → shake → split → egress), the campaign
-// producers and the admin HTTP API; and it runs the graceful shutdown.
+// per SET with its stages (session → shake → split → egress; -pipeline swaps
+// the ring for a transport of package transport, for comparison), the
+// campaign producers and the admin HTTP API; and it runs the graceful
+// shutdown.
 package server
 
 import (
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +25,7 @@ import (
 	"hongbao/ingress"
 	"hongbao/ring"
 	"hongbao/stages"
+	"hongbao/transport"
 )
 
 // Server is a running hongbao server.
@@ -53,7 +57,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{})}
-	if o.Pipeline == "ring" {
+	if o.Pipeline != "none" {
 		if err := s.buildSETs(); err != nil {
 			return nil, err
 		}
@@ -93,39 +97,87 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// buildSETs makes one ring per SET with its chain of stages.
+// buildSETs makes one ring (or, for comparison, another transport: see
+// -pipeline) per SET with its chain of stages.
 func (s *Server) buildSETs() error {
 	o := s.opts
-	wait, _ := ring.ParseWait(o.Wait)
-	rings := make([]*event.Ring, o.Sets)
-	for i := range rings {
-		r, err := ring.New[event.Event](ring.Options{Size: o.Ring, Producers: ring.MultiProducer, Wait: wait})
+	ts := make([]event.Transport, o.Sets)
+	adds := make([]addStage, o.Sets)
+	for i := range ts {
+		t, add, err := newTransport(o)
 		if err != nil {
 			return err
 		}
-		rings[i] = r
+		ts[i], adds[i] = t, add
 	}
 	// Requests may fill a ring only to 7/8: the rest stays for answers and
 	// overload replies, which must never be refused for room.
-	s.bus = event.NewBus(rings, o.Ring/8)
+	s.bus = event.NewBus(ts, o.Ring/8)
 	now := func() int64 { return time.Now().UnixNano() }
-	lim := stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL}
+	lim := stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention}
 	seed := uint64(time.Now().UnixNano())
-	for i, r := range rings {
+	for i, add := range adds {
 		l := new(stages.Ledger)
 		s.ledgers = append(s.ledgers, l)
 		split, err := stages.NewSplit(i, s.bus, l, lim, now, seed+uint64(2*i+1))
 		if err != nil {
 			return err
 		}
+		eg := egress.New(i, s.bus, l, o.MaxPending, now)
+		if o.Egress == "frame" {
+			eg.WriteEachFrame()
+		}
 		name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
-		session := r.AddStage(stages.NewSession(i, s.bus, l, seed+uint64(2*i)), ring.StageOptions[event.Event]{Name: name("session")})
-		shake := r.AddStage(stages.NewShake(l), ring.StageOptions[event.Event]{Name: name("shake"), After: []*ring.Stage[event.Event]{session}})
-		sp := r.AddStage(split, ring.StageOptions[event.Event]{Name: name("split"), After: []*ring.Stage[event.Event]{shake}})
-		r.AddStage(egress.New(i, s.bus, l, o.MaxPending, now), ring.StageOptions[event.Event]{Name: name("egress"),
-			After: []*ring.Stage[event.Event]{sp}, MaxBatch: 256})
+		add(stages.NewSession(i, s.bus, l, seed+uint64(2*i)), name("session"), 0)
+		add(stages.NewShake(l), name("shake"), 0)
+		add(split, name("split"), 0)
+		add(eg, name("egress"), 256)
 	}
 	return nil
+}
+
+// addStage adds the next stage of a SET's chain: name for errors, maxBatch 0
+// for no cap.
+type addStage func(h ring.Handler[event.Event], name string, maxBatch int)
+
+// setStages is the number of stages of a SET: session, shake, split, egress.
+const setStages = 4
+
+// newTransport returns an empty transport of o.Pipeline for one SET and how
+// to add its stages, each after the one before.
+func newTransport(o Options) (event.Transport, addStage, error) {
+	switch o.Pipeline {
+	case "disruptor":
+		t, err := transport.NewDisruptor[event.Event](transport.Options{Size: o.Ring, Stages: setStages})
+		if err != nil {
+			return nil, nil, err
+		}
+		return t, func(h ring.Handler[event.Event], name string, maxBatch int) {
+			t.AddStage(h, transport.StageOptions{Name: name, MaxBatch: maxBatch})
+		}, nil
+	case "chan":
+		t, err := transport.NewChan[event.Event](transport.Options{Size: o.Ring, Stages: setStages})
+		if err != nil {
+			return nil, nil, err
+		}
+		return t, func(h ring.Handler[event.Event], name string, maxBatch int) {
+			t.AddStage(h, transport.StageOptions{Name: name, MaxBatch: maxBatch})
+		}, nil
+	}
+	wait, _ := ring.ParseWait(o.Wait)
+	r, err := ring.New[event.Event](ring.Options{Size: o.Ring, Producers: ring.MultiProducer, Wait: wait, Spins: o.Spins, Yields: o.Yields,
+		Fused: o.Stages == "fused"})
+	if err != nil {
+		return nil, nil, err
+	}
+	var prev *ring.Stage[event.Event]
+	return r, func(h ring.Handler[event.Event], name string, maxBatch int) {
+		so := ring.StageOptions[event.Event]{Name: name, MaxBatch: maxBatch}
+		if prev != nil {
+			so.After = []*ring.Stage[event.Event]{prev}
+		}
+		prev = r.AddStage(h, so)
+	}, nil
 }
 
 func (s *Server) closeRings() {
@@ -157,9 +209,24 @@ func (s *Server) Start() error {
 			}
 		}()
 	}
+	if goroutines := s.stageGoroutines(); s.opts.Wait == "spin" && goroutines > runtime.GOMAXPROCS(0) {
+		s.log.Warn("-wait spin with more spinning stage goroutines than cores: they starve the event loops and one another; use park",
+			"stage_goroutines", goroutines, "gomaxprocs", runtime.GOMAXPROCS(0))
+	}
 	s.log.Info("serving", "listen", s.Addrs(), "admin", s.AdminAddr(), "sets", s.opts.Sets, "ring", s.opts.Ring,
-		"ingress", s.opts.Ingress, "loops", s.opts.Loops, "pipeline", s.opts.Pipeline, "wait", s.opts.Wait)
+		"ingress", s.opts.Ingress, "loops", s.opts.Loops, "pipeline", s.opts.Pipeline, "egress", s.opts.Egress, "wait", s.opts.Wait, "spins", s.opts.Spins, "yields", s.opts.Yields, "stages", s.opts.Stages)
 	return nil
+}
+
+// stageGoroutines is how many goroutines run the SETs' stages.
+func (s *Server) stageGoroutines() int {
+	switch {
+	case s.bus == nil:
+		return 0
+	case s.opts.Stages == "fused":
+		return s.opts.Sets
+	}
+	return 4 * s.opts.Sets // session, shake, split, egress
 }
 
 // tick lets stages retry what full rings refused (event.Outbox), and watches

@@ -1,0 +1,198 @@
+package egress_test
+
+import (
+	"bytes"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"hongbao/conn"
+	"hongbao/egress"
+	"hongbao/event"
+	"hongbao/proto"
+	"hongbao/ring"
+	"hongbao/stages"
+)
+
+// owner stands in for the ingress: it counts what egress asks of it.
+type owner struct{ watched, shut, released atomic.Int64 }
+
+func (o *owner) WatchWritable(*conn.Conn) { o.watched.Add(1) }
+func (o *owner) Shutdown(c *conn.Conn)    { o.shut.Add(1); unix.Shutdown(c.FD, unix.SHUT_RDWR) }
+func (o *owner) Release(*conn.Conn)       { o.released.Add(1) }
+
+// setup returns an egress (each frame written at once if eachFrame), its
+// counters, and a logged-in connection whose far end the test reads.
+type setup struct {
+	e     *egress.Egress
+	l     *stages.Ledger
+	o     *owner
+	c     *conn.Conn
+	peer  int
+	slots []event.Event
+}
+
+func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
+	t.Helper()
+	r, err := ring.New[event.Event](ring.Options{Size: 16, Producers: ring.MultiProducer}) // for KReturn only: never started
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := event.NewBus([]*event.Ring{r}, 0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	if sndbuf > 0 {
+		if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &setup{l: new(stages.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512)}
+	s.c = &conn.Conn{FD: fds[0], Owner: s.o, User: 1}
+	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() })
+	if eachFrame {
+		s.e.WriteEachFrame()
+	}
+	s.batch(func(ev *event.Event) bool { // LOGIN: the SET's egress owns c from here
+		ev.Kind, ev.Conn = event.KLogin, conn.HandleOf(s.c)
+		ev.SetFrame(proto.AppendLoginAck(ev.Out[:0], 1, proto.LoginOK, 1))
+		return false
+	})
+	return s
+}
+
+// batch hands egress one batch of events filled by fill, until fill says stop.
+func (s *setup) batch(fill func(ev *event.Event) bool) {
+	n := 0
+	for {
+		s.slots[n] = event.Event{}
+		more := fill(&s.slots[n])
+		n++
+		if !more {
+			break
+		}
+	}
+	s.e.Handle(ring.BatchOf(s.slots, 0, int64(n-1)))
+}
+
+// pongs hands egress one batch of n PONG answers, stamps first, first+1, ….
+func (s *setup) pongs(first uint64, n int) {
+	i := 0
+	s.batch(func(ev *event.Event) bool {
+		ev.Kind, ev.Conn = event.KAnswer, conn.HandleOf(s.c)
+		ev.SetFrame(proto.AppendPong(ev.Out[:0], first+uint64(i)))
+		i++
+		return i < n
+	})
+}
+
+// read returns what the peer has received so far.
+func (s *setup) read(t *testing.T) []byte {
+	t.Helper()
+	var out []byte
+	b := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(s.peer, b)
+		if n <= 0 || err != nil {
+			return out
+		}
+		out = append(out, b[:n]...)
+	}
+}
+
+// TestWriteEachFrame: a batch of answers to one connection costs one write
+// with -egress=batch and one write per frame with -egress=frame, and the
+// bytes are the same.
+func TestWriteEachFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		eachFrame bool
+		writes    uint64 // for the LOGIN batch and then a batch of 2 PONGs
+	}{{"batch", false, 1 + 1}, {"frame", true, 1 + 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t, tc.eachFrame, 256<<10, 0)
+			s.pongs(10, 2)
+			if got := s.l.Egress.Writes.Load(); got != tc.writes {
+				t.Errorf("%d writes; want %d", got, tc.writes)
+			}
+			want := proto.AppendLoginAck(nil, 1, proto.LoginOK, 1)
+			want = proto.AppendPong(want, 10)
+			want = proto.AppendPong(want, 11)
+			if got := s.read(t); !bytes.Equal(got, want) {
+				t.Errorf("peer read %x; want %x", got, want)
+			}
+			if s.c.Out != nil || s.c.Dead || s.o.shut.Load() != 0 {
+				t.Errorf("after the writes: Out %v, Dead %v, %d shutdowns; want no buffer, alive", s.c.Out, s.c.Dead, s.o.shut.Load())
+			}
+		})
+	}
+}
+
+// TestWriteEachFrameBacklog: with -egress=frame a reader that does not read
+// still gets the same treatment as with batches: on EAGAIN the rest waits
+// (WatchWritable, no more writes), and past maxPending ERROR 6 and a
+// shutdown, once.
+func TestWriteEachFrameBacklog(t *testing.T) {
+	for _, eachFrame := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batch", true: "frame"}[eachFrame], func(t *testing.T) {
+			const maxPending = 8 << 10
+			s := newSetup(t, eachFrame, maxPending, 4096)
+			before := s.l.Egress.Writes.Load()
+			frames, batches := 0, 0
+			for ; !s.c.Watching && batches < 1000; batches++ { // until the socket is full
+				s.pongs(100, 400)
+				frames += 400
+			}
+			if s.o.watched.Load() != 1 || !s.c.Watching || s.c.Dead {
+				t.Fatalf("after filling the socket: watched %d, Watching %v, Dead %v; want 1, true, false",
+					s.o.watched.Load(), s.c.Watching, s.c.Dead)
+			}
+			// Frame by frame, every frame was written by itself until EAGAIN,
+			// and none after; batched, one write per batch (two for the one
+			// that filled the socket).
+			writes := int(s.l.Egress.Writes.Load() - before)
+			if eachFrame && (writes <= frames-400 || writes > frames) || !eachFrame && writes > batches+1 {
+				t.Errorf("%d writes for %d frames in %d batches", writes, frames, batches)
+			}
+			w := s.l.Egress.Writes.Load()
+			s.pongs(500, 400)
+			if got := s.l.Egress.Writes.Load(); got != w {
+				t.Errorf("%d more writes while waiting for writability; want 0", got-w)
+			}
+			for i := 0; !s.c.Dead && i < 100; i++ {
+				s.pongs(1000, 400)
+			}
+			if !s.c.Dead || s.l.Egress.CutOff.Load() != 1 || s.o.shut.Load() != 1 {
+				t.Fatalf("past the backlog limit: Dead %v, cut off %d, %d shutdowns; want true, 1, 1",
+					s.c.Dead, s.l.Egress.CutOff.Load(), s.o.shut.Load())
+			}
+			if !bytes.HasSuffix(s.c.Out.B, proto.AppendError(nil, 0, proto.ErrCodeTooSlow)) {
+				t.Error("no ERROR 6 at the end of the backlog")
+			}
+		})
+	}
+}
+
+// TestAllocsPerBatch: writing answers allocates nothing in steady state,
+// batched or frame by frame.
+func TestAllocsPerBatch(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("instrumentation allocates")
+	}
+	for _, eachFrame := range []bool{false, true} {
+		s := newSetup(t, eachFrame, 256<<10, 0)
+		b := make([]byte, 4096)
+		run := func() {
+			s.pongs(1, 8)
+			unix.Read(s.peer, b)
+		}
+		run()
+		if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
+			t.Errorf("eachFrame %v: %v allocations per batch; want 0", eachFrame, allocs)
+		}
+	}
+}

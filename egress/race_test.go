@@ -1,0 +1,5 @@
+//go:build race
+
+package egress_test
+
+const raceEnabled = true
