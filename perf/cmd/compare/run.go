@@ -37,6 +37,7 @@ type measurement struct {
 
 	Answered    float64 `json:"answered_per_s"` // SHAKE answers a second in the window
 	Overloaded  uint64  `json:"overloaded"`     // SHAKE_RESULT status 2, whole run
+	Errors      uint64  `json:"client_errors"`  // what the load client counted: connect, reset, timeout, protocol
 	ServerUS    float64 `json:"server_cpu_us_per_shake"`
 	ClientUS    float64 `json:"client_cpu_us_per_shake"`
 	ServerCores float64 `json:"server_cores"` // server CPU ÷ window
@@ -251,8 +252,15 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	default:
 		m.Reconc = "MISMATCH: " + rep.Reconcile.Summary()
 	}
+	for kind, n := range rep.Errors {
+		if kind != "overload" {
+			m.Errors += n
+		}
+	}
+	// A load client that counted errors or a mismatch exits 1: its figures
+	// stand, with the errors and the reconciliation in the table.
 	var errs []error
-	if cerr != nil {
+	if cerr != nil && m.Errors == 0 && m.Reconc != "" && !strings.HasPrefix(m.Reconc, "MISMATCH") {
 		errs = append(errs, fmt.Errorf("load client: %v (see %s)", cerr, path("loadclient.log")))
 	}
 	if serr != nil {

@@ -86,6 +86,8 @@ func buildTable(cfg *config, all []*measurement) *table {
 			s.maxQPS, s.maxAt = m.Answered, m.Target
 		}
 		switch {
+		case m.Errors > 0:
+			s.reconciled = fmt.Sprintf("client errors (%s %d)", m.Phase, m.Errors)
 		case m.Reconc == "ok" && s.reconciled == "off":
 			s.reconciled = "ok"
 		case m.Reconc != "ok" && m.Reconc != "off":
