@@ -36,6 +36,7 @@ type Config struct {
 	SendTotal      uint32        // -send-total: fen per SEND
 	ChatRate       float64       // -chat-rate: CHATs a second, the whole run
 	ChatSize       int           // -chat-size: text bytes per CHAT
+	ChurnRate      float64       // -churn: reconnects a second, the whole run
 	Control        string        // -control: HTTP address for /qps and /metrics; "" off
 	Admin          string        // -admin: the server's admin URL for /stats; "" no reconciliation
 	AdminToken     string        // -admin-token
@@ -245,6 +246,9 @@ func (c *Config) Validate() error {
 	if c.ChatRate < 0 {
 		bad("chat-rate", "%v is negative", c.ChatRate)
 	}
+	if c.ChurnRate < 0 {
+		bad("churn", "%v is negative", c.ChurnRate)
+	}
 	if c.ChatSize < 0 || c.ChatSize > proto.MaxChatText {
 		bad("chat-size", "%d is not in [0, %d]", c.ChatSize, proto.MaxChatText)
 	}
@@ -322,6 +326,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	})
 	fs.Float64Var(&c.ChatRate, "chat-rate", 0, "CHATs a second (`rate`), the whole run, each from a random user to another random user of -users")
 	fs.IntVar(&c.ChatSize, "chat-size", DefaultChatSize, "text `bytes` of each CHAT, at most 1024")
+	fs.Float64Var(&c.ChurnRate, "churn", 0, "connection churn: reconnects a second (`rate`), the whole run, each a random logged-in user with nothing in flight closing its connection and connecting again at once (within -connect-rate); not errors, and the reconciliation stays exact")
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin")

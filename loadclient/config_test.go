@@ -67,6 +67,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	f([]string{"-users", "1-3", "-send-rate", "1", "-send-recipients", "3"}, "-send-recipients")
 	f([]string{"-send-total", "2", "-send-recipients", "3"}, "-send-total")
 	f([]string{"-server", "nowhere"}, "-server")
+	f([]string{"-churn", "-1"}, "-churn")
 	f([]string{"-procs", "5", "-users", "1-3"}, "-procs")
 	f([]string{"-source", "10.0.0.9-10.0.0.1"}, "source")
 	f([]string{"stray"}, "unexpected")

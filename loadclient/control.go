@@ -76,6 +76,7 @@ func updateMetrics(set *metrics.Set, c counters, target uint32) {
 		set.GetOrCreateCounter(fmt.Sprintf(`loadclient_errors_total{class=%q}`, errNames[e])).Set(c.Errors[e])
 	}
 	set.GetOrCreateCounter("loadclient_skipped_total").Set(c.Skipped)
+	set.GetOrCreateCounter("loadclient_churned_total").Set(c.Churned)
 	set.GetOrCreateCounter("loadclient_shake_amount_total").Set(c.ShakeAmount)
 	set.GetOrCreateCounter("loadclient_open_amount_total").Set(c.OpenAmount)
 }

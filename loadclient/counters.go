@@ -76,6 +76,7 @@ type counters struct {
 	Lost       [nReq]uint64            // in flight on a connection that dropped
 	Unanswered [nReq]uint64            // still in flight when the run closed
 	Skipped    uint64                  // due while the user was not logged in: not sent
+	Churned    uint64                  // connections closed on purpose by -churn, to reconnect
 	Backlog    uint64                  // dropped: the connection's unwritten output was over its limit
 	Pushes     [nPush]uint64
 
@@ -99,6 +100,7 @@ func (c *counters) add(o *counters) {
 		}
 	}
 	c.Skipped += o.Skipped
+	c.Churned += o.Churned
 	c.Backlog += o.Backlog
 	for p := range nPush {
 		c.Pushes[p] += o.Pushes[p]

@@ -3,6 +3,7 @@
 package loadclient
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -103,6 +104,7 @@ type loop struct {
 	havePend bool
 	sendP    pacer
 	chatP    pacer
+	churnP   pacer
 	rng      *rand.Rand
 	rcpt     []uint32
 
@@ -194,6 +196,10 @@ func newLoop(id int, plan *runPlan, r Range) (*loop, error) {
 		step := 1e9 / (cfg.ChatRate * share)
 		l.chatP = pacer{float64(plan.startNs) + phase*step, step}
 	}
+	if cfg.ChurnRate > 0 {
+		step := 1e9 / (cfg.ChurnRate * share)
+		l.churnP = pacer{float64(plan.startNs) + phase*step, step}
+	}
 	localShare := float64(r.Len()) / float64(plan.local.Len())
 	l.connRate = float64(cfg.ConnectRate) * localShare / 1e9
 	l.tokens = 1
@@ -255,6 +261,7 @@ func (l *loop) run(wg *sync.WaitGroup) {
 		l.readAgain()
 		if l.now < l.endNs {
 			l.sendDue()
+			l.churnDue()
 			l.connectDue()
 		}
 		l.flush()
@@ -294,7 +301,7 @@ func (l *loop) wakeAt() int64 {
 	if l.havePend {
 		t = min(t, l.pendAt)
 	}
-	t = min(t, l.sendP.wake(l.endNs), l.chatP.wake(l.endNs))
+	t = min(t, l.sendP.wake(l.endNs), l.chatP.wake(l.endNs), l.churnP.wake(l.endNs))
 	if l.connHead < len(l.connQ) {
 		t = min(t, l.now+int64(max(0, (1-l.tokens)/l.connRate)))
 	}
@@ -459,6 +466,41 @@ func (l *loop) pickRecipients(sender uint32) {
 		}
 		if !dup {
 			l.rcpt = append(l.rcpt, u)
+		}
+	}
+}
+
+// churnTries is how many random users a churn looks at for one that is logged in with
+// nothing in flight; when none is, that churn is skipped.
+const churnTries = 8
+
+// churnDue closes the connections of the churns due by now and queues their users to
+// connect again at once: a user who goes away and comes back, not an error. Only a logged-in
+// connection with nothing in flight, nothing unwritten and no partial frame read goes, so no
+// answer the server counted is ever unread and the reconciliation stays exact.
+func (l *loop) churnDue() {
+	// After a stall, the churns more than a second late are skipped: a user who would have
+	// reconnected during it did not, rather than thousands reconnecting at once.
+	if p := &l.churnP; p.step > 0 && float64(l.now)-p.next > 1e9 {
+		p.next += math.Floor((float64(l.now)-p.next-1e9)/p.step+1) * p.step
+	}
+	for range sendBudget {
+		if !l.churnP.due(l.now, l.endNs) {
+			return
+		}
+		l.churnP.next += l.churnP.step
+		for range churnTries {
+			idx := uint32(l.rng.IntN(len(l.conns)))
+			c := &l.conns[idx]
+			if c.state != stReady || c.waiting() || c.out != nil || c.in != nil {
+				continue
+			}
+			l.closeConn(c, &l.c.Lost) // nothing in flight: counts nothing
+			l.setState(c, stIdle)
+			c.fails = 0
+			l.connQ = append(l.connQ, idx)
+			l.c.Churned++
+			break
 		}
 	}
 }

@@ -233,6 +233,7 @@ func childArgs(cfg *Config, i, n int, part Range, startNs int64) []string {
 		"-send-total", strconv.FormatUint(uint64(cfg.SendTotal), 10),
 		"-chat-rate", strconv.FormatFloat(cfg.ChatRate, 'g', -1, 64),
 		"-chat-size", strconv.Itoa(cfg.ChatSize),
+		"-churn", strconv.FormatFloat(cfg.ChurnRate, 'g', -1, 64),
 		"-grace", cfg.Grace.String(),
 		"-reconcile", "off",
 		"-start-ns", strconv.FormatInt(startNs, 10),

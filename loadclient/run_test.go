@@ -273,3 +273,35 @@ func TestReconnect(t *testing.T) {
 		t.Errorf("got %d SHAKEs in the last second; want all 100 after the reconnects", last)
 	}
 }
+
+// TestChurn checks -churn: users close their connections at the rate asked and connect
+// again at once, with no error counted, every SHAKE answered and the reconciliation
+// (pushes opened included) exact.
+func TestChurn(t *testing.T) {
+	fake := newFakeServer(t, 4)
+	const users, churn, secs = 30, 20, 3
+	cfg := config(t, "-server", fake.addr(), "-users", "1-30", "-qps", "300", "-duration", "3s",
+		"-churn", "20", "-loops", "2", "-admin", fake.admin.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// A churn finds no idle user now and then (8 tries), so allow a few short.
+	if r.Churned < churn*secs*3/4 || r.Churned > churn*secs {
+		t.Errorf("churned %d connections; want about %d (%d/s for %ds)", r.Churned, churn*secs, churn, secs)
+	}
+	if r.Connects != users+r.Churned || r.Requests["LOGIN"].Status["0"] != r.Connects {
+		t.Errorf("got %d connects, LOGIN %v; want %d users + %d churned, each logged in", r.Connects, r.Requests["LOGIN"].Status, users, r.Churned)
+	}
+	if shake := r.Requests["SHAKE"]; shake.Sent == 0 || shake.Answered != shake.Sent || shake.Lost != 0 {
+		t.Errorf("SHAKE %+v; want every one answered, none lost", shake)
+	}
+	if r.Pushes["ENVELOPE"] == 0 || r.Reconcile == nil || !r.Reconcile.OK {
+		t.Errorf("%d pushes, reconcile %+v; want some pushes and an exact reconciliation", r.Pushes["ENVELOPE"], r.Reconcile)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.logins != int64(r.Connects) {
+		t.Errorf("the server saw %d logins; the client made %d connects", fake.logins, r.Connects)
+	}
+}

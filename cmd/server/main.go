@@ -42,9 +42,13 @@ func main() {
 	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
-	if err := s.Shutdown(sctx); err != nil {
-		log.Error("shutdown", "err", err)
+	err = s.Shutdown(sctx)
+	// The final ledger, read once the rings have drained: after exit /stats
+	// is gone, and this line is what a check of the whole run reads.
+	ledger := s.Stats()
+	if err != nil {
+		log.Error("shutdown", "err", err, "ledger", ledger)
 		os.Exit(1)
 	}
-	log.Info("stopped")
+	log.Info("stopped", "ledger", ledger)
 }

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
+)
+
+// campaignMargin is how long before the end of the load the campaigns are
+// sized to finish, so that the client sees every system envelope while it
+// still sends and its drain is quiet.
+const campaignMargin = 3 * time.Second
+
+// step is one thing the run did, as a command to do it by hand.
+type step struct {
+	At   time.Time
+	What string
+	Cmd  string
+}
+
+// outcome is everything the report says.
+type outcome struct {
+	cfg        *config
+	dir        string
+	serverPID  int
+	serverArgs []string
+	loadStart  time.Time
+	samples    []sample
+	trends     []trend
+	report     *loadclient.Report
+	stats      *harness.Stats
+	exitLedger *harness.Stats // the "stopped" line of server.log
+	checks     []check
+	clientErr  error
+	campErr    error
+	serverCode int
+	serverErr  error
+	stopped    time.Duration
+	steps      []step
+	interrupt  bool
+}
+
+// run is one soak; a nil error means it passed.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	dir := filepath.Join(cfg.out, "soak-"+time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	say := func(format string, args ...any) { fmt.Fprintf(stdout, "soak: "+format+"\n", args...) }
+	o := &outcome{cfg: &cfg, dir: dir}
+	add := func(what, cmd string) { o.steps = append(o.steps, step{time.Now(), what, cmd}) }
+	say("%d users, %d SHAKE/s for %v after a %v ramp, churn %g reconnects/s, campaigns shake %d/s and send %d/s × %d; sampling every %v; files in %s/",
+		cfg.users, cfg.qps, cfg.duration, cfg.ramp, cfg.churn, cfg.shakeRate, cfg.sendRate, cfg.recipients, cfg.interval, dir)
+
+	var serverArgs []string
+	if cfg.retention > 0 {
+		serverArgs = append(serverArgs, "-opened-retention", cfg.retention.String())
+	}
+	serverArgs = append(serverArgs, strings.Fields(cfg.server)...) // later flags win
+	srv, err := harness.Start(ctx, harness.ServerConfig{
+		Bin: filepath.Join(cfg.bin, "server"), Args: serverArgs, Log: path("server.log"), Echo: stderr, StartTimeout: 15 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Kill() // on every early return; after Stop it only waits
+	o.serverPID, o.serverArgs = srv.PID, serverArgs
+	add("start the server, log in server.log", fmt.Sprintf("%s %s >%s 2>&1 &   # serving %s, admin %s, pid %d",
+		filepath.Join(cfg.bin, "server"), strings.Join(append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, serverArgs...), " "),
+		path("server.log"), srv.Listen, srv.Admin.URL, srv.PID))
+	say("server pid %d serving %s, admin %s", srv.PID, srv.Listen, srv.Admin.URL)
+
+	// The load client starts its run on the next whole second (loadclient
+	// startOf); launched early in a second, that is the second after the
+	// launch whatever the exec costs.
+	for frac := time.Duration(time.Now().Nanosecond()); frac < 50*time.Millisecond || frac > 600*time.Millisecond; frac = time.Duration(time.Now().Nanosecond()) {
+		time.Sleep((time.Second + 100*time.Millisecond - frac) % time.Second)
+	}
+	args := []string{"-server", srv.Listen, "-users", fmt.Sprintf("1-%d", cfg.users), "-phases", cfg.plan(),
+		"-churn", strconv.FormatFloat(cfg.churn, 'g', -1, 64), "-timeout", cfg.timeout.String(), "-source", cfg.source, "-admin", srv.Admin.URL,
+		"-report", path("report.json"), "-timeline", path("timeline.csv")}
+	args = append(args, strings.Fields(cfg.client)...)
+	clog, err := os.Create(path("loadclient.log"))
+	if err != nil {
+		return err
+	}
+	defer clog.Close()
+	// Bounded: the plan, then the client's grace and reconciliation; on ctx
+	// done it gets SIGTERM, ends early and reports.
+	client := harness.Command(ctx, 30*time.Second, filepath.Join(cfg.bin, "loadclient"), args...)
+	client.Stdout, client.Stderr = clog, clog
+	launched := time.Now()
+	runStart := launched.Truncate(time.Second).Add(time.Second)
+	o.loadStart = runStart.Add(cfg.ramp)
+	if err := client.Start(); err != nil {
+		return err
+	}
+	add("run the load client (a live line every second in loadclient.log)", fmt.Sprintf("%s %s", client.Path, strings.Join(args, " ")))
+	clientDone := make(chan error, 1)
+	go func() { clientDone <- client.Wait() }()
+
+	progress := func(s, prev *sample) {
+		line := fmt.Sprintf("%8s  rss %6.1f MiB  heap %5.1f MiB  goroutines %4d  fds %6d  conns %6d", since(s.At, o.loadStart),
+			float64(s.RSS)/(1<<20), float64(s.HeapInuse)/(1<<20), s.Goroutines, s.FDs, s.Conns)
+		if shakes, cpu, ok := rates(prev, s); ok {
+			line += fmt.Sprintf("  SHAKE/s %6.0f  server CPU %3.0f %%", shakes, cpu)
+		}
+		if s.Err != nil {
+			line += "  error: " + s.Err.Error()
+		}
+		say("%s", line)
+	}
+	smp := startSampler(ctx, srv, cfg.interval, cfg.gc, progress)
+	gcCmd := ""
+	if cfg.gc {
+		gcCmd = fmt.Sprintf("curl -s -o /dev/null '%s/debug/pprof/heap?gc=1'; ", srv.Admin.URL)
+	}
+	add(fmt.Sprintf("every %v until the load is over: RSS, open descriptors, then (GC and) goroutines and heap", cfg.interval),
+		fmt.Sprintf("while sleep %d; do grep VmRSS /proc/%d/status; ls /proc/%d/fd | wc -l; %scurl -s %s/metrics | grep -E '^go_(goroutines|memstats_heap_inuse_bytes|threads) '; done",
+			int(cfg.interval.Seconds()), srv.PID, srv.PID, gcCmd, srv.Admin.URL))
+
+	campDone := make(chan struct{})
+	var camps []harness.Campaign
+	go func() {
+		defer close(campDone)
+		camps, o.campErr = startCampaigns(ctx, srv.Admin, &cfg, runStart, clientDone, add, say)
+	}()
+	select {
+	case o.clientErr = <-clientDone:
+	case <-ctx.Done():
+		o.interrupt = true
+		say("interrupted: the load client ends early and reports")
+		o.clientErr = <-clientDone
+	}
+	<-campDone
+	o.samples = smp.Stop()
+
+	// The ledger once the client has gone and the campaigns have ended.
+	var errs []error
+	if _, err := srv.Admin.WaitConnections(0, false, 15*time.Second); err != nil {
+		errs = append(errs, fmt.Errorf("after the client left: %w", err))
+	}
+	if len(camps) > 0 && !o.interrupt { // cut short, they still deal what the whole run was to get
+		errs = append(errs, waitCampaigns(srv.Admin, 15*time.Second))
+	}
+	st, list, err := readLedger(srv.Admin, path)
+	add("the ledger and the campaigns after the run", fmt.Sprintf("curl -s %s/stats >%s; curl -s %s/campaigns >%s", srv.Admin.URL, path("stats.json"), srv.Admin.URL, path("campaigns.json")))
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		o.stats = &st
+		if o.interrupt {
+			list = nil // still dealing: only the invariants hold
+		}
+		o.checks = ledgerChecks(&st, list)
+	}
+	t0 := time.Now()
+	o.serverCode, o.serverErr = srv.Stop(60 * time.Second)
+	o.stopped = time.Since(t0)
+	add(fmt.Sprintf("stop the server: it drains and exits %d in %v", o.serverCode, o.stopped.Round(time.Millisecond)), fmt.Sprintf("kill -TERM %d", srv.PID))
+	if l, err := exitLedger(path("server.log")); err == nil {
+		o.exitLedger = &l
+		if o.stats != nil {
+			o.checks = append(o.checks,
+				check{name: "the server's exit ledger: shake.got_amount = /stats", left: l.Shake.GotAmount, right: o.stats.Shake.GotAmount},
+				check{name: "the server's exit ledger: envelopes.opened_amount = /stats", left: l.Envelopes.OpenedAmount, right: o.stats.Envelopes.OpenedAmount})
+		}
+	}
+
+	if b, err := os.ReadFile(path("report.json")); err != nil {
+		errs = append(errs, fmt.Errorf("the load client wrote no report: %w", err))
+	} else {
+		var r loadclient.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			errs = append(errs, fmt.Errorf("report.json: %w", err))
+		} else {
+			o.report = &r
+		}
+	}
+	o.trends = trends(o.samples, o.loadStart, cfg.duration)
+
+	errs = append(errs, writeSamples(path("samples.csv"), o.samples, o.loadStart), writeCommands(path("commands.txt"), o.steps))
+	md := o.markdown()
+	errs = append(errs, os.WriteFile(path("report.md"), []byte(md), 0o644))
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, o.summary())
+	say("report: %s (samples.csv, commands.txt, logs and the load client's report.json beside it)", path("report.md"))
+
+	if o.clientErr != nil {
+		errs = append(errs, fmt.Errorf("loadclient: %w (see loadclient.log)", o.clientErr))
+	}
+	if o.report == nil || o.report.Reconcile == nil || !o.report.Reconcile.OK {
+		errs = append(errs, errors.New("the load client's reconciliation with /stats failed or did not run"))
+	}
+	if bad := failed(o.checks); len(bad) > 0 {
+		errs = append(errs, fmt.Errorf("ledger: %s", strings.Join(bad, "; ")))
+	}
+	if o.interrupt {
+		errs = append(errs, errors.New("interrupted before the end"))
+	}
+	errs = append(errs, o.campErr, o.serverErr)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	say("PASS")
+	return nil
+}
+
+// since formats t relative to the load's start: -0:15 in the ramp.
+func since(t, loadStart time.Time) string {
+	d := t.Sub(loadStart).Round(time.Second)
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return fmt.Sprintf("%s%d:%02d", sign, int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// startCampaigns waits for the users to log in, then starts the shake and
+// the send campaign, each sized to end campaignMargin before the load does.
+func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, runStart time.Time, clientDone chan error,
+	add func(what, cmd string), say func(string, ...any)) ([]harness.Campaign, error) {
+	deadline := runStart.Add(cfg.ramp)
+	for {
+		st, _, err := a.Stats()
+		if err == nil && st.Logins >= int64(cfg.users) {
+			break
+		}
+		if time.Now().After(deadline) {
+			say("only %d of %d users logged in by the end of the ramp; starting the campaigns anyway", st.Logins, cfg.users)
+			break
+		}
+		select {
+		case e := <-clientDone:
+			clientDone <- e // for run, which waits for it next
+			return nil, errors.New("the load client ended before its users logged in")
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	end := runStart.Add(cfg.ramp + cfg.duration - campaignMargin)
+	secs := max(1, int(time.Until(end).Seconds()))
+	var out []harness.Campaign
+	for _, p := range []struct {
+		kind string
+		q    url.Values
+	}{
+		{"shake", url.Values{"rate": {strconv.Itoa(cfg.shakeRate)}, "total": {strconv.Itoa(cfg.shakeRate * secs)}, "min": {"1"}, "max": {"200"}}},
+		{"send", url.Values{"rate": {strconv.Itoa(cfg.sendRate)}, "total": {strconv.Itoa(cfg.sendRate * secs)},
+			"recipients": {strconv.Itoa(cfg.recipients)}, "min": {strconv.Itoa(cfg.recipients)}, "max": {"2000"}}},
+	} {
+		c, err := a.StartCampaign(p.kind, p.q)
+		add(fmt.Sprintf("%s campaign for %d s", p.kind, secs), fmt.Sprintf("curl -sS -XPOST '%s/campaigns/%s?%s'", a.URL, p.kind, p.q.Encode()))
+		if err != nil {
+			return out, err
+		}
+		say("POST /campaigns/%s?%s → campaign %d (%d s)", p.kind, p.q.Encode(), c.ID, secs)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// waitCampaigns waits until every campaign is done.
+func waitCampaigns(a *harness.Admin, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, _, err := a.Campaigns()
+		done := err == nil
+		for _, c := range list {
+			done = done && c.Done
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("campaigns not done %v after the load: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readLedger reads /stats and /campaigns into stats.json and campaigns.json.
+// Stages may still pass the last events on, so it retries for a second
+// until the ledger's invariants hold.
+func readLedger(a *harness.Admin, path func(string) string) (harness.Stats, []harness.Campaign, error) {
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, raw, err := a.Stats()
+		if err != nil {
+			return st, nil, err
+		}
+		list, craw, err := a.Campaigns()
+		if err != nil {
+			return st, nil, err
+		}
+		os.WriteFile(path("stats.json"), raw, 0o644)
+		os.WriteFile(path("campaigns.json"), craw, 0o644)
+		if len(failed(ledgerChecks(&st, list))) == 0 || time.Now().After(deadline) {
+			return st, list, nil
+		}
+	}
+}
+
+// check is one equation of the ledger.
+type check struct {
+	name        string
+	left, right int64
+}
+
+func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []check {
+	e := &st.Envelopes
+	checks := []check{
+		{"shake.created_amount = got_amount + pool_amount", st.Shake.CreatedAmount, st.Shake.GotAmount + st.Shake.PoolAmount},
+		{"envelopes.created_amount = opened_amount + outstanding_amount", e.CreatedAmount, e.OpenedAmount + e.OutstandingAmount},
+	}
+	if len(camps) == 0 {
+		return checks
+	}
+	var shakeDealt, sendDealt, sendN int64
+	for _, c := range camps {
+		switch c.Kind {
+		case "shake":
+			shakeDealt += int64(c.Amount)
+		case "send":
+			sendDealt += int64(c.Amount)
+			sendN += int64(c.Dealt)
+		}
+	}
+	checks = append(checks, check{"shake campaigns' amount = shake.created_amount", shakeDealt, st.Shake.CreatedAmount})
+	if e.SystemSkipped == 0 { // the load client sends no SEND: every group envelope is a campaign's
+		checks = append(checks, check{"send campaigns' amount = envelopes.created_amount", sendDealt, e.CreatedAmount})
+	}
+	return append(checks, check{"send campaigns' envelopes = created + skipped", sendN, e.Created + e.SystemSkipped})
+}
+
+func failed(cs []check) []string {
+	var bad []string
+	for _, c := range cs {
+		if c.left != c.right {
+			bad = append(bad, fmt.Sprintf("%s: %d ≠ %d", c.name, c.left, c.right))
+		}
+	}
+	return bad
+}
+
+// exitLedger reads the ledger of the server's "stopped" log line.
+func exitLedger(path string) (harness.Stats, error) {
+	var st harness.Stats
+	f, err := os.Open(path)
+	if err != nil {
+		return st, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	found := false
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(`"msg":"stopped"`)) {
+			continue
+		}
+		var line struct {
+			Ledger *harness.Stats `json:"ledger"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Ledger != nil {
+			st, found = *line.Ledger, true
+		}
+	}
+	if !found {
+		return st, errors.New("server.log has no \"stopped\" line with the ledger")
+	}
+	return st, sc.Err()
+}
+
+// writeCommands writes the steps as commands to repeat them by hand.
+func writeCommands(path string, steps []step) error {
+	var b strings.Builder
+	for _, s := range steps {
+		fmt.Fprintf(&b, "# %s: %s\n%s\n\n", s.At.Format("15:04:05.000"), s.What, s.Cmd)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
