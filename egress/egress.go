@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"hongbao/conn"
+	"hongbao/envelope"
 	"hongbao/event"
 	"hongbao/proto"
 	"hongbao/stages"
@@ -94,8 +95,8 @@ func (e *Egress) Handle(b event.Batch) {
 				e.fatal(c, proto.ErrCodeShuttingDown)
 			}
 		default:
-			if ev.OutLen > 0 {
-				e.write(ev.Conn, ev.Frame())
+			if ev.OutLen > 0 && !e.write(ev.Conn, ev.Frame()) {
+				e.lost(ev.User, ev.Frame())
 			}
 		}
 	}
@@ -123,6 +124,26 @@ func (e *Egress) shake(ev *event.Event) {
 	}
 	e.c.Got.Add(1)
 	e.c.GotAmount.Add(uint64(ev.Amount))
+}
+
+// lost handles an answer frame that will never reach user: an OPEN share
+// goes back to its envelope, as a shake envelope goes back to its pool, so
+// that the ledger never counts money no client was told of. (The share is
+// drawn in the envelope's SET before the answer travels here.)
+func (e *Egress) lost(user uint32, frame []byte) {
+	if len(frame) < proto.HeaderLen || proto.Type(frame[2]) != proto.OpenResult {
+		return // the cheap test first: most lost frames are not OPEN_RESULTs
+	}
+	f, n, err := proto.NextResponse(frame)
+	if n == 0 || err != nil {
+		return
+	}
+	if status, env, amount := f.OpenResult(); status == proto.OpenOK {
+		r := e.out.Put(envelope.OwnerSET(env))
+		r.Kind, r.User, r.Env, r.Amount = event.KUnopen, user, env, amount
+		e.out.Done()
+		e.c.Unopened.Add(1)
+	}
 }
 
 func (e *Egress) giveBack(env uint64, amount uint32) {
@@ -249,7 +270,8 @@ func (e *Egress) writeOut(c *conn.Conn) {
 
 // unsent returns to the pool every shake envelope whose SHAKE_RESULT had not
 // been written whole when c went away, and uncounts it: a user never loses an
-// envelope the server counted as handed out.
+// envelope the server counted as handed out. OPEN shares likewise go back to
+// their envelopes.
 func (e *Egress) unsent(c *conn.Conn) {
 	if c.Out == nil {
 		return
@@ -260,11 +282,16 @@ func (e *Egress) unsent(c *conn.Conn) {
 		if n == 0 || err != nil {
 			break // cannot happen: egress wrote these frames itself
 		}
-		if off+n > c.Sent && f.Type == proto.ShakeResult {
-			if status, env, amount := f.ShakeResult(); status == proto.ShakeGot {
-				e.c.Got.Add(^uint64(0))
-				e.c.GotAmount.Add(^uint64(amount - 1))
-				e.giveBack(env, amount)
+		if off+n > c.Sent {
+			switch f.Type {
+			case proto.ShakeResult:
+				if status, env, amount := f.ShakeResult(); status == proto.ShakeGot {
+					e.c.Got.Add(^uint64(0))
+					e.c.GotAmount.Add(^uint64(amount - 1))
+					e.giveBack(env, amount)
+				}
+			case proto.OpenResult:
+				e.lost(c.User, buf[off:off+n])
 			}
 		}
 		off += n

@@ -2,6 +2,7 @@ package event
 
 import (
 	"sync/atomic"
+	"time"
 )
 
 // Transport carries one SET's events from its producers through its stages
@@ -109,6 +110,36 @@ func (b *Bus) Tick() {
 		*s.Event() = Event{Kind: KTick}
 		s.Publish()
 	}
+}
+
+// Settle waits, until the deadline, for every ring to be empty with no stage
+// holding events back, in three scans a millisecond apart (an event one SET
+// sends another while a scan passes shows in the next). Close drains each
+// ring, but a ring closed before another refuses what that one still sends
+// it, such as a share an egress gives back at shutdown; Settle first lets
+// such traffic land. Call it once the ticker has stopped: it ticks the SETs
+// whose stages hold events itself. It reports whether the rings settled.
+func (b *Bus) Settle(deadline time.Time) bool {
+	for quiet := 0; quiet < 3; {
+		b.Tick()
+		busy := false
+		for set, r := range b.rings {
+			if r.Len() > 0 || b.held[set].Load() {
+				busy = true
+				break
+			}
+		}
+		if busy {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // Close closes every ring, letting each drain, and returns the first error.

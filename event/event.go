@@ -35,10 +35,11 @@ const (
 	KSystemSend // campaign → SET: a system group envelope of Total fen, N recipients picked in this SET
 	KTick       // timer → SET: nothing to do but retry what a stage holds back
 	KShutdown   // server → SET: egress sends ERROR 8 to every connection of the SET and cuts it off
+	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
 )
 
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

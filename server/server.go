@@ -310,6 +310,15 @@ stop:
 		<-s.tickDone
 	}
 	if s.bus != nil {
+		// What SETs still send one another (an OPEN share an egress gives
+		// back to its envelope) lands before any ring closes.
+		deadline := time.Now().Add(2 * time.Second)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		if !s.bus.Settle(deadline) {
+			s.log.Warn("shutdown: the rings did not settle; closing them anyway")
+		}
 		errs = append(errs, s.bus.Close())
 	}
 	if s.admin != nil {

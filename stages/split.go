@@ -89,6 +89,8 @@ func (s *Split) Handle(b event.Batch) {
 			s.release(ev)
 		case event.KOpen:
 			s.open(ev, now)
+		case event.KUnopen:
+			s.unopen(ev.Env, ev.User, ev.Amount)
 		}
 	}
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
@@ -204,6 +206,38 @@ func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 	return proto.OpenOK, share
 }
 
+// unopen takes back user's share of envelope id, whose OPEN_RESULT never
+// reached the user (the connection went first): the share is undrawn, so the
+// ledger counts only money a client was told of, and the user may OPEN again.
+// An envelope already forgotten keeps the share counted (TakeBackLost): it
+// would take its retention to pass while the answer was in flight.
+func (s *Split) unopen(id uint64, user, amount uint32) {
+	g := s.groups[id]
+	i := -1
+	if g != nil {
+		for j, r := range g.recipients {
+			if r == user && g.shares[j] == amount {
+				i = j
+				break
+			}
+		}
+	}
+	if i < 0 {
+		s.c.TakeBackLost.Add(1)
+		return
+	}
+	if g.sharesLeft == 0 {
+		s.c.Live.Add(1) // openable again; a retention already queued passes it by (expire)
+	}
+	g.shares[i] = 0
+	g.remaining += amount
+	g.sharesLeft++
+	s.c.Opened.Add(^uint64(0))
+	s.c.OpenedAmount.Add(^uint64(amount - 1))
+	s.c.LiveAmount.Add(uint64(amount))
+	s.c.TakenBack.Add(1)
+}
+
 // expire drops envelopes past their TTL, refunding what was not opened, and
 // forgets fully opened ones past their retention.
 func (s *Split) expire(now int64) {
@@ -225,7 +259,9 @@ func (s *Split) expire(now int64) {
 	s.expiry = dropHead(s.expiry, i)
 	i = 0
 	for ; i < len(s.spent) && s.spent[i].expires <= now; i++ {
-		if s.groups[s.spent[i].id] != nil { // else its TTL came first
+		// Not if its TTL came first, nor if a share was taken back: then it
+		// is live again, and its TTL (or its next full opening) ends it.
+		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 {
 			s.forget(s.spent[i].id)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
+	"hongbao/conn"
 	"hongbao/event"
 	"hongbao/proto"
 	"hongbao/stages"
@@ -339,5 +340,52 @@ func TestOpenedEnvelopeRetainedThenForgotten(t *testing.T) {
 	p.checkInvariants()
 	if live := c.Live.Load(); live != 1 {
 		t.Errorf("live %d; want 1", live)
+	}
+}
+
+// An OPEN whose answer finds its connection gone gives the share back to
+// the envelope, in the envelope's SET and across SETs alike: the ledger
+// counts only shares a client was told of, and the user may OPEN again.
+func TestUndeliveredOpenShareGoesBack(t *testing.T) {
+	p := newPipeline(t, 2, 64, defaultLimits, nil)
+	s := p.login(1)                     // SET 1: the envelope's SET
+	near, far := p.login(3), p.login(2) // SET 1 (same as the envelope), SET 0 (the answer crosses SETs)
+	s.send(1000, []uint32{3, 2}, 1)
+	_, env := s.expect(proto.SendAck).SendAck()
+	for _, cl := range []*client{near, far} {
+		cl.expect(proto.Envelope)
+		gone := conn.HandleOf(cl.c)
+		released := p.owner.released.Load()
+		cl.request(event.KDisconnect, -1, 0, nil)
+		waitFor(t, "the release", func() bool { return p.owner.released.Load() > released })
+		p.publish(1, func(ev *event.Event) { // the OPEN the ingress decoded just before the disconnect
+			ev.Kind, ev.User, ev.Conn, ev.Env, ev.Stamp = event.KOpen, cl.user, gone, env, 5
+		})
+	}
+	c := &p.ledgers[1].Split
+	waitFor(t, "both shares back", func() bool { return c.TakenBack.Load() == 2 })
+	if n := p.ledgers[0].Egress.Unopened.Load() + p.ledgers[1].Egress.Unopened.Load(); n != 2 {
+		t.Errorf("egress sent %d shares back; want 2", n)
+	}
+	p.checkInvariants()
+	if _, _, _, _, opened, live, _ := p.ledger(); opened != 0 || live != 1000 {
+		t.Errorf("opened_amount %d, live_amount %d; want 0 and 1000: no client was told of a share", opened, live)
+	}
+	var sum uint32
+	for _, u := range []uint32{3, 2} {
+		cl := p.login(u)
+		cl.open(env, 6)
+		st, _, share := cl.expect(proto.OpenResult).OpenResult()
+		if st != proto.OpenOK {
+			t.Errorf("user %d's OPEN after its share went back: status %d; want 0", u, st)
+		}
+		sum += share
+	}
+	if sum != 1000 {
+		t.Errorf("shares add up to %d; want the envelope's 1000", sum)
+	}
+	p.checkInvariants()
+	if lost := c.TakeBackLost.Load(); lost != 0 {
+		t.Errorf("%d shares found no envelope; want 0", lost)
 	}
 }
