@@ -231,44 +231,58 @@ func TestChat(t *testing.T) {
 	}
 }
 
+// malformedCase is a frame that breaks PROTOCOL.md and the ERROR it earns.
+type malformedCase struct {
+	name  string
+	frame []byte
+	code  uint8
+}
+
+// malformedCases returns every kind of malformed frame: len out of range
+// (65,535 included), unknown and server-to-client types, bodies shorter than
+// their type needs, and variable parts past len or over their limit.
+func malformedCases() []malformedCase {
+	cs := []malformedCase{
+		{"len 11", rawFrame(11, byte(proto.Ping), 0, nil), proto.ErrCodeMalformed},
+		{"len 0", rawFrame(0, byte(proto.Ping), 0, nil), proto.ErrCodeMalformed},
+		{"len 4097", rawFrame(4097, byte(proto.Ping), 0, nil), proto.ErrCodeTooLarge},
+		{"len 65535", rawFrame(65535, byte(proto.Chat), 0, nil), proto.ErrCodeTooLarge},
+		{"type 0x00", rawFrame(12, 0x00, 0, nil), proto.ErrCodeUnknownType},
+		{"type 0x07", rawFrame(12, 0x07, 0, nil), proto.ErrCodeUnknownType},
+		{"server type PONG", rawFrame(12, byte(proto.Pong), 0, nil), proto.ErrCodeUnknownType},
+		{"OPEN with a 4-byte body", rawFrame(16, byte(proto.Open), 0, make([]byte, 4)), proto.ErrCodeMalformed},
+		{"SEND with a 5-byte body", rawFrame(17, byte(proto.Send), 0, make([]byte, 5)), proto.ErrCodeMalformed},
+		{"CHAT with a 5-byte body", rawFrame(17, byte(proto.Chat), 0, make([]byte, 5)), proto.ErrCodeMalformed},
+		{"LOGIN with a 3-byte body", rawFrame(15, byte(proto.Login), 0, make([]byte, 3)), proto.ErrCodeMalformed},
+	}
+	chat := make([]byte, 6+1025)
+	binary.BigEndian.PutUint32(chat, 1)
+	binary.BigEndian.PutUint16(chat[4:], 1025)
+	cs = append(cs, malformedCase{"CHAT text_len 1025", rawFrame(12+len(chat), byte(proto.Chat), 0, chat), proto.ErrCodeMalformed})
+	short := make([]byte, 6+10)
+	binary.BigEndian.PutUint32(short, 1)
+	binary.BigEndian.PutUint16(short[4:], 11)
+	cs = append(cs, malformedCase{"CHAT text_len past len", rawFrame(12+len(short), byte(proto.Chat), 0, short), proto.ErrCodeMalformed})
+	send := make([]byte, 6+4)
+	binary.BigEndian.PutUint32(send, 100)
+	binary.BigEndian.PutUint16(send[4:], 2)
+	return append(cs, malformedCase{"SEND n past len", rawFrame(12+len(send), byte(proto.Send), 0, send), proto.ErrCodeMalformed})
+}
+
 func TestMalformedAfterLogin(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
 	user := uint32(100)
-	f := func(name string, frame []byte, code uint8) {
-		t.Run(name, func(t *testing.T) {
+	for _, mc := range malformedCases() {
+		t.Run(mc.name, func(t *testing.T) {
 			user++
 			c := login(t, ts, user)
 			// A good frame in the same write is answered before the ERROR.
-			c.send(proto.AppendPing(nil, 5), frame)
+			c.send(proto.AppendPing(nil, 5), mc.frame)
 			c.expect(proto.Pong, 5)
-			c.expectError(code)
+			c.expectError(mc.code)
 		})
 	}
-	f("len 11", rawFrame(11, byte(proto.Ping), 0, nil), proto.ErrCodeMalformed)
-	f("len 0", rawFrame(0, byte(proto.Ping), 0, nil), proto.ErrCodeMalformed)
-	f("len 4097", rawFrame(4097, byte(proto.Ping), 0, nil), proto.ErrCodeTooLarge)
-	f("len 65535", rawFrame(65535, byte(proto.Chat), 0, nil), proto.ErrCodeTooLarge)
-	f("type 0x00", rawFrame(12, 0x00, 0, nil), proto.ErrCodeUnknownType)
-	f("type 0x07", rawFrame(12, 0x07, 0, nil), proto.ErrCodeUnknownType)
-	f("server type PONG", rawFrame(12, byte(proto.Pong), 0, nil), proto.ErrCodeUnknownType)
-	f("OPEN with a 4-byte body", rawFrame(16, byte(proto.Open), 0, make([]byte, 4)), proto.ErrCodeMalformed)
-	f("SEND with a 5-byte body", rawFrame(17, byte(proto.Send), 0, make([]byte, 5)), proto.ErrCodeMalformed)
-	f("CHAT with a 5-byte body", rawFrame(17, byte(proto.Chat), 0, make([]byte, 5)), proto.ErrCodeMalformed)
-	f("LOGIN with a 3-byte body", rawFrame(15, byte(proto.Login), 0, make([]byte, 3)), proto.ErrCodeMalformed)
-
-	chat := make([]byte, 6+1025)
-	binary.BigEndian.PutUint32(chat, 1)
-	binary.BigEndian.PutUint16(chat[4:], 1025)
-	f("CHAT text_len 1025", rawFrame(12+len(chat), byte(proto.Chat), 0, chat), proto.ErrCodeMalformed)
-	short := make([]byte, 6+10)
-	binary.BigEndian.PutUint32(short, 1)
-	binary.BigEndian.PutUint16(short[4:], 11)
-	f("CHAT text_len past len", rawFrame(12+len(short), byte(proto.Chat), 0, short), proto.ErrCodeMalformed)
-	send := make([]byte, 6+4)
-	binary.BigEndian.PutUint32(send, 100)
-	binary.BigEndian.PutUint16(send[4:], 2)
-	f("SEND n past len", rawFrame(12+len(send), byte(proto.Send), 0, send), proto.ErrCodeMalformed)
 
 	// Every violator is gone, and the server still serves.
 	waitFor(t, "every violating connection released", func() bool { return ts.stats().Connections == 0 })
@@ -808,12 +822,6 @@ func TestShutdownDuringLogins(t *testing.T) {
 func TestShutdownDuringAccepts(t *testing.T) {
 	for _, mode := range []string{"epoll", "netpoll"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "netpoll" {
-				skipBug(t, "BUG: ingress netpoll: StopAccepting closes the listeners without waiting for the accept "+
-					"goroutines, and serve registers a connection in e.conns only later, so CloseIdle can miss a "+
-					"connection accepted as the shutdown begins: its LOGIN is published after KShutdown, it gets "+
-					"LOGIN_ACK but never ERROR 8, and Shutdown waits out its whole context for it. See the report.")
-			}
 			for round := range 6 {
 				shutdownDuringAccepts(t, mode, round)
 			}
