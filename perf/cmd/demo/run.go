@@ -91,7 +91,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		errs = append(errs, fmt.Errorf("after the client left: %w", err))
 	}
 	if len(camps) > 0 {
-		errs = append(errs, waitCampaigns(srv.Admin, 10*time.Second))
+		errs = append(errs, srv.Admin.WaitCampaigns(10*time.Second))
 	}
 	fmt.Fprintln(stdout, "\nserver ledger after the run (GET /stats):")
 	errs = append(errs, checkLedger(srv.Admin, camps, stdout, path))
@@ -145,57 +145,18 @@ func startCampaigns(a *harness.Admin, cfg config, end time.Time, clientDone chan
 	return out, nil
 }
 
-// waitCampaigns waits until every campaign is done.
-func waitCampaigns(a *harness.Admin, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		list, _, err := a.Campaigns()
-		done := err == nil
-		for _, c := range list {
-			done = done && c.Done
-		}
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("campaigns not done %v after the load: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// check is one equation of the ledger.
-type check struct {
-	name        string
-	left, right int64
-	note        string
-}
-
 // checkLedger reads /stats and /campaigns, writes them to stats.json and
 // campaigns.json, and checks PROTOCOL.md's invariants and that the server
 // created what the campaigns dealt. Stages may still be passing the last
 // events on, so it retries for a second before it reports a mismatch.
 func checkLedger(a *harness.Admin, started []harness.Campaign, w io.Writer, path func(string) string) error {
-	var checks []check
-	var st harness.Stats
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var raw, craw []byte
-		var err error
-		st, raw, err = a.Stats()
-		if err != nil {
-			return err
-		}
-		list, craw, err := a.Campaigns()
-		if err != nil {
-			return err
-		}
-		os.WriteFile(path("stats.json"), raw, 0o644)
-		os.WriteFile(path("campaigns.json"), craw, 0o644)
-		checks = ledgerChecks(&st, list)
-		if allHold(checks) || time.Now().After(deadline) {
-			break
-		}
+	l, err := a.SettledLedger(time.Second)
+	if err != nil {
+		return err
 	}
+	os.WriteFile(path("stats.json"), l.RawStats, 0o644)
+	os.WriteFile(path("campaigns.json"), l.RawCamps, 0o644)
+	st, checks := &l.Stats, l.Checks
 	e := &st.Envelopes
 	fmt.Fprintf(w, "  logins %d, connections %d\n", st.Logins, st.Connections)
 	fmt.Fprintf(w, "  shake: %d requests: %d got %d fen, %d empty, %d overloaded; created %d (%d fen), in the pool %d (%d fen)\n",
@@ -206,11 +167,11 @@ func checkLedger(a *harness.Admin, started []harness.Campaign, w io.Writer, path
 	var bad []string
 	for _, c := range checks {
 		verdict := "ok"
-		if c.left != c.right {
-			verdict = fmt.Sprintf("MISMATCH by %+d", c.left-c.right)
-			bad = append(bad, c.name)
+		if c.Left != c.Right {
+			verdict = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
+			bad = append(bad, c.Name)
 		}
-		fmt.Fprintf(w, "  %-62s %12d = %-12d %s\n", c.name, c.left, c.right, verdict)
+		fmt.Fprintf(w, "  %-62s %12d = %-12d %s\n", c.Name, c.Left, c.Right, verdict)
 	}
 	if _, err := os.Stat(path("report.json")); err == nil {
 		var rep struct {
@@ -229,39 +190,4 @@ func checkLedger(a *harness.Admin, started []harness.Campaign, w io.Writer, path
 		return fmt.Errorf("ledger: %s", strings.Join(bad, "; "))
 	}
 	return nil
-}
-
-func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []check {
-	e := &st.Envelopes
-	checks := []check{
-		{name: "shake.created_amount = got_amount + pool_amount", left: st.Shake.CreatedAmount, right: st.Shake.GotAmount + st.Shake.PoolAmount},
-		{name: "envelopes.created_amount = opened_amount + outstanding_amount", left: e.CreatedAmount, right: e.OpenedAmount + e.OutstandingAmount},
-	}
-	var shakeDealt, sendDealt, sendN int64
-	for _, c := range camps {
-		switch c.Kind {
-		case "shake":
-			shakeDealt += int64(c.Amount)
-		case "send":
-			sendDealt += int64(c.Amount)
-			sendN += int64(c.Dealt)
-		}
-	}
-	checks = append(checks, check{name: "shake campaigns' amount = shake.created_amount", left: shakeDealt, right: st.Shake.CreatedAmount})
-	// The load client sends no SEND here, so every group envelope is a
-	// campaign's; one a SET had too few online users for is skipped.
-	if e.SystemSkipped == 0 {
-		checks = append(checks, check{name: "send campaigns' amount = envelopes.created_amount", left: sendDealt, right: e.CreatedAmount})
-	}
-	checks = append(checks, check{name: "send campaigns' envelopes = created + skipped", left: sendN, right: e.Created + e.SystemSkipped})
-	return checks
-}
-
-func allHold(cs []check) bool {
-	for _, c := range cs {
-		if c.left != c.right {
-			return false
-		}
-	}
-	return true
 }

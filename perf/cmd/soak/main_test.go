@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"hongbao/perf/internal/harness"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -86,23 +84,5 @@ func TestTrends(t *testing.T) {
 	}
 	if table := trendTable(ts); !strings.Contains(table, "| RSS | 100.0 MiB | 106.0 MiB |") {
 		t.Errorf("table:\n%s", table)
-	}
-}
-
-func TestLedgerChecks(t *testing.T) {
-	var st harness.Stats
-	st.Shake.CreatedAmount, st.Shake.GotAmount, st.Shake.PoolAmount = 100, 60, 40
-	st.Envelopes.Created, st.Envelopes.CreatedAmount = 2, 50
-	st.Envelopes.OpenedAmount, st.Envelopes.OutstandingAmount = 45, 5
-	camps := []harness.Campaign{{Kind: "shake", Amount: 100, Dealt: 5}, {Kind: "send", Amount: 50, Dealt: 2}}
-	if bad := failed(ledgerChecks(&st, camps)); len(bad) > 0 {
-		t.Errorf("a balanced ledger: %v", bad)
-	}
-	if cs := ledgerChecks(&st, nil); len(cs) != 2 || len(failed(cs)) > 0 {
-		t.Errorf("no campaigns (an interrupted run): %+v; want the two invariants, holding", cs)
-	}
-	st.Shake.PoolAmount = 39 // a fen lost
-	if bad := failed(ledgerChecks(&st, camps)); len(bad) != 1 || !strings.Contains(bad[0], "got_amount + pool_amount") {
-		t.Errorf("a fen lost: %v; want the shake invariant to fail", bad)
 	}
 }

@@ -63,10 +63,10 @@ func (o *outcome) reconcileText() string {
 	b.WriteString("Ledger:\n")
 	for _, c := range o.checks {
 		verdict := "ok"
-		if c.left != c.right {
-			verdict = fmt.Sprintf("MISMATCH by %+d", c.left-c.right)
+		if c.Left != c.Right {
+			verdict = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
 		}
-		fmt.Fprintf(&b, "  %-62s %14d = %-14d %s\n", c.name, c.left, c.right, verdict)
+		fmt.Fprintf(&b, "  %-62s %14d = %-14d %s\n", c.Name, c.Left, c.Right, verdict)
 	}
 	if st := o.stats; st != nil {
 		fmt.Fprintf(&b, "  shake: %d requests, %d got (%d fen), %d empty, %d overloaded; group envelopes: %d created, %d shares opened (%d fen), %d skipped\n",

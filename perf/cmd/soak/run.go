@@ -43,7 +43,7 @@ type outcome struct {
 	report     *loadclient.Report
 	stats      *harness.Stats
 	exitLedger *harness.Stats // the "stopped" line of server.log
-	checks     []check
+	checks     []harness.LedgerCheck
 	clientErr  error
 	campErr    error
 	serverCode int
@@ -155,18 +155,19 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		errs = append(errs, fmt.Errorf("after the client left: %w", err))
 	}
 	if len(camps) > 0 && !o.interrupt { // cut short, they still deal what the whole run was to get
-		errs = append(errs, waitCampaigns(srv.Admin, 15*time.Second))
+		errs = append(errs, srv.Admin.WaitCampaigns(15*time.Second))
 	}
-	st, list, err := readLedger(srv.Admin, path)
+	l, err := srv.Admin.SettledLedger(time.Second)
 	add("the ledger and the campaigns after the run", fmt.Sprintf("curl -s %s/stats >%s; curl -s %s/campaigns >%s", srv.Admin.URL, path("stats.json"), srv.Admin.URL, path("campaigns.json")))
 	if err != nil {
 		errs = append(errs, err)
 	} else {
-		o.stats = &st
+		errs = append(errs, os.WriteFile(path("stats.json"), l.RawStats, 0o644), os.WriteFile(path("campaigns.json"), l.RawCamps, 0o644))
+		o.stats = &l.Stats
+		o.checks = l.Checks
 		if o.interrupt {
-			list = nil // still dealing: only the invariants hold
+			o.checks = harness.LedgerChecks(&l.Stats, nil) // still dealing: only the invariants hold
 		}
-		o.checks = ledgerChecks(&st, list)
 	}
 	t0 := time.Now()
 	o.serverCode, o.serverErr = srv.Stop(60 * time.Second)
@@ -176,8 +177,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		o.exitLedger = &l
 		if o.stats != nil {
 			o.checks = append(o.checks,
-				check{name: "the server's exit ledger: shake.got_amount = /stats", left: l.Shake.GotAmount, right: o.stats.Shake.GotAmount},
-				check{name: "the server's exit ledger: envelopes.opened_amount = /stats", left: l.Envelopes.OpenedAmount, right: o.stats.Envelopes.OpenedAmount})
+				harness.LedgerCheck{Name: "the server's exit ledger: shake.got_amount = /stats", Left: l.Shake.GotAmount, Right: o.stats.Shake.GotAmount},
+				harness.LedgerCheck{Name: "the server's exit ledger: envelopes.opened_amount = /stats", Left: l.Envelopes.OpenedAmount, Right: o.stats.Envelopes.OpenedAmount})
 		}
 	}
 
@@ -206,7 +207,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if o.report == nil || o.report.Reconcile == nil || !o.report.Reconcile.OK {
 		errs = append(errs, errors.New("the load client's reconciliation with /stats failed or did not run"))
 	}
-	if bad := failed(o.checks); len(bad) > 0 {
+	if bad := harness.FailedChecks(o.checks); len(bad) > 0 {
 		errs = append(errs, fmt.Errorf("ledger: %s", strings.Join(bad, "; ")))
 	}
 	if o.interrupt {
@@ -273,88 +274,6 @@ func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, runStart
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-// waitCampaigns waits until every campaign is done.
-func waitCampaigns(a *harness.Admin, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		list, _, err := a.Campaigns()
-		done := err == nil
-		for _, c := range list {
-			done = done && c.Done
-		}
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("campaigns not done %v after the load: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// readLedger reads /stats and /campaigns into stats.json and campaigns.json.
-// Stages may still pass the last events on, so it retries for a second
-// until the ledger's invariants hold.
-func readLedger(a *harness.Admin, path func(string) string) (harness.Stats, []harness.Campaign, error) {
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st, raw, err := a.Stats()
-		if err != nil {
-			return st, nil, err
-		}
-		list, craw, err := a.Campaigns()
-		if err != nil {
-			return st, nil, err
-		}
-		os.WriteFile(path("stats.json"), raw, 0o644)
-		os.WriteFile(path("campaigns.json"), craw, 0o644)
-		if len(failed(ledgerChecks(&st, list))) == 0 || time.Now().After(deadline) {
-			return st, list, nil
-		}
-	}
-}
-
-// check is one equation of the ledger.
-type check struct {
-	name        string
-	left, right int64
-}
-
-func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []check {
-	e := &st.Envelopes
-	checks := []check{
-		{"shake.created_amount = got_amount + pool_amount", st.Shake.CreatedAmount, st.Shake.GotAmount + st.Shake.PoolAmount},
-		{"envelopes.created_amount = opened_amount + outstanding_amount", e.CreatedAmount, e.OpenedAmount + e.OutstandingAmount},
-	}
-	if len(camps) == 0 {
-		return checks
-	}
-	var shakeDealt, sendDealt, sendN int64
-	for _, c := range camps {
-		switch c.Kind {
-		case "shake":
-			shakeDealt += int64(c.Amount)
-		case "send":
-			sendDealt += int64(c.Amount)
-			sendN += int64(c.Dealt)
-		}
-	}
-	checks = append(checks, check{"shake campaigns' amount = shake.created_amount", shakeDealt, st.Shake.CreatedAmount})
-	if e.SystemSkipped == 0 { // the load client sends no SEND: every group envelope is a campaign's
-		checks = append(checks, check{"send campaigns' amount = envelopes.created_amount", sendDealt, e.CreatedAmount})
-	}
-	return append(checks, check{"send campaigns' envelopes = created + skipped", sendN, e.Created + e.SystemSkipped})
-}
-
-func failed(cs []check) []string {
-	var bad []string
-	for _, c := range cs {
-		if c.left != c.right {
-			bad = append(bad, fmt.Sprintf("%s: %d ≠ %d", c.name, c.left, c.right))
-		}
-	}
-	return bad
 }
 
 // exitLedger reads the ledger of the server's "stopped" log line.

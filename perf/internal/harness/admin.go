@@ -152,6 +152,25 @@ func (a *Admin) Campaigns() (list []Campaign, raw []byte, err error) {
 	return list, raw, nil
 }
 
+// WaitCampaigns waits until every campaign is done, polling GET /campaigns.
+func (a *Admin) WaitCampaigns(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, _, err := a.Campaigns()
+		done := err == nil
+		for _, c := range list {
+			done = done && c.Done
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("campaigns not done %v after the load: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // GC makes the server collect garbage now, through the heap profile's gc=1
 // (net/http/pprof runs runtime.GC first), so that heap figures read right
 // after count live memory rather than garbage waiting for the next cycle.

@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"fmt"
+	"time"
+)
+
+// LedgerCheck is one equation a server's ledger must satisfy.
+type LedgerCheck struct {
+	Name        string
+	Left, Right int64
+}
+
+// LedgerChecks returns PROTOCOL.md's two invariants and, given the server's
+// campaigns, that it created what they dealt. The campaign checks assume the
+// load sends no SEND of its own (every group envelope is a campaign's) unless
+// a SET skipped one for lack of online users, when only the counts are
+// compared.
+func LedgerChecks(st *Stats, camps []Campaign) []LedgerCheck {
+	e := &st.Envelopes
+	checks := []LedgerCheck{
+		{"shake.created_amount = got_amount + pool_amount", st.Shake.CreatedAmount, st.Shake.GotAmount + st.Shake.PoolAmount},
+		{"envelopes.created_amount = opened_amount + outstanding_amount", e.CreatedAmount, e.OpenedAmount + e.OutstandingAmount},
+	}
+	if len(camps) == 0 {
+		return checks
+	}
+	var shakeDealt, sendDealt, sendN int64
+	for _, c := range camps {
+		switch c.Kind {
+		case "shake":
+			shakeDealt += int64(c.Amount)
+		case "send":
+			sendDealt += int64(c.Amount)
+			sendN += int64(c.Dealt)
+		}
+	}
+	checks = append(checks, LedgerCheck{"shake campaigns' amount = shake.created_amount", shakeDealt, st.Shake.CreatedAmount})
+	if e.SystemSkipped == 0 {
+		checks = append(checks, LedgerCheck{"send campaigns' amount = envelopes.created_amount", sendDealt, e.CreatedAmount})
+	}
+	return append(checks, LedgerCheck{"send campaigns' envelopes = created + skipped", sendN, e.Created + e.SystemSkipped})
+}
+
+// FailedChecks describes the checks that do not hold.
+func FailedChecks(cs []LedgerCheck) []string {
+	var bad []string
+	for _, c := range cs {
+		if c.Left != c.Right {
+			bad = append(bad, fmt.Sprintf("%s: %d ≠ %d (off by %+d)", c.Name, c.Left, c.Right, c.Left-c.Right))
+		}
+	}
+	return bad
+}
+
+// Ledger is a server's ledger and campaigns as read after a run.
+type Ledger struct {
+	Stats              Stats
+	Campaigns          []Campaign
+	RawStats, RawCamps []byte // the bodies of GET /stats and GET /campaigns
+	Checks             []LedgerCheck
+}
+
+// SettledLedger reads /stats and /campaigns until LedgerChecks hold or wait
+// passes: the stages may still be passing the last events of a run on.
+func (a *Admin) SettledLedger(wait time.Duration) (Ledger, error) {
+	var l Ledger
+	for deadline := time.Now().Add(wait); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if l.Stats, l.RawStats, err = a.Stats(); err != nil {
+			return l, err
+		}
+		if l.Campaigns, l.RawCamps, err = a.Campaigns(); err != nil {
+			return l, err
+		}
+		l.Checks = LedgerChecks(&l.Stats, l.Campaigns)
+		if len(FailedChecks(l.Checks)) == 0 || time.Now().After(deadline) {
+			return l, nil
+		}
+	}
+}
