@@ -12,10 +12,11 @@ PINGCONNS ?= 1000
 INFLIGHT ?= 1
 PINGTIME ?= 10s
 PERFFLAGS ?=
+SOAKFLAGS ?=
 PINGCOUNT ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench perf perf-open perf-compare
+.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench perf perf-open perf-compare soak
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +52,14 @@ perf: build ## seed scenario, 19,000 users: profiles, GC trace, flame graphs, ch
 COMPAREFLAGS ?=
 perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress): one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
 	$(GO) run ./perf/cmd/compare $(COMPAREFLAGS)
+
+soak: build ## 10 min at half the max QPS with connection churn and campaigns: RSS/heap/goroutine/fd slopes, reconciliation (SOAKFLAGS, e.g. -duration 2m)
+	$(GO) run ./perf/cmd/soak $(SOAKFLAGS)
+
+MILLIONFLAGS ?=
+.PHONY: million
+million: build ## 1,000,000 connections: 56 servers + 56 load clients over 112 source addresses, 60,000 QPS for 60 s + campaigns, reconciled per server; ramp time, memory per connection (MILLIONFLAGS, e.g. -conns 100000)
+	$(GO) run ./perf/cmd/million $(MILLIONFLAGS)
 
 perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C
 	@prof=$$(ls -1 perf/out/[0-9]*/cpu.pprof 2>/dev/null | sort | tail -n 1); \
