@@ -1,65 +1,20 @@
 package main
 
 import (
-	"fmt"
-
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 )
 
 // check is one equation of a ledger: left must equal right.
-type check struct {
-	Name  string `json:"name"`
-	Left  int64  `json:"left"`
-	Right int64  `json:"right"`
-}
+type check = harness.LedgerCheck
 
-func (c check) ok() bool { return c.Left == c.Right }
-
-func (c check) String() string {
-	v := "ok"
-	if !c.ok() {
-		v = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
-	}
-	return fmt.Sprintf("%s: %d = %d %s", c.Name, c.Left, c.Right, v)
-}
-
-func allOK(cs []check) bool {
-	for _, c := range cs {
-		if !c.ok() {
-			return false
-		}
-	}
-	return true
-}
+func allOK(cs []check) bool { return len(harness.FailedChecks(cs)) == 0 }
 
 // ledgerChecks are one server's invariants (PROTOCOL.md's, and the
 // campaigns' amounts against what the server created) after its load client
 // has gone and its campaigns are done.
 func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []check {
-	e := &st.Envelopes
-	cs := []check{
-		{"shake.created_amount = got_amount + pool_amount", st.Shake.CreatedAmount, st.Shake.GotAmount + st.Shake.PoolAmount},
-		{"envelopes.created_amount = opened_amount + outstanding_amount", e.CreatedAmount, e.OpenedAmount + e.OutstandingAmount},
-	}
-	var shake, send, sendN int64
-	for _, c := range camps {
-		switch c.Kind {
-		case "shake":
-			shake += int64(c.Amount)
-		case "send":
-			send += int64(c.Amount)
-			sendN += int64(c.Dealt)
-		}
-	}
-	cs = append(cs, check{"shake campaigns' amount = shake.created_amount", shake, st.Shake.CreatedAmount})
-	// The load clients send no SEND: every group envelope is a campaign's,
-	// unless a SET lacked online users for one (skipped).
-	if e.SystemSkipped == 0 {
-		cs = append(cs, check{"send campaigns' amount = envelopes.created_amount", send, e.CreatedAmount})
-	}
-	cs = append(cs, check{"send campaigns' envelopes = created + skipped", sendN, e.Created + e.SystemSkipped})
-	return cs
+	return harness.LedgerChecks(st, camps)
 }
 
 // totals are the money and the counts of all servers, or of all load
@@ -117,11 +72,11 @@ func clientTotals(cs []*clientProc) totals {
 // up: what each client reconciled with its own server, once more in total.
 func summedChecks(srv, cli totals) []check {
 	return []check{
-		{"Σ clients' SHAKE amounts = Σ shake.got_amount", cli.ShakeAmount, srv.ShakeAmount},
-		{"Σ clients' SHAKEs that got one = Σ shake.got", cli.ShakeGot, srv.ShakeGot},
-		{"Σ clients' OPEN amounts = Σ envelopes.opened_amount", cli.OpenAmount, srv.OpenAmount},
-		{"Σ clients' OPENs ok = Σ envelopes.opened", cli.Opened, srv.Opened},
-		{"Σ clients' SHAKEs sent = Σ shake.requests", cli.Requests, srv.Requests},
+		{Name: "Σ clients' SHAKE amounts = Σ shake.got_amount", Left: cli.ShakeAmount, Right: srv.ShakeAmount},
+		{Name: "Σ clients' SHAKEs that got one = Σ shake.got", Left: cli.ShakeGot, Right: srv.ShakeGot},
+		{Name: "Σ clients' OPEN amounts = Σ envelopes.opened_amount", Left: cli.OpenAmount, Right: srv.OpenAmount},
+		{Name: "Σ clients' OPENs ok = Σ envelopes.opened", Left: cli.Opened, Right: srv.Opened},
+		{Name: "Σ clients' SHAKEs sent = Σ shake.requests", Left: cli.Requests, Right: srv.Requests},
 	}
 }
 

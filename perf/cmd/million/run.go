@@ -704,7 +704,7 @@ func (s *state) finish(ctx context.Context) error {
 		if !allOK(p.checks) {
 			var bad []string
 			for _, c := range p.checks {
-				if !c.ok() {
+				if !c.OK() {
 					bad = append(bad, c.String())
 				}
 			}
@@ -716,7 +716,7 @@ func (s *state) finish(ctx context.Context) error {
 	s.srvTotals, s.cliTotals = serverTotals(s.servers), clientTotals(s.clients)
 	s.summed = summedChecks(s.srvTotals, s.cliTotals)
 	for _, c := range s.summed {
-		if !c.ok() {
+		if !c.OK() {
 			errs = append(errs, fmt.Errorf("summed: %s", c))
 		}
 	}

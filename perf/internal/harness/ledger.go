@@ -7,8 +7,20 @@ import (
 
 // LedgerCheck is one equation a server's ledger must satisfy.
 type LedgerCheck struct {
-	Name        string
-	Left, Right int64
+	Name  string `json:"name"`
+	Left  int64  `json:"left"`
+	Right int64  `json:"right"`
+}
+
+// OK reports whether the equation holds.
+func (c LedgerCheck) OK() bool { return c.Left == c.Right }
+
+func (c LedgerCheck) String() string {
+	v := "ok"
+	if !c.OK() {
+		v = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
+	}
+	return fmt.Sprintf("%s: %d = %d %s", c.Name, c.Left, c.Right, v)
 }
 
 // LedgerChecks returns PROTOCOL.md's two invariants and, given the server's
