@@ -54,7 +54,7 @@ type testServer struct {
 func startServer(t testing.TB, edit func(o *server.Options)) *testServer {
 	t.Helper()
 	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: 4, Ring: 128, Loops: 2,
-		Ingress: *ingressMode, Pipeline: *pipelineMode}
+		Ingress: *ingressMode, Pipeline: *pipelineMode, Stages: *stagesMode}
 	if edit != nil {
 		edit(&o)
 	}

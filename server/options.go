@@ -60,7 +60,11 @@ const (
 	// second cost ~25 MB for it, where keeping them for the whole TTL (24 h)
 	// would cost gigabytes.
 	DefaultRetention = 10 * time.Minute
-	DefaultStages    = "pipelined"
+	// DefaultStages: with 32 SETs on 2 cores, stages gain nothing from
+	// overlapping and every wake-up costs; fused measured 0.88× the server
+	// CPU per SHAKE of pipelined at 30,000 QPS and a lower p99 at 60,000
+	// (make perf-compare, README).
+	DefaultStages = "fused"
 )
 
 // Fill gives every unset field its default.
@@ -153,8 +157,6 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Stages != "pipelined" && o.Stages != "fused":
 		bad("stages", "%q: want pipelined or fused", o.Stages)
-	case o.Stages == "fused" && o.Pipeline != "ring":
-		bad("stages", "fused needs -pipeline=ring (the other transports run a goroutine per stage)")
 	}
 	switch {
 	case o.Egress != "batch" && o.Egress != "frame":
@@ -231,7 +233,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.IntVar(&o.Yields, "yields", ring.DefaultYields, "-wait park: rounds of runtime.Gosched before a waiting stage parks (-1: none: park right after spinning)")
 	fs.StringVar(&o.Stages, "stages", DefaultStages, "how a SET's ring runs its stages: pipelined (a goroutine per stage, which park and wake\n"+
 		"one another: stages overlap on several cores) or fused (one goroutine per SET hands each batch to\n"+
-		"every stage in turn: one wake-up per batch instead of four, for many more SETs than cores)")
+		"every stage in turn: one wake-up per batch instead of four, for many more SETs than cores).\n"+
+		"-pipeline=ring only: the other transports always run a goroutine per stage")
 	fs.StringVar(&o.Pipeline, "pipeline", "ring", "what carries each SET's events through its stages (session → shake → split → egress):\n"+
 		"ring: our Disruptor, stages park when idle (the default; -wait applies to it only);\n"+
 		"disruptor: github.com/smarty/go-disruptor v0.5.0 with its default wait strategy (idle stages poll with sleeps);\n"+

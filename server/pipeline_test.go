@@ -13,7 +13,10 @@ import (
 // pipelineMode is the -pipeline of every test server that does not choose
 // its own: go test ./server/ -args -pipeline=chan runs the whole suite on
 // the channel transport.
-var pipelineMode = flag.String("pipeline", "ring", "the test servers' -pipeline: ring, disruptor or chan")
+var (
+	pipelineMode = flag.String("pipeline", "ring", "the test servers' -pipeline: ring, disruptor or chan")
+	stagesMode   = flag.String("stages", "", "the test servers' -stages: fused or pipelined (default: the server's)")
+)
 
 // TestPipelines runs a representative session on every transport and egress
 // write pattern that -pipeline and -egress offer (they exist for make
@@ -22,18 +25,19 @@ var pipelineMode = flag.String("pipeline", "ring", "the test servers' -pipeline:
 // across SETs, both ledgers reconciled through /stats, then the graceful
 // shutdown with ERROR 8 to everyone.
 func TestPipelines(t *testing.T) {
-	for _, v := range []struct{ pipeline, egress string }{
-		{"ring", "batch"}, {"disruptor", "batch"}, {"chan", "batch"}, {"ring", "frame"}, {"chan", "frame"},
+	for _, v := range []struct{ pipeline, egress, stages string }{
+		{"ring", "batch", "fused"}, {"ring", "batch", "pipelined"}, {"disruptor", "batch", ""}, {"chan", "batch", ""},
+		{"ring", "frame", "fused"}, {"chan", "frame", ""},
 	} {
-		t.Run(v.pipeline+"/"+v.egress, func(t *testing.T) {
+		t.Run(strings.TrimSuffix(v.pipeline+"/"+v.egress+"/"+v.stages, "/"), func(t *testing.T) {
 			t.Parallel()
-			pipelineSession(t, v.pipeline, v.egress)
+			pipelineSession(t, v.pipeline, v.egress, v.stages)
 		})
 	}
 }
 
-func pipelineSession(t *testing.T, pipeline, egress string) {
-	ts := startServer(t, func(o *server.Options) { o.Pipeline, o.Egress = pipeline, egress })
+func pipelineSession(t *testing.T, pipeline, egress, stages string) {
+	ts := startServer(t, func(o *server.Options) { o.Pipeline, o.Egress, o.Stages = pipeline, egress, stages })
 	const users = 8 // 4 SETs: users u and u+4 share one
 	cs := make([]*client, users+1)
 	for u := uint32(1); u <= users; u++ {

@@ -223,7 +223,7 @@ func (s *Server) stageGoroutines() int {
 	switch {
 	case s.bus == nil:
 		return 0
-	case s.opts.Stages == "fused":
+	case s.opts.Stages == "fused" && s.opts.Pipeline == "ring":
 		return s.opts.Sets
 	}
 	return 4 * s.opts.Sets // session, shake, split, egress
