@@ -69,7 +69,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.qpsDur, "qps-duration", 15*time.Second, "length of the efficiency phase")
 	fs.IntVar(&c.highQPS, "high-qps", 60000, "latency phase: SHAKEs a second (`rate`); p99, p99.9 and the worst second's p99")
 	fs.DurationVar(&c.highDur, "high-duration", 20*time.Second, "length of the latency phase")
-	fs.StringVar(&steps, "steps", "70000,80000,90000,100000", "throughput search: comma-separated `rates` tried in order after the latency phase, each until the first whose p99 exceeds -max-p99 (empty: no search)")
+	fs.StringVar(&steps, "steps", "70000,80000,90000,100000", "throughput search: comma-separated `rates` tried in order after the latency phase by the variants that held it (p99 ≤ -max-p99, 90 % of the rate answered), each until the first rate it does not hold (empty: no search)")
 	fs.DurationVar(&c.stepDur, "step-duration", 10*time.Second, "length of each throughput step")
 	fs.DurationVar(&c.maxP99, "max-p99", 10*time.Millisecond, "the throughput search's limit: the highest rate answered with p99 at most this")
 	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign during every measurement (not in bare mode, which has no stages): envelopes a second, 1..200 fen")

@@ -80,17 +80,24 @@ func run(ctx context.Context, cfg config) error {
 	for _, v := range cfg.variants {
 		measure(v, phaseEfficiency, cfg.qps, cfg.qpsDur, true)
 	}
-	for _, v := range cfg.variants {
-		measure(v, phaseLatency, cfg.highQPS, cfg.highDur, false)
+	// The throughput search goes on from the latency phase with the
+	// variants that held it, each until a rate it does not hold.
+	held := func(m *measurement) bool {
+		return m.ok() && m.P99 <= ms(cfg.maxP99) && m.Answered >= 0.9*float64(m.Target)
 	}
-	alive := slices.Clone(cfg.variants)
+	var alive []variant
+	for _, v := range cfg.variants {
+		if held(measure(v, phaseLatency, cfg.highQPS, cfg.highDur, false)) {
+			alive = append(alive, v)
+		}
+	}
 	for _, qps := range cfg.steps {
 		var next []variant
 		for _, v := range alive {
 			if ctx.Err() != nil {
 				break
 			}
-			if m := measure(v, phaseStep, qps, cfg.stepDur, false); m.ok() && m.P99 <= ms(cfg.maxP99) && m.Answered >= 0.9*float64(qps) {
+			if held(measure(v, phaseStep, qps, cfg.stepDur, false)) {
 				next = append(next, v)
 			}
 		}
