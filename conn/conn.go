@@ -15,10 +15,12 @@ type Owner interface {
 	// WatchWritable asks to be told when c's socket is writable again: the
 	// owner then publishes a KWritable event for c into c's SET.
 	WatchWritable(c *Conn)
-	// Shutdown stops all I/O on c's socket without freeing its descriptor, so
-	// the reader sees EOF and publishes KDisconnect.
+	// Shutdown stops c's input without freeing its descriptor, so the reader
+	// sees EOF and publishes KDisconnect; what was written to c still reaches
+	// the peer (Release closes only once it has, or gives up).
 	Shutdown(c *Conn)
-	// Release closes c's descriptor and recycles c. Called exactly once, by the
+	// Release closes c's descriptor (once the peer has acknowledged what was
+	// written to it, or after a few seconds) and recycles c. Called exactly once, by the
 	// egress of c's SET when it handles c's KDisconnect, or by the ingress
 	// itself for a connection that never logged in. c.Gen moves on first, so
 	// events still carrying the old generation are dropped.

@@ -41,6 +41,7 @@ type Ingress struct {
 	conns  atomic.Int64 // open connections: +1 at accept, −1 at release
 	vers   sync.Pool    // of *proto.Verifier, for netpoll goroutines
 	eng    engine
+	closer closer // released sockets wait there for their peer to take what was written
 
 	mu    sync.Mutex // serializes the lifecycle methods
 	state int        // stateNew → stateStarted → stateClosed
@@ -148,7 +149,9 @@ func (ing *Ingress) Close() error {
 		return nil
 	}
 	ing.state = stateClosed
-	return ing.eng.close()
+	err := ing.eng.close()
+	ing.closer.shut(time.Second) // what the peers have not taken in a second they are not taking
+	return err
 }
 
 // Stats sums the loops' counters. See Stats for when they are updated.
@@ -167,13 +170,10 @@ func (ing *Ingress) Conns() int { return int(ing.conns.Load()) }
 // Owner.Release, shared by both modes. The caller is ic's releaser (its
 // SET's egress, or the ingress for a connection it owns); ic.c.In is nil.
 func (ing *Ingress) release(ic *iconn) {
+	fd := ic.c.FD
 	ic.c.Recycle() // first, as Owner.Release promises: events carrying the old generation are stale from here
-	if ic.nc != nil {
-		ic.nc.Close()
-		ic.nc = nil
-	} else {
-		unix.Close(ic.c.FD) // also removes it from its epoll: it was never duplicated
-	}
+	ing.closer.close(fd, ic.nc)
+	ic.nc = nil
 	ic.flags = 0
 	ing.slab.put(ic)
 	ing.conns.Add(-1)
@@ -208,9 +208,13 @@ func (o *owner) WatchWritable(c *conn.Conn) {
 	ing.eng.watch(ing.iconnOf(c))
 }
 
-// Shutdown implements conn.Owner: the reader then sees EOF and publishes
-// KDisconnect.
-func (o *owner) Shutdown(c *conn.Conn) { unix.Shutdown(c.FD, unix.SHUT_RDWR) }
+// Shutdown implements conn.Owner. It shuts down the read side only: the
+// reader sees EOF at once and publishes KDisconnect, while what was
+// written stays queued and the FIN goes after it, at the close (see closer).
+// Shutting down the write side too would put the socket in FIN-WAIT, where
+// the kernel answers any byte the peer still sends with a reset that throws
+// away every answer not yet delivered.
+func (o *owner) Shutdown(c *conn.Conn) { unix.Shutdown(c.FD, unix.SHUT_RD) }
 
 // Release implements conn.Owner.
 func (o *owner) Release(c *conn.Conn) {

@@ -176,6 +176,9 @@ func (cl *client) next() proto.Frame {
 		}
 		b := make([]byte, 4096)
 		n, err := unix.Read(cl.fd, b)
+		if err == unix.EINTR { // a signal (the runtime's preemption) cut the blocking read short
+			continue
+		}
 		if err != nil || n == 0 {
 			cl.p.t.Fatalf("user %d: read: n=%d err=%v (no frame within 5 s)", cl.user, n, err)
 		}
