@@ -69,33 +69,9 @@ type procMem struct {
 // /metrics and its VmRSS. The scrape lists /proc/PID/fd, which fills the
 // kernel's dentry and proc inode caches: read the kernel before.
 func serverMemory(s *harness.Server) (procMem, error) {
-	var m procMem
-	if err := s.Admin.GC(); err != nil {
-		return m, err
-	}
-	t0 := time.Now()
-	met, err := s.Admin.Metrics()
-	m.Scrape = time.Since(t0)
-	if err != nil {
-		return m, err
-	}
-	var idle, released int64
-	for name, p := range map[string]*int64{
-		"go_memstats_heap_inuse_bytes":    &m.HeapInuse,
-		"go_memstats_stack_inuse_bytes":   &m.StackInuse,
-		"go_goroutines":                   &m.Goroutines,
-		"go_memstats_heap_idle_bytes":     &idle,
-		"go_memstats_heap_released_bytes": &released,
-	} {
-		v, ok := met[name]
-		if !ok {
-			return m, fmt.Errorf("server pid %d: /metrics has no %s", s.PID, name)
-		}
-		*p = int64(v)
-	}
-	m.HeapFree = idle - released
-	m.RSS, err = harness.RSS(s.PID)
-	return m, err
+	m, err := harness.ReadGoMemory(s)
+	return procMem{RSS: m.RSS, HeapInuse: m.HeapInuse, StackInuse: m.StackInuse, HeapFree: m.HeapFree,
+		Goroutines: m.Goroutines, Scrape: m.Scrape}, err
 }
 
 // forEach runs f(0) … f(n−1), jobs at a time, and joins their errors.

@@ -30,11 +30,19 @@ func (m Memory) HeapStacks() int64 { return m.HeapInuse + m.StackInuse }
 // /metrics scrape lists /proc/self/fd, which fills the kernel's dentry and
 // proc inode caches with about 0.9 KiB per descriptor that no socket needs.
 func ReadMemory(s *Server) (Memory, error) {
-	var m Memory
-	var err error
-	if m.Kernel, err = ReadKernel(); err != nil {
-		return m, err
+	k, err := ReadKernel()
+	if err != nil {
+		return Memory{}, err
 	}
+	m, err := ReadGoMemory(s)
+	m.Kernel = k
+	return m, err
+}
+
+// ReadGoMemory is ReadMemory without the kernel's figures: it collects
+// garbage in the server and reads its RSS and its Go memory from /metrics.
+func ReadGoMemory(s *Server) (Memory, error) {
+	var m Memory
 	if err := s.Admin.GC(); err != nil {
 		return m, err
 	}
@@ -54,7 +62,7 @@ func ReadMemory(s *Server) (Memory, error) {
 	} {
 		v, ok := met[name]
 		if !ok {
-			return m, fmt.Errorf("the server's /metrics has no %s", name)
+			return m, fmt.Errorf("server pid %d: /metrics has no %s", s.PID, name)
 		}
 		*p = int64(v)
 	}
