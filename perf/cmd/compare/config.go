@@ -47,6 +47,7 @@ type config struct {
 	qpsDur    time.Duration
 	highQPS   int // the latency phase
 	highDur   time.Duration
+	repeat    int   // rounds of the latency phase
 	steps     []int // the throughput search: higher rates, until p99 passes maxP99
 	stepDur   time.Duration
 	maxP99    time.Duration
@@ -69,6 +70,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.qpsDur, "qps-duration", 15*time.Second, "length of the efficiency phase")
 	fs.IntVar(&c.highQPS, "high-qps", 60000, "latency phase: SHAKEs a second (`rate`); p99, p99.9 and the worst second's p99")
 	fs.DurationVar(&c.highDur, "high-duration", 20*time.Second, "length of the latency phase")
+	fs.IntVar(&c.repeat, "repeat", 1, "rounds of the latency phase, the variants interleaved in each; each variant's figure is its round with the median p99 (at 60,000 QPS on two cores one round ranks noise: 3 or more to rank latency)")
 	fs.StringVar(&steps, "steps", "70000,80000,90000,100000", "throughput search: comma-separated `rates` tried in order after the latency phase by the variants that held it (p99 ≤ -max-p99, 90 % of the rate answered), each until the first rate it does not hold (empty: no search)")
 	fs.DurationVar(&c.stepDur, "step-duration", 10*time.Second, "length of each throughput step")
 	fs.DurationVar(&c.maxP99, "max-p99", 10*time.Millisecond, "the throughput search's limit: the highest rate answered with p99 at most this")
@@ -138,6 +140,9 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 			errs = append(errs, fmt.Errorf("-%s: %v is not a whole number of seconds ≥ 3s", d.name, d.v))
 		}
 	}
+	if c.repeat < 1 {
+		errs = append(errs, fmt.Errorf("-repeat: %d is not positive", c.repeat))
+	}
 	if c.qps <= 0 || c.highQPS <= 0 || c.shakeRate < 0 {
 		errs = append(errs, errors.New("-qps and -high-qps must be positive, -shake-rate not negative"))
 	}
@@ -147,7 +152,7 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 // bound is the longest the whole comparison may take: every measurement at
 // its length plus a minute of starts, grace and stops each.
 func (c config) bound() time.Duration {
-	per := c.idle + 3*c.ramp + c.qpsDur + c.highDur + time.Duration(len(c.steps))*(c.ramp+c.stepDur) +
-		time.Duration(2+len(c.steps))*time.Minute
+	per := c.idle + time.Duration(2+c.repeat)*c.ramp + c.qpsDur + time.Duration(c.repeat)*c.highDur +
+		time.Duration(len(c.steps))*(c.ramp+c.stepDur) + time.Duration(1+c.repeat+len(c.steps))*time.Minute
 	return time.Duration(len(c.variants)) * per
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,9 +64,11 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	say := func(format string, args ...any) { fmt.Printf("compare: "+format+"\n", args...) }
-	say("%d users; variants %s; efficiency %d QPS × %v, latency %d QPS × %v, steps %v × %v; files in %s/",
-		cfg.users, strings.Join(names(cfg.variants), ", "), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.steps, cfg.stepDur, dir)
+	say("%d users; variants %s; efficiency %d QPS × %v, latency %d QPS × %v × %d round(s), steps %v × %v; files in %s/",
+		cfg.users, strings.Join(names(cfg.variants), ", "), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, dir)
 	var all []*measurement
+	// measure runs one measurement; phase also names its directory (latency2:
+	// the second round of the latency phase).
 	measure := func(v variant, phase string, qps int, dur time.Duration, idle bool) *measurement {
 		m := measureOne(ctx, &cfg, v, phase, qps, dur, idle, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps)))
 		all = append(all, m)
@@ -85,9 +88,23 @@ func run(ctx context.Context, cfg config) error {
 	held := func(m *measurement) bool {
 		return m.ok() && m.P99 <= ms(cfg.maxP99) && m.Answered >= 0.9*float64(m.Target)
 	}
+	// The latency phase -repeat times, the variants interleaved in each
+	// round; a variant's figure is its run with the median p99 (medianLatency).
+	lats := map[string][]*measurement{}
+	for r := range cfg.repeat {
+		for _, v := range cfg.variants {
+			name := phaseLatency
+			if cfg.repeat > 1 {
+				name = fmt.Sprintf("%s%d", phaseLatency, r+1)
+			}
+			m := measure(v, name, cfg.highQPS, cfg.highDur, false)
+			m.Phase = phaseLatency
+			lats[v.name] = append(lats[v.name], m)
+		}
+	}
 	var alive []variant
 	for _, v := range cfg.variants {
-		if held(measure(v, phaseLatency, cfg.highQPS, cfg.highDur, false)) {
+		if m := medianLatency(lats[v.name]); m != nil && held(m) {
 			alive = append(alive, v)
 		}
 	}
@@ -120,6 +137,23 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// medianLatency returns the measurement with the median p99 among a
+// variant's successful latency runs (the lower middle of an even count), or
+// nil when none succeeded.
+func medianLatency(ms []*measurement) *measurement {
+	var ok []*measurement
+	for _, m := range ms {
+		if m.ok() {
+			ok = append(ok, m)
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ok, func(a, b *measurement) int { return cmp.Compare(a.P99, b.P99) })
+	return ok[(len(ok)-1)/2]
 }
 
 func names(vs []variant) []string {

@@ -48,10 +48,11 @@ func (g *grid) markdown() string {
 // summary is each variant's figures, gathered from its measurements.
 type summary struct {
 	v          variant
-	eff, lat   *measurement // the efficiency and the latency phase
-	maxQPS     float64      // the highest answered rate with p99 ≤ -max-p99; 0: none
-	maxAt      int          // its target rate
-	reconciled string       // ok: every measurement reconciled; off: none could (bare); else what failed
+	eff, lat   *measurement // the efficiency phase, and the latency round with the median p99
+	lats       []*measurement
+	maxQPS     float64 // the highest answered rate with p99 ≤ -max-p99; 0: none
+	maxAt      int     // its target rate
+	reconciled string  // ok: every measurement reconciled; off: none could (bare); else what failed
 }
 
 // table is the comparison's result.
@@ -79,11 +80,11 @@ func buildTable(cfg *config, all []*measurement) *table {
 		switch m.Phase {
 		case phaseEfficiency:
 			s.eff = m
-		case phaseLatency:
-			s.lat = m
+		case phaseLatency: // the median of the rounds counts, below
+			s.lats = append(s.lats, m)
 		}
-		if m.P99 <= ms(cfg.maxP99) && m.Answered > s.maxQPS {
-			s.maxQPS, s.maxAt = m.Answered, m.Target
+		if m.Phase != phaseLatency {
+			s.held(m, cfg)
 		}
 		switch {
 		case m.Errors > 0:
@@ -94,7 +95,19 @@ func buildTable(cfg *config, all []*measurement) *table {
 			s.reconciled = "MISMATCH"
 		}
 	}
+	for _, s := range t.sums {
+		if s.lat = medianLatency(s.lats); s.lat != nil {
+			s.held(s.lat, cfg)
+		}
+	}
 	return t
+}
+
+// held counts m's rate as held when its p99 is within -max-p99.
+func (s *summary) held(m *measurement, cfg *config) {
+	if m.P99 <= ms(cfg.maxP99) && m.Answered > s.maxQPS {
+		s.maxQPS, s.maxAt = m.Answered, m.Target
+	}
 }
 
 // figure formats f with format, or "–" when the measurement is missing.
@@ -213,9 +226,9 @@ func (t *table) markdown(cfg *config, dir string) string {
 	fmt.Fprintf(&b, "# perf-compare %s\n\n", dir)
 	fmt.Fprintf(&b, "%d users on loopback; every measurement a fresh server and load client: a %v ramp at QPS 0, "+
 		"then the rate; CPU, allocations and answers over the rate's phase less its first and last second. "+
-		"Efficiency %d QPS × %v, latency %d QPS × %v, throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
+		"Efficiency %d QPS × %v, latency %d QPS × %v in %d round(s) (each variant's figure: its round with the median p99), throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
 		"*other cores* is the machine's busy CPU that was neither the server nor the load client (noise). Raw figures: results.json; each run's logs and commands: its directory.\n\n",
-		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
+		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
 	b.WriteString("## Variants\n\n")
 	for _, v := range cfg.variants {
 		fmt.Fprintf(&b, "- **%s** `%s`: %s\n", v.name, strings.Join(v.flags, " "), v.what)
