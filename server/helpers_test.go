@@ -481,6 +481,21 @@ func goroutineDump() string {
 	return string(buf[:runtime.Stack(buf, true)])
 }
 
+// slowReader logs in user on a connection with a 4 KiB receive buffer that
+// the test does not read: the kernel absorbs little, so the server's own
+// backlog limit (-max-pending) soon matters.
+func slowReader(t *testing.T, ts *testServer, user uint32, token []byte) *client {
+	t.Helper()
+	nc, err := dialer(4096).Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	slow := &client{t: t, c: &loadclient.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
+	slow.login(user, token)
+	return slow
+}
+
 // dialer returns a net.Dialer whose sockets get a receive buffer of rcvbuf
 // bytes before they connect (so the window the server sees is small).
 func dialer(rcvbuf int) *net.Dialer {

@@ -547,13 +547,7 @@ func attackStorm(a *attacker) {
 func attackNonReader(a *attacker) {
 	t, ts := a.t, a.ts
 	const reader, pusher, helper = nonReaderUser, nonReaderUser + 1, nonReaderUser + 2
-	nc, err := dialer(4096).Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	slow := &client{t: t, c: &loadclient.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
-	slow.login(reader, tokenFor(reader))
+	slow := slowReader(t, ts, reader, tokenFor(reader))
 	p := dial(t, ts)
 	p.login(pusher, tokenFor(pusher))
 	h := dial(t, ts)
@@ -1270,13 +1264,7 @@ func cutOff(t *testing.T, keepSending bool) (frames []proto.Frame, read uint64, 
 	ts = startServer(t, func(o *server.Options) { o.MaxPending = 32 << 10 })
 	camp := ts.startCampaign("shake", "rate=100000&total=20000&min=1&max=10")
 	ts.waitCampaign(camp.ID)
-	nc, err := dialer(4096).Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	slow := &client{t: t, c: &loadclient.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
-	slow.login(1, nil)
+	slow := slowReader(t, ts, 1, nil)
 	var b []byte
 	for range 2000 {
 		b = proto.AppendShake(b, slow.nextStamp())
@@ -1289,7 +1277,7 @@ func cutOff(t *testing.T, keepSending bool) (frames []proto.Frame, read uint64, 
 			slow.c.Send(proto.AppendShake(nil, slow.nextStamp())) // fails once it is closed
 		}
 	})
-	frames, err = drainAll(slow.c)
+	frames, err := drainAll(slow.c)
 	if !isClosed(err) {
 		t.Fatalf("after %d frames: %v; want EOF or a reset", len(frames), err)
 	}

@@ -412,13 +412,7 @@ func TestSlowReaderIsCutOff(t *testing.T) {
 	ts := startServer(t, func(o *server.Options) { o.MaxPending = 8192 })
 	// The slow user reads nothing; a small receive buffer keeps the kernel
 	// from absorbing megabytes before the server's backlog limit matters.
-	nc, err := dialer(4096).Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	slow := &client{t: t, c: &loadclient.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
-	slow.login(1, nil)
+	slow := slowReader(t, ts, 1, nil)
 	sender := login(t, ts, 2)
 	bystander := login(t, ts, 5) // the slow user's SET: same egress
 

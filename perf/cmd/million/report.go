@@ -523,15 +523,7 @@ func (s *state) markdown(w io.Writer, f *figures) {
 	}
 	fmt.Fprintln(w, "\n## Memory\n\nRead idle before the ramp, after the ramp (connections up and idle, after -hold) and at the end of the load (connections still up). The kernel is read first each time: the servers' `/metrics` scrape lists `/proc/PID/fd` and so grows the dentry and proc inode caches (SReclaimable), which is why the kernel figure per connection comes from the after-ramp reading. On loopback both sockets of a connection are in this kernel, so the kernel's figure counts two sockets.\n\n| reading | servers RSS | servers Go heap+stacks | load clients RSS | Slab | SUnreclaim | TCP mem (pages) | MemAvailable |\n|---|--:|--:|--:|--:|--:|--:|--:|")
 	row := func(name string, sys system, srv func(*serverProc) procMem, cli func(*clientProc) procMem) {
-		var a, b, c int64
-		for _, p := range s.servers {
-			m := srv(p)
-			a += m.RSS
-			b += m.HeapInuse + m.StackInuse
-		}
-		for _, x := range s.clients {
-			c += cli(x).RSS
-		}
+		a, b, c := s.memory(srv, cli)
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s |\n", name, mib(a), mib(b), mib(c), gib(sys.Slab), gib(sys.SUnreclaim), sys.TCP["mem"], gib(sys.MemAvailable))
 	}
 	zero := func(*clientProc) procMem { return procMem{} }

@@ -454,8 +454,9 @@ func (s *state) readMemory(sys *system, kern *harness.Kernel, srv func(*serverPr
 	})
 }
 
-func (s *state) sayMemory(when string, sys system, srv func(*serverProc) procMem, cli func(*clientProc) procMem) {
-	var srss, sheap, crss int64
+// memory adds up one reading of every process: the servers' RSS and Go
+// heap + stacks, the load clients' RSS.
+func (s *state) memory(srv func(*serverProc) procMem, cli func(*clientProc) procMem) (srss, sheap, crss int64) {
 	for _, p := range s.servers {
 		m := srv(p)
 		srss += m.RSS
@@ -464,6 +465,11 @@ func (s *state) sayMemory(when string, sys system, srv func(*serverProc) procMem
 	for _, c := range s.clients {
 		crss += cli(c).RSS
 	}
+	return srss, sheap, crss
+}
+
+func (s *state) sayMemory(when string, sys system, srv func(*serverProc) procMem, cli func(*clientProc) procMem) {
+	srss, sheap, crss := s.memory(srv, cli)
 	n := s.cfg.conns
 	s.say("memory %s: servers RSS %s (%s/conn), Go heap+stacks %s; load clients RSS %s (%s/user); Slab %s (+%s, %s/conn), SUnreclaim +%s; MemAvailable %s (−%s since the start)",
 		when, mib(srss), per(srss, n), mib(sheap), mib(crss), per(crss, n), gib(sys.Slab), gib(sys.Slab-s.sysBefore.Slab), per(sys.Slab-s.sysBefore.Slab, n),
