@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,6 +244,74 @@ func TestOverload(t *testing.T) {
 		c.send(proto.AppendPing(nil, 12))
 		waitFor(t, "the PING after the stall", func() bool { return rc.count(event.KPing) == 3 })
 	})
+}
+
+// TestResetWhileStalled: a client that sent more than a stalled connection
+// has read, then reset the connection, still has every frame it sent
+// handled, in order, before its KDisconnect: a reset makes epoll report HUP
+// and ERR, which cannot be masked while the input is paused, but the bytes
+// that arrived before it stay readable.
+func TestResetWhileStalled(t *testing.T) {
+	modes(t, func(t *testing.T, mode string) {
+		bus, recs := newBus(t, 2, 8, 4)
+		// A small read budget leaves most of what was sent in the socket.
+		ing := serve(t, ingress.Options{Mode: mode, Bus: bus, ReadBudget: 2 * len(proto.AppendPing(nil, 0))})
+		const user, pings = 3, 40 // SET 1
+		c, _ := login(t, ing, recs[1], user, 1)
+		rc := recs[1]
+		rc.hold.Store(true)
+		c.send(proto.AppendPing(nil, 2)) // the stage blocks on it
+		<-rc.blocked
+		var frames [][]byte
+		for i := range uint64(pings) {
+			frames = append(frames, proto.AppendPing(nil, 3+i))
+		}
+		c.send(frames...)
+		waitFor(t, "the stall", func() bool { return ing.Stats().Stalls >= 1 })
+		tc := c.nc.(*net.TCPConn)
+		port := tc.LocalAddr().(*net.TCPAddr).Port
+		tc.SetLinger(0) // Close resets
+		tc.Close()
+		srvPort := ing.Addrs()[0].(*net.TCPAddr).Port
+		waitFor(t, "the server's socket reset", func() bool { return serverSocketClosed(t, srvPort, port) })
+		time.Sleep(20 * time.Millisecond) // for the loop to see HUP while stalled
+		close(rc.gate)
+		rc.hold.Store(false)
+		rc.wait(t, event.KDisconnect)
+
+		var stamps []uint64
+		for _, x := range rc.events() {
+			if x.ev.Kind == event.KPing {
+				stamps = append(stamps, x.ev.Stamp)
+			}
+		}
+		for i, s := range stamps {
+			if s != uint64(2+i) {
+				t.Fatalf("PING %d has stamp %d; want %d (stamps seen: %v)", i, s, 2+i, stamps)
+			}
+		}
+		if len(stamps) != 1+pings {
+			t.Errorf("%d PINGs reached the SET; want %d (stamps seen: %v)", len(stamps), 1+pings, stamps)
+		}
+	})
+}
+
+// serverSocketClosed reports whether the server's end (port srv) of the
+// loopback connection from client port cli has closed (TCP_CLOSE, as after a
+// reset), from /proc/net/tcp.
+func serverSocketClosed(t testing.TB, srv, cli int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, peer := fmt.Sprintf(":%04X", srv), fmt.Sprintf(":%04X", cli)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], local) && strings.HasSuffix(f[2], peer) {
+			return f[3] == "07"
+		}
+	}
+	return true // gone altogether
 }
 
 // TestDisconnect checks that the peer's close publishes KDisconnect and that

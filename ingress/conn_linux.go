@@ -36,8 +36,11 @@ func (l *loop) onConn(ic *iconn, events uint32, now int64) {
 	case ic.flags&fStalled != 0:
 		// IN and RDHUP are masked (one may still come from a wait that ran
 		// before the change): the socket's unread frames must wait for the
-		// kept ones. HUP and ERR (a reset: nothing more to read) end it.
+		// kept ones. HUP and ERR cannot be masked: the peer is gone (a reset
+		// or both directions shut), but what it sent before is still
+		// readable, so it is read after the kept frames (settle).
 		if events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			ic.flags |= fUnread
 			l.eof(ic)
 		}
 		return
@@ -45,9 +48,20 @@ func (l *loop) onConn(ic *iconn, events uint32, now int64) {
 	l.read(ic, now) // HUP and RDHUP too: read what is left first, then see EOF
 }
 
-// read makes one read of at most budget bytes, behind the partial frame ic
-// kept, and handles what came.
+// read makes one read and handles what came, or the end of the input.
 func (l *loop) read(ic *iconn, now int64) {
+	switch data, end := l.fill(ic); {
+	case end:
+		l.eof(ic)
+	case data != nil:
+		l.input(ic, data, now)
+	}
+}
+
+// fill makes one read of at most budget bytes into the loop's buffer, behind
+// the partial frame ic kept, and returns them all; nil when there was nothing
+// to read, and end at the end of the input (EOF or an error).
+func (l *loop) fill(ic *iconn) (data []byte, end bool) {
 	c := &ic.c
 	k := 0
 	if c.In != nil {
@@ -57,13 +71,12 @@ func (l *loop) read(ic *iconn, now int64) {
 	l.cnt[cReads]++
 	switch {
 	case err == unix.EAGAIN || err == unix.EINTR:
-		return
+		return nil, false
 	case err != nil || n == 0:
-		l.eof(ic)
-		return
+		return nil, true
 	}
 	l.cnt[cBytesIn] += uint64(n)
-	l.input(ic, l.buf[:k+n], now)
+	return l.buf[:k+n], false
 }
 
 // input handles data: ic's kept bytes and what was just read (or, on a retry,
@@ -247,9 +260,30 @@ func (l *loop) settle(ic *iconn, now int64) bool {
 	if ic.flags&(fStalled|fWritable) != 0 {
 		return true
 	}
+	if ic.flags&fUnread != 0 {
+		l.drain(ic, now)
+		return true // again next round: what it read may stall, and more may be left
+	}
 	if ic.flags&fEOF != 0 {
 		return !l.disconnect(ic)
 	}
 	ic.flags &^= fQueued
 	return false
+}
+
+// drain makes one read of what a connection that left epoll (fUnread)
+// still holds, and handles it; at the end of its input it clears fUnread.
+// The peer is gone, so the socket has only what it sent before: a read
+// returns data, then 0 or an error (EAGAIN too would mean nothing is left).
+func (l *loop) drain(ic *iconn, now int64) {
+	if ic.flags&fFatal != 0 { // its input is ignored from here
+		ic.flags &^= fUnread
+		return
+	}
+	data, end := l.fill(ic)
+	if data == nil || end {
+		ic.flags &^= fUnread
+		return
+	}
+	l.input(ic, data, now)
 }

@@ -38,6 +38,7 @@ const (
 	fStalled              // c.In holds frames a full ring refused: input paused, queued for retry
 	fFatal                // KFatal published: input paused and ignored until the peer goes
 	fEOF                  // the read side ended, out of epoll: KDisconnect to publish
+	fUnread               // with fEOF: the socket may still hold input (HUP or ERR came while stalled)
 	fWritable             // KWritable to publish
 	fQueued               // in the loop's pending list
 )

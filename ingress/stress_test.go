@@ -80,19 +80,31 @@ func TestChurn(t *testing.T) {
 		wg.Wait()
 		waitFor(t, "every connection released", func() bool { return ing.Conns() == 0 })
 
-		seen := map[uint64]int{}
-		logins, disconnects := map[conn.Handle]int{}, map[conn.Handle]int{}
-		for _, rc := range recs {
-			for _, x := range rc.events() {
-				switch x.ev.Kind {
-				case event.KLogin:
-					logins[x.ev.Conn]++
-				case event.KDisconnect:
-					disconnects[x.ev.Conn]++
-				case event.KFatal:
-				default:
-					seen[x.ev.Stamp]++
+		// A connection's KDisconnect may be handled in its SET before the
+		// OPENs and CHATs it sent to the other SET are: tally until every
+		// request is in (or, if some is lost, until the deadline).
+		var seen map[uint64]int
+		var logins, disconnects map[conn.Handle]int
+		for deadline := time.Now().Add(waitTime); ; time.Sleep(time.Millisecond) {
+			seen = map[uint64]int{}
+			logins, disconnects = map[conn.Handle]int{}, map[conn.Handle]int{}
+			requests := 0
+			for _, rc := range recs {
+				for _, x := range rc.events() {
+					switch x.ev.Kind {
+					case event.KLogin:
+						logins[x.ev.Conn]++
+					case event.KDisconnect:
+						disconnects[x.ev.Conn]++
+					case event.KFatal:
+					default:
+						seen[x.ev.Stamp]++
+						requests++
+					}
 				}
+			}
+			if requests >= len(want) || time.Now().After(deadline) {
+				break
 			}
 		}
 		if len(logins) != clients*rounds {
