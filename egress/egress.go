@@ -8,6 +8,7 @@
 package egress
 
 import (
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -94,20 +95,35 @@ func (e *Egress) Handle(b event.Batch) {
 			for c := range e.conns {
 				e.fatal(c, proto.ErrCodeShuttingDown)
 			}
-		default:
-			if ev.OutLen > 0 && !e.write(ev.Conn, ev.Frame()) {
-				e.lost(ev.User, ev.Frame())
+		case event.KAnswer:
+			if ev.Buf == nil {
+				e.answer(ev)
+				break
 			}
+			e.write(ev.Conn, ev.Buf.B) // refusals: nothing to give back if c is gone
+			bytebufferpool.Put(ev.Buf)
+			ev.Buf = nil
+		default:
+			e.answer(ev)
 		}
 	}
 	e.flush()
 	// Latency runs from the ingress's decode to the end of the write, the
-	// costliest part: measured after the flush, in a second pass over the batch.
+	// costliest part: measured after the flush, in a second pass over the
+	// batch. Of the answers the stages made: the ingress's batched refusals
+	// (Out empty) are not observed.
 	now := e.now()
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
 			e.observe(now - ev.RecvNs)
 		}
+	}
+}
+
+// answer writes the answer frame a stage made, if any.
+func (e *Egress) answer(ev *event.Event) {
+	if ev.OutLen > 0 && !e.write(ev.Conn, ev.Frame()) {
+		e.lost(ev.User, ev.Frame())
 	}
 }
 
@@ -153,28 +169,44 @@ func (e *Egress) giveBack(env uint64, amount uint32) {
 	e.c.Returned.Add(1)
 }
 
-// write appends frame to h's output and reports whether it was accepted: the
-// connection is still open and not cut off.
-func (e *Egress) write(h conn.Handle, frame []byte) bool {
-	if len(frame) == 0 {
+// write appends frames (one whole frame, or several one after another) to
+// h's output and reports whether they were accepted: the connection is still
+// open and not cut off.
+func (e *Egress) write(h conn.Handle, frames []byte) bool {
+	if len(frames) == 0 {
 		return true
 	}
 	if !h.Live() || h.C.Dead {
-		e.c.Dropped.Add(1)
+		for range eachFrame(frames) {
+			e.c.Dropped.Add(1)
+		}
 		return false
 	}
 	c := h.C
 	if c.Out == nil {
 		c.Out = bytebufferpool.Get()
 	}
-	c.Out.B = append(c.Out.B, frame...)
-	e.c.Frames[stages.FrameIndex(frame[2])].Add(1)
+	c.Out.B = append(c.Out.B, frames...)
+	for typ := range eachFrame(frames) {
+		e.c.Frames[stages.FrameIndex(typ)].Add(1)
+	}
 	if e.eachFrame {
 		e.writeOut(c) // may leave output pending (EAGAIN), or cut c off
 		return true
 	}
 	e.markDirty(c)
 	return true
+}
+
+// eachFrame yields the type byte of each whole frame in frames.
+func eachFrame(frames []byte) func(yield func(byte) bool) {
+	return func(yield func(byte) bool) {
+		for off := 0; off+proto.HeaderLen <= len(frames); off += max(int(binary.BigEndian.Uint16(frames[off:])), proto.HeaderLen) {
+			if !yield(frames[off+2]) {
+				return
+			}
+		}
+	}
 }
 
 func (e *Egress) markDirty(c *conn.Conn) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
 	"hongbao/conn"
@@ -129,6 +130,40 @@ func TestWriteEachFrame(t *testing.T) {
 				t.Errorf("after the writes: Out %v, Dead %v, %d shutdowns; want no buffer, alive", s.c.Out, s.c.Dead, s.o.shut.Load())
 			}
 		})
+	}
+}
+
+// TestRefusalBatch: a KAnswer whose Buf holds the ingress's "overloaded"
+// answers is written as is and counted frame by frame; to a connection that
+// is gone, each of them is counted dropped.
+func TestRefusalBatch(t *testing.T) {
+	s := newSetup(t, false, 256<<10, 0)
+	var refused []byte
+	refused = proto.AppendShakeResult(refused, 5, proto.ShakeOverloaded, 0, 0)
+	refused = proto.AppendShakeResult(refused, 6, proto.ShakeOverloaded, 0, 0)
+	refused = proto.AppendChatAck(refused, 7, proto.ChatOverloaded, 9)
+	answer := func() {
+		s.batch(func(ev *event.Event) bool {
+			ev.Kind, ev.Conn, ev.Buf = event.KAnswer, conn.HandleOf(s.c), bytebufferpool.Get()
+			ev.Buf.B = append(ev.Buf.B[:0], refused...)
+			return false
+		})
+	}
+	answer()
+	if got, want := s.read(t), append(proto.AppendLoginAck(nil, 1, proto.LoginOK, 1), refused...); !bytes.Equal(got, want) {
+		t.Errorf("peer read %x; want %x", got, want)
+	}
+	frames := func(t proto.Type) uint64 { return s.l.Egress.Frames[stages.FrameIndex(byte(t))].Load() }
+	if frames(proto.ShakeResult) != 2 || frames(proto.ChatAck) != 1 {
+		t.Errorf("%d SHAKE_RESULT and %d CHAT_ACK counted; want 2 and 1", frames(proto.ShakeResult), frames(proto.ChatAck))
+	}
+	if s.slots[0].Buf != nil {
+		t.Error("the batch's Buf was not put back")
+	}
+	s.c.Dead = true // as after a failed write
+	answer()
+	if got := s.l.Egress.Dropped.Load(); got != 3 {
+		t.Errorf("%d frames dropped for a dead connection; want 3", got)
 	}
 }
 

@@ -28,7 +28,7 @@ const (
 	KDisconnect // → Conn's SET: the peer closed; egress releases Conn
 
 	// Between stages and SETs.
-	KAnswer     // → Conn's SET: write Out to Conn (an answer made in another SET)
+	KAnswer     // → Conn's SET: write Out to Conn (an answer made in another SET); or Buf: answers the ingress refused "overloaded", one after another
 	KPush       // → User's SET: write Out to User's connection, if online
 	KDeal       // campaign → SET: N shake envelopes, ids Env..Env+N-1; Buf: N × amount u32 BE
 	KReturn     // egress → its own SET: shake envelope Env of Amount goes back to the pool

@@ -22,12 +22,15 @@ type drain struct{ answers *atomic.Int64 }
 func (d drain) Handle(b event.Batch) {
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		ev := b.At(seq)
+		switch {
+		case ev.Kind == event.KAnswer && ev.Buf != nil: // refusals, one after another
+			d.answers.Add(int64(countFrames(ev.Buf.B)))
+		case ev.Kind == event.KAnswer:
+			d.answers.Add(1)
+		}
 		if ev.Buf != nil {
 			bytebufferpool.Put(ev.Buf)
 			ev.Buf = nil
-		}
-		if ev.Kind == event.KAnswer {
-			d.answers.Add(1)
 		}
 	}
 }

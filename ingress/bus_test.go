@@ -174,9 +174,11 @@ func TestMalformedAfterLogin(t *testing.T) {
 }
 
 // TestOverload fills a ring of 8 (headroom 4) behind a blocked stage: the
-// first requests go in, the next ones are answered "overloaded", then the
+// first requests go in, the next ones are answered "overloaded", all of one
+// read's refusals in one event, then answers fill the headroom and the
 // connection stalls, and once the stage moves the stalled frames go in.
-// Nothing is lost or duplicated, and order holds.
+// Nothing is lost or duplicated, and order holds but for the refusals, which
+// come where the first of them was.
 func TestOverload(t *testing.T) {
 	modes(t, func(t *testing.T, mode string) {
 		bus, recs := newBus(t, 2, 8, 4)
@@ -192,18 +194,21 @@ func TestOverload(t *testing.T) {
 		env := gen1.Next()
 		c.send(
 			proto.AppendShake(nil, 3), proto.AppendShake(nil, 4), proto.AppendShake(nil, 5), // seqs 2–4: requests
-			proto.AppendShake(nil, 6), // seq 5: a request would leave < 4 free: overloaded
+			proto.AppendShake(nil, 6), // a request would leave < 4 free: overloaded, in the batch at seq 5
 			proto.AppendOpen(nil, 7, env),
 			proto.AppendSend(nil, 8, 10, []uint32{4}),
-			proto.AppendChat(nil, 9, 5, []byte("x")), // seq 8: the ring is full
-			proto.AppendPing(nil, 10),                // stalls
-			proto.AppendShake(nil, 11),
+			proto.AppendChat(nil, 9, 5, []byte("x")),
+			proto.AppendPing(nil, 10), // seq 6
+			proto.AppendShake(nil, 11), // overloaded, in the batch
+			proto.AppendPing(nil, 12), proto.AppendPing(nil, 13), // seqs 7, 8: the ring is full
+			proto.AppendPing(nil, 14), // stalls
+			proto.AppendShake(nil, 15),
 		)
 		waitFor(t, "the stall", func() bool { return ing.Stats().Stalls == 1 })
 		s := ing.Stats()
-		for _, typ := range []proto.Type{proto.Shake, proto.Open, proto.Send, proto.Chat} {
-			if s.Overload.Of(typ) != 1 {
-				t.Errorf("Overload.Of(%v) = %d; want 1", typ, s.Overload.Of(typ))
+		for typ, n := range map[proto.Type]uint64{proto.Shake: 2, proto.Open: 1, proto.Send: 1, proto.Chat: 1} {
+			if s.Overload.Of(typ) != n {
+				t.Errorf("Overload.Of(%v) = %d; want %d", typ, s.Overload.Of(typ), n)
 			}
 		}
 		rc.hold.Store(false)
@@ -215,34 +220,43 @@ func TestOverload(t *testing.T) {
 			stamp uint64
 			out   []byte
 		}
+		var refused []byte
+		refused = proto.AppendShakeResult(refused, 6, proto.ShakeOverloaded, 0, 0)
+		refused = proto.AppendOpenResult(refused, 7, proto.OpenOverloaded, env, 0)
+		refused = proto.AppendSendAck(refused, 8, proto.SendOverloaded, 0)
+		refused = proto.AppendChatAck(refused, 9, proto.ChatOverloaded, 5)
+		refused = proto.AppendShakeResult(refused, 11, proto.ShakeOverloaded, 0, 0)
 		wants := []want{
 			{event.KLogin, 1, nil}, {event.KPing, 2, proto.AppendPong(nil, 2)},
 			{event.KShake, 3, nil}, {event.KShake, 4, nil}, {event.KShake, 5, nil},
-			{event.KAnswer, 6, proto.AppendShakeResult(nil, 6, proto.ShakeOverloaded, 0, 0)},
-			{event.KAnswer, 7, proto.AppendOpenResult(nil, 7, proto.OpenOverloaded, env, 0)},
-			{event.KAnswer, 8, proto.AppendSendAck(nil, 8, proto.SendOverloaded, 0)},
-			{event.KAnswer, 9, proto.AppendChatAck(nil, 9, proto.ChatOverloaded, 5)},
+			{event.KAnswer, 6, refused},
 			{event.KPing, 10, proto.AppendPong(nil, 10)},
-			{event.KShake, 11, nil},
+			{event.KPing, 12, proto.AppendPong(nil, 12)}, {event.KPing, 13, proto.AppendPong(nil, 13)},
+			{event.KPing, 14, proto.AppendPong(nil, 14)},
+			{event.KShake, 15, nil},
 		}
 		got := rc.events()
 		if x := got[10]; x.ev.Kind == event.KAnswer {
 			// The retry may come before the stage has freed the headroom: then
-			// the SHAKE behind the stalled PING is answered "overloaded" too.
-			wants[10] = want{event.KAnswer, 11, proto.AppendShakeResult(nil, 11, proto.ShakeOverloaded, 0, 0)}
+			// the SHAKE behind the stalled PING is refused too.
+			wants[10] = want{event.KAnswer, 15, proto.AppendShakeResult(nil, 15, proto.ShakeOverloaded, 0, 0)}
 		}
 		for i, w := range wants {
 			x := got[i]
-			if x.ev.Kind != w.kind || x.ev.Stamp != w.stamp || (w.out != nil && !bytes.Equal(x.ev.Frame(), w.out)) {
-				t.Errorf("event %d: got %v stamp %d out %x; want %v stamp %d out %x", i, x.ev.Kind, x.ev.Stamp, x.ev.Frame(), w.kind, w.stamp, w.out)
+			out := x.ev.Frame()
+			if x.ev.Buf != nil {
+				out = x.buf
+			}
+			if x.ev.Kind != w.kind || x.ev.Stamp != w.stamp || (w.out != nil && !bytes.Equal(out, w.out)) {
+				t.Errorf("event %d: got %v stamp %d out %x; want %v stamp %d out %x", i, x.ev.Kind, x.ev.Stamp, out, w.kind, w.stamp, w.out)
 			}
 		}
 		if len(recs[0].events()) != 0 {
 			t.Errorf("SET 0 got %d events; want none", len(recs[0].events()))
 		}
 		// The connection reads again after its stall.
-		c.send(proto.AppendPing(nil, 12))
-		waitFor(t, "the PING after the stall", func() bool { return rc.count(event.KPing) == 3 })
+		c.send(proto.AppendPing(nil, 16))
+		waitFor(t, "the PING after the stall", func() bool { return rc.count(event.KPing) == 6 })
 	})
 }
 

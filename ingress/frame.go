@@ -37,6 +37,14 @@ type proc struct {
 	verPool *sync.Pool      // of *proto.Verifier, for netpoll
 	cnt     *counters
 	out     []byte // answers of the current read (Bare), or the closing frame of an ingress-owned connection
+
+	// refused is the open batch of "overloaded" answers of the connection
+	// being consumed (nil: none), published when consume returns: one ring
+	// slot and one egress pass for all of a read's refusals. Were each
+	// refusal an event, refusing would cost about what serving does, and an
+	// overloaded server would fall behind its input by as much either way.
+	refused     *event.Event
+	refusedSlot event.Slot
 }
 
 // consume handles the complete frames at the start of data, which arrived
@@ -45,6 +53,7 @@ type proc struct {
 // frame) or resStall (frames to retry). Frame bodies alias data, and every
 // event gets copies, so data may be reused once consume returns.
 func (p *proc) consume(ic *iconn, data []byte, now int64) (used int, r result) {
+	defer p.publishRefused()
 	for {
 		f, n, err := proto.NextRequest(data[used:])
 		if err != nil {
@@ -216,19 +225,34 @@ func (p *proc) fatal(c *conn.Conn, code uint8, stamp uint64) result {
 	return resFatal
 }
 
-// overload answers a request that ClaimRequest refused, through c's own SET
-// with a claim that only fails when the ring is completely full.
+// overload answers a request that ClaimRequest refused "overloaded", in the
+// open batch of refusals, or in a new one claimed in c's own SET with a claim
+// that only fails when the ring is completely full. The batch's slot is
+// claimed before the requests that follow it, so its answers may reach the
+// client before answers to earlier requests: the protocol allows that.
 func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to uint32) result {
-	s, ok := p.bus.ClaimAnswer(int(c.SET))
-	if !ok {
-		return resStall
+	if p.refused == nil {
+		s, ok := p.bus.ClaimAnswer(int(c.SET))
+		if !ok {
+			return resStall
+		}
+		b := bytebufferpool.Get() // the egress writes it as is and puts it back
+		b.B = b.B[:0]
+		p.refused, p.refusedSlot = s.Event(), s
+		*p.refused = event.Event{Kind: event.KAnswer, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Buf: b}
 	}
-	ev := s.Event()
-	*ev = event.Event{Kind: event.KAnswer, User: c.User, Peer: to, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Env: env}
-	ev.SetFrame(appendStatus(ev.Out[:0], f.Type, f.Stamp, overloadStatus[f.Type], env, to))
+	b := p.refused.Buf
+	b.B = appendStatus(b.B, f.Type, f.Stamp, overloadStatus[f.Type], env, to)
 	p.cnt[cOverload+int(f.Type)]++
-	s.Publish()
 	return resMore
+}
+
+// publishRefused publishes the open batch of refusals, if any.
+func (p *proc) publishRefused() {
+	if p.refused != nil {
+		p.refused = nil
+		p.refusedSlot.Publish()
+	}
 }
 
 // overloadStatus and bareStatus are the statuses of the answers the ingress

@@ -315,3 +315,27 @@ func login(t testing.TB, ing *ingress.Ingress, rc *recorder, user uint32, stamp 
 	})
 	return c, got
 }
+
+// countFrames counts the whole response frames in b, allocating nothing.
+func countFrames(b []byte) int {
+	n := 0
+	for {
+		_, used, err := proto.NextResponse(b)
+		if err != nil || used == 0 {
+			return n
+		}
+		b, n = b[used:], n+1
+	}
+}
+
+// stamps returns the stamps of the response frames in b.
+func stamps(b []byte) []uint64 {
+	var s []uint64
+	for {
+		f, used, err := proto.NextResponse(b)
+		if err != nil || used == 0 {
+			return s
+		}
+		b, s = b[used:], append(s, f.Stamp)
+	}
+}

@@ -97,6 +97,16 @@ func TestChurn(t *testing.T) {
 					case event.KDisconnect:
 						disconnects[x.ev.Conn]++
 					case event.KFatal:
+					case event.KAnswer:
+						if x.ev.Buf == nil {
+							seen[x.ev.Stamp]++
+							requests++
+							break
+						}
+						for _, s := range stamps(x.buf) { // refusals
+							seen[s]++
+							requests++
+						}
 					default:
 						seen[x.ev.Stamp]++
 						requests++

@@ -1017,15 +1017,15 @@ func probeShake(c *client) (uint8, uint32, time.Duration) {
 	return st, amount, time.Since(start)
 }
 
-// TestOverload drives twice the SHAKEs the server answers. It first
-// measures what the server answers with a deep window of requests in flight
+// TestOverload drives twice the SHAKEs the server serves. It first
+// measures what the server serves with a deep window of requests in flight
 // on every connection (its capacity), then sends open loop at twice that for
 // two seconds into tiny rings. Checked: every request answered once,
 // "overloaded" answers (SHAKE_RESULT 2), ring occupancy within the ring,
-// heap bounded, a connection outside the blast served promptly throughout
-// (fairness), a SHAKE served (not refused) within a second of the blast's
-// end, and the ledger exact. The p99 of the blasters' own served answers is
-// checked apart: see the subtest.
+// heap bounded, the p99 of the served answers bounded and the blasters'
+// backlog gone within a second of the blast's end, a connection outside the
+// blast served promptly throughout (fairness), a SHAKE served (not refused)
+// within a second of the blast's end, and the ledger exact.
 func TestOverload(t *testing.T) {
 	const sets, ringSize = 2, 64
 	ts := startServer(t, func(o *server.Options) { o.Sets = sets; o.Ring = ringSize })
@@ -1043,13 +1043,14 @@ func TestOverload(t *testing.T) {
 	var probeAmount uint64
 	probes := 0 // SHAKEs the probe sent: it may be refused too
 
-	// Capacity: what the server answers with 256 in flight per connection.
+	// Capacity: what the server serves with 256 in flight per connection
+	// (most of those are refused: refusals are cheap).
 	const calib = 500 * time.Millisecond
 	_, wait := runBlast(bs, calib, 0, 256, nil)
 	wait()
 	c := sum(t, bs)
-	capacity := float64(c.served+c.refused) / calib.Seconds()
-	t.Logf("overload: capacity %.0f answers/s (%d served, %d refused) with %d connections × 256 in flight",
+	capacity := float64(c.served) / calib.Seconds()
+	t.Logf("overload: capacity %.0f served/s (%d served, %d refused) with %d connections × 256 in flight",
 		capacity, c.served, c.refused, conns)
 
 	// Twice that, open loop. A connection never has more than a second of
@@ -1141,21 +1142,16 @@ func TestOverload(t *testing.T) {
 			st.Shake.GotAmount, st.Shake.Overload, amount, refusals)
 	}
 
-	t.Run("p99 of the blasters' served SHAKEs bounded", func(t *testing.T) {
-		skipBug(t, "BUG (design): refusing a request costs the server about what serving it does (a ring slot, "+
-			"an egress append, a share of a write), and the ring refuses only when its stages fall behind, not "+
-			"when the ingress does. At twice the capacity the ingress is the bottleneck: the excess waits in the "+
-			"kernel's receive buffers (up to tcp_rmem's max per connection), so the blasters' latency grows with "+
-			"the length of the overload (p99 ~0.7 s in its first second, ~2.2 s in its second here; the same with "+
-			"no refusal at all) and their backlog drains for ~2 s after it. A connection outside the blast is "+
-			"served within a second throughout. See the report.")
-		if limit := overloadP99Limit(); p99[0] > limit || p99[1] > limit {
-			t.Errorf("overload: p99 of the served SHAKEs %v in the first second, %v in the second; want at most %v", p99[0], p99[1], limit)
-		}
-		if drained > time.Second {
-			t.Errorf("overload: the blasters' last answer came %v after the blast stopped; want within 1s", drained)
-		}
-	})
+	// Refusing costs far less than serving (the ingress batches a read's
+	// refusals into one event), so the ingress keeps up with twice what the
+	// SETs serve: nothing queues in the kernel's buffers, and the served
+	// answers wait only for the rings.
+	if limit := overloadP99Limit(); p99[0] > limit || p99[1] > limit {
+		t.Errorf("overload: p99 of the served SHAKEs %v in the first second, %v in the second; want at most %v", p99[0], p99[1], limit)
+	}
+	if drained > time.Second {
+		t.Errorf("overload: the blasters' last answer came %v after the blast stopped; want within 1s", drained)
+	}
 	// Last, as it only says whether this run could judge the server: this
 	// process offered twice what it measured the server to answer (the
 	// client shares the two cores; with -ingress=netpoll, whose capacity
