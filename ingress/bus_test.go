@@ -198,8 +198,8 @@ func TestOverload(t *testing.T) {
 			proto.AppendOpen(nil, 7, env),
 			proto.AppendSend(nil, 8, 10, []uint32{4}),
 			proto.AppendChat(nil, 9, 5, []byte("x")),
-			proto.AppendPing(nil, 10), // seq 6
-			proto.AppendShake(nil, 11), // overloaded, in the batch
+			proto.AppendPing(nil, 10),                            // seq 6
+			proto.AppendShake(nil, 11),                           // overloaded, in the batch
 			proto.AppendPing(nil, 12), proto.AppendPing(nil, 13), // seqs 7, 8: the ring is full
 			proto.AppendPing(nil, 14), // stalls
 			proto.AppendShake(nil, 15),
