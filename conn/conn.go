@@ -54,6 +54,7 @@ type Conn struct {
 	Watching bool                       // WatchWritable called, KWritable not yet seen
 	Dead     bool                       // closed or cut off: output is dropped
 	Dirty    bool                       // has output appended in the current batch
+	Draining bool                       // cut off (ERROR 6): its backlog and the ERROR are still being written
 }
 
 // Gen is c's current generation. Safe for concurrent use.
@@ -71,7 +72,7 @@ func (c *Conn) Recycle() {
 		bytebufferpool.Put(c.Out)
 	}
 	c.User, c.SET, c.In, c.Accepted, c.Scratch = 0, 0, nil, 0, 0
-	c.Out, c.Sent, c.Watching, c.Dead, c.Dirty = nil, 0, false, false, false
+	c.Out, c.Sent, c.Watching, c.Dead, c.Dirty, c.Draining = nil, 0, false, false, false, false
 }
 
 // Handle names one generation of a Conn: a closed connection's handle stays

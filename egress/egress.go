@@ -10,6 +10,7 @@ package egress
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -33,10 +34,25 @@ type Egress struct {
 	now        func() int64
 	eachFrame  bool // -egress=frame: write every frame at once (WriteEachFrame)
 
-	conns   map[*conn.Conn]struct{} // logged-in connections of the SET, for shutdown
-	dirty   []*conn.Conn            // connections with output appended in this batch
-	release []*conn.Conn            // connections to release once this batch is flushed
+	conns    map[*conn.Conn]struct{} // logged-in connections of the SET, for shutdown
+	dirty    []*conn.Conn            // connections with output appended in this batch
+	release  []*conn.Conn            // connections to release once this batch is flushed
+	draining []drain                 // connections cut off for their backlog, still being written
 }
+
+// drain is a connection cut off for its backlog (ERROR 6) whose output,
+// the ERROR last, is still being written as its reader makes room: it is
+// shut down once that is done, or at until (unix ns).
+type drain struct {
+	h     conn.Handle
+	until int64
+}
+
+// drainMax bounds how long a cut-off connection keeps being written to: long
+// enough for a slow reader to get its backlog and then the ERROR 6 that says
+// why it ends, short enough that one that never reads soon lets go of it. The
+// backlog is already there; nothing new is added to it.
+const drainMax = 2 * time.Second
 
 // New returns the egress stage of SET set. maxPending is the most output
 // bytes a connection may have waiting before it is cut off.
@@ -95,6 +111,7 @@ func (e *Egress) Handle(b event.Batch) {
 			for c := range e.conns {
 				e.fatal(c, proto.ErrCodeShuttingDown)
 			}
+			e.endDrains(math.MaxInt64) // the server is going: no waiting for slow readers
 		case event.KAnswer:
 			if ev.Buf == nil {
 				e.answer(ev)
@@ -108,11 +125,14 @@ func (e *Egress) Handle(b event.Batch) {
 		}
 	}
 	e.flush()
+	now := e.now()
+	if len(e.draining) > 0 {
+		e.endDrains(now)
+	}
 	// Latency runs from the ingress's decode to the end of the write, the
 	// costliest part: measured after the flush, in a second pass over the
 	// batch. Of the answers the stages made: the ingress's batched refusals
 	// (Out empty) are not observed.
-	now := e.now()
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
 			e.observe(now - ev.RecvNs)
@@ -276,7 +296,7 @@ func (e *Egress) writeOut(c *conn.Conn) {
 			c.Watching = true
 			c.Owner.WatchWritable(c)
 		default: // EPIPE, ECONNRESET: the reader will see it too and disconnect
-			c.Dead = true
+			c.Dead, c.Draining = true, false
 		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			break
@@ -289,15 +309,40 @@ func (e *Egress) writeOut(c *conn.Conn) {
 	// The backlog is judged after the write, so a burst that a reader takes
 	// at once is never held against it. A batch (MaxBatch events) can add at
 	// most a batch of frames beyond the limit before this check.
+	// The ERROR goes behind the backlog, which the socket had no room for:
+	// the connection drains (KWritable goes on bringing it here) until its
+	// reader has taken both, or drainMax.
 	if !c.Dead && c.Out != nil && len(c.Out.B)-c.Sent > e.maxPending {
 		e.c.CutOff.Add(1)
-		c.Out.B = proto.AppendError(c.Out.B, 0, proto.ErrCodeTooSlow) // best effort: the socket is full
+		c.Out.B = proto.AppendError(c.Out.B, 0, proto.ErrCodeTooSlow)
 		e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
-		c.Dead = true
+		c.Dead, c.Draining = true, true
+		e.draining = append(e.draining, drain{conn.HandleOf(c), e.now() + int64(drainMax)})
 	}
-	if c.Dead {
+	if c.Draining && c.Out == nil {
+		c.Draining = false // all written, the ERROR too
+	}
+	if c.Dead && !c.Draining {
 		c.Owner.Shutdown(c)
 	}
+}
+
+// endDrains forgets the draining connections that are done (or gone), and
+// shuts down those whose time is up with output still unwritten.
+func (e *Egress) endDrains(now int64) {
+	kept := e.draining[:0]
+	for _, d := range e.draining {
+		switch c := d.h.C; {
+		case !d.h.Live() || !c.Draining:
+		case now >= d.until:
+			c.Draining = false
+			c.Owner.Shutdown(c) // what it did not take is given back when it is released
+		default:
+			kept = append(kept, d)
+		}
+	}
+	clear(e.draining[len(kept):])
+	e.draining = kept
 }
 
 // unsent returns to the pool every shake envelope whose SHAKE_RESULT had not

@@ -33,6 +33,7 @@ type setup struct {
 	c     *conn.Conn
 	peer  int
 	slots []event.Event
+	skew  atomic.Int64 // added to the egress's clock
 }
 
 func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
@@ -54,7 +55,7 @@ func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
 	}
 	s := &setup{l: new(stages.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512)}
 	s.c = &conn.Conn{FD: fds[0], Owner: s.o, User: 1}
-	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() })
+	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() + s.skew.Load() })
 	if eachFrame {
 		s.e.WriteEachFrame()
 	}
@@ -201,14 +202,56 @@ func TestWriteEachFrameBacklog(t *testing.T) {
 			for i := 0; !s.c.Dead && i < 100; i++ {
 				s.pongs(1000, 400)
 			}
-			if !s.c.Dead || s.l.Egress.CutOff.Load() != 1 || s.o.shut.Load() != 1 {
-				t.Fatalf("past the backlog limit: Dead %v, cut off %d, %d shutdowns; want true, 1, 1",
-					s.c.Dead, s.l.Egress.CutOff.Load(), s.o.shut.Load())
+			if !s.c.Dead || !s.c.Draining || s.l.Egress.CutOff.Load() != 1 || s.o.shut.Load() != 0 {
+				t.Fatalf("past the backlog limit: Dead %v, Draining %v, cut off %d, %d shutdowns; want true, true, 1, 0",
+					s.c.Dead, s.c.Draining, s.l.Egress.CutOff.Load(), s.o.shut.Load())
 			}
-			if !bytes.HasSuffix(s.c.Out.B, proto.AppendError(nil, 0, proto.ErrCodeTooSlow)) {
+			errorFrame := proto.AppendError(nil, 0, proto.ErrCodeTooSlow)
+			if !bytes.HasSuffix(s.c.Out.B, errorFrame) {
 				t.Error("no ERROR 6 at the end of the backlog")
 			}
+			// The reader catches up: it gets the whole backlog, ERROR 6
+			// last, and only then is the socket shut down.
+			var got []byte
+			for i := 0; s.c.Draining && i < 1000; i++ {
+				got = append(got, s.read(t)...)
+				s.pongs(2000, 1) // dropped: cut off
+				s.batch(func(ev *event.Event) bool {
+					ev.Kind, ev.Conn = event.KWritable, conn.HandleOf(s.c)
+					return false
+				})
+			}
+			got = append(got, s.read(t)...)
+			if s.c.Draining || s.o.shut.Load() != 1 || !bytes.HasSuffix(got, errorFrame) {
+				t.Errorf("after the reader caught up: Draining %v, %d shutdowns, ERROR 6 last: %v; want false, 1, true",
+					s.c.Draining, s.o.shut.Load(), bytes.HasSuffix(got, errorFrame))
+			}
 		})
+	}
+}
+
+// TestCutOffDrainEnds: a cut-off connection whose reader never makes room is
+// shut down drainMax after the cut-off, with its backlog still unwritten.
+func TestCutOffDrainEnds(t *testing.T) {
+	s := newSetup(t, false, 8<<10, 4096)
+	for i := 0; !s.c.Dead && i < 1000; i++ {
+		s.pongs(1, 400)
+	}
+	if !s.c.Draining || s.o.shut.Load() != 0 {
+		t.Fatalf("cut off: Draining %v, %d shutdowns; want true, 0", s.c.Draining, s.o.shut.Load())
+	}
+	tick := func() {
+		s.batch(func(ev *event.Event) bool { ev.Kind = event.KTick; return false })
+	}
+	tick()
+	if s.o.shut.Load() != 0 {
+		t.Fatal("shut down before its time was up")
+	}
+	s.skew.Add(int64(3 * time.Second))
+	tick()
+	if s.c.Draining || s.o.shut.Load() != 1 || s.c.Out == nil {
+		t.Errorf("after its time: Draining %v, %d shutdowns, backlog kept %v; want false, 1, true",
+			s.c.Draining, s.o.shut.Load(), s.c.Out != nil)
 	}
 }
 

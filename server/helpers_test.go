@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -464,15 +463,6 @@ func rawFrame(n int, typ byte, stamp uint64, body []byte) []byte {
 		b[4+i] = byte(stamp >> (56 - 8*i))
 	}
 	return append(b, body...)
-}
-
-// skipBug skips a test that shows a known bug outside the server package,
-// unless $HONGBAO_SHOW_BUGS is set: then it runs, and fails.
-func skipBug(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("HONGBAO_SHOW_BUGS") == "" {
-		t.Skip(why + " (set HONGBAO_SHOW_BUGS=1 to run it)")
-	}
 }
 
 // goroutineDump returns every goroutine's stack, for a leak report.
