@@ -4,7 +4,9 @@
 // connection that has output once, so a batch of answers to one connection
 // costs one syscall. Writes never block: on EAGAIN the rest stays pending and
 // the connection's owner watches it for writability; a connection whose
-// backlog passes the limit gets ERROR 6 and is cut off.
+// backlog passes the limit is cut off: nothing new is added to it, its
+// backlog and then ERROR 6 go on being written as its reader makes room, for
+// up to drainMax, and then its socket is shut down.
 package egress
 
 import (
