@@ -320,6 +320,11 @@ func (e *Egress) writeOut(c *conn.Conn) {
 		e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
 		c.Dead, c.Draining = true, true
 		e.draining = append(e.draining, drain{conn.HandleOf(c), e.now() + int64(drainMax)})
+		// Chats and pushes to it from here would be dropped: the session
+		// answers them "offline" instead once it knows.
+		r := e.out.Put(e.set)
+		r.Kind, r.User, r.Conn = event.KCutOff, c.User, conn.HandleOf(c)
+		e.out.Done()
 	}
 	if c.Draining && c.Out == nil {
 		c.Draining = false // all written, the ERROR too

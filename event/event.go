@@ -36,10 +36,11 @@ const (
 	KTick       // timer → SET: nothing to do but retry what a stage holds back
 	KShutdown   // server → SET: egress sends ERROR 8 to every connection of the SET and cuts it off
 	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
+	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 )
 
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

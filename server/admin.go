@@ -163,7 +163,7 @@ func (s *Server) newMetrics() *metrics.Set {
 	ing("hongbao_accepted_total", func() uint64 { return s.ing.Stats().Accepted })
 	ing("hongbao_refused_total", func() uint64 { return s.ing.Stats().Refused })
 	ing("hongbao_bytes_in_total", func() uint64 { return s.ing.Stats().BytesIn })
-	egress := func(name string, f func(l *stages.Ledger) uint64) {
+	perSET := func(name string, f func(l *stages.Ledger) uint64) { // summed over the SETs
 		set.NewGauge(name, func() float64 {
 			var n uint64
 			for _, l := range s.ledgers {
@@ -172,12 +172,13 @@ func (s *Server) newMetrics() *metrics.Set {
 			return float64(n)
 		})
 	}
-	egress("hongbao_bytes_out_total", func(l *stages.Ledger) uint64 { return l.Egress.Bytes.Load() })
-	egress("hongbao_writes_total", func(l *stages.Ledger) uint64 { return l.Egress.Writes.Load() })
-	egress("hongbao_frames_dropped_total", func(l *stages.Ledger) uint64 { return l.Egress.Dropped.Load() })
-	egress("hongbao_cut_off_total", func(l *stages.Ledger) uint64 { return l.Egress.CutOff.Load() })
-	egress("hongbao_envelopes_held", func(l *stages.Ledger) uint64 { return uint64(l.Split.Held.Load()) })
-	egress("hongbao_envelopes_expiry_queued", func(l *stages.Ledger) uint64 { return uint64(l.Split.Queued.Load()) })
+	perSET("hongbao_bytes_out_total", func(l *stages.Ledger) uint64 { return l.Egress.Bytes.Load() })
+	perSET("hongbao_writes_total", func(l *stages.Ledger) uint64 { return l.Egress.Writes.Load() })
+	perSET("hongbao_frames_dropped_total", func(l *stages.Ledger) uint64 { return l.Egress.Dropped.Load() })
+	perSET("hongbao_cut_off_total", func(l *stages.Ledger) uint64 { return l.Egress.CutOff.Load() })
+	perSET("hongbao_users_online", func(l *stages.Ledger) uint64 { return uint64(l.Session.Online.Load()) })
+	perSET("hongbao_envelopes_held", func(l *stages.Ledger) uint64 { return uint64(l.Split.Held.Load()) })
+	perSET("hongbao_envelopes_expiry_queued", func(l *stages.Ledger) uint64 { return uint64(l.Split.Queued.Load()) })
 	if s.bus != nil {
 		for i := 0; i < s.bus.Sets(); i++ {
 			r := s.bus.Ring(i)

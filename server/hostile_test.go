@@ -652,7 +652,10 @@ func chatUntilCutOff(t *testing.T, ts *testServer, p *client, user uint32, batch
 	t.Helper()
 	text := chatText(proto.MaxChatText)
 	cutBefore := metric(t, ts, "hongbao_cut_off_total")
-	for deadline := time.Now().Add(waitTime); metric(t, ts, "hongbao_cut_off_total") == cutBefore; {
+	cutOff := func(i int) bool { // a scrape costs a millisecond: every 16th round
+		return i%16 == 15 && metric(t, ts, "hongbao_cut_off_total") != cutBefore
+	}
+	for i, deadline := 0, time.Now().Add(waitTime); !cutOff(i); i++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("user %d still connected after %d chats pushed at it in %v", user, handed, waitTime)
 		}
@@ -1277,6 +1280,18 @@ func cutOff(t *testing.T, keepSending bool) (frames []proto.Frame, read uint64, 
 			slow.c.Send(proto.AppendShake(nil, slow.nextStamp())) // fails once it is closed
 		}
 	})
+	// The session forgets the user at the cut-off, while its connection still
+	// drains: a chat to it is answered offline, not handed to a connection
+	// that would drop it.
+	waitFor(t, "the cut-off user offline", func() bool { return metric(t, ts, "hongbao_users_online") == 1 })
+	if n := metric(t, ts, "hongbao_connections"); n != 2 {
+		t.Logf("the cut-off connection is gone already (%d connections): the chat below cannot tell a draining one", n)
+	}
+	s := p.nextStamp()
+	p.send(proto.AppendChat(nil, s, 1, []byte("still there?")))
+	if st, _ := p.answer(s).ChatAck(); st != proto.ChatOffline {
+		t.Errorf("a chat to the cut-off user: CHAT_ACK %d; want %d (offline)", st, proto.ChatOffline)
+	}
 	frames, err := drainAll(slow.c)
 	if !isClosed(err) {
 		t.Fatalf("after %d frames: %v; want EOF or a reset", len(frames), err)

@@ -44,7 +44,7 @@ func (s *Session) Handle(b event.Batch) {
 		switch ev.Kind {
 		case event.KLogin:
 			s.login(ev)
-		case event.KDisconnect:
+		case event.KDisconnect, event.KCutOff:
 			if i, ok := s.users[ev.User]; ok && s.online[i].h == ev.Conn {
 				s.remove(ev.User, i)
 			}
