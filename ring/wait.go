@@ -22,10 +22,10 @@ const (
 
 // Defaults for WaitPark: a short spin catches the next event of a busy
 // stream without a park; a few yields before parking keep hundreds of
-// draining rings from spinning the CPU away. Measured in the server (make
-// perf-compare, with its -spins/-yields flags): with a goroutine per stage
-// the waits took ~20 % of its CPU; with the stages fused, 6 %, and no yields
-// at all (-yields -1) measured no better.
+// draining rings from spinning the CPU away. The server overrides Yields
+// (server.DefaultYields: none): its SETs see an event a millisecond or so,
+// which no yield catches, and 5 interleaved runs at 30,000 QPS measured its
+// CPU per request 4.8 % lower without them.
 const (
 	DefaultSpins  = 64
 	DefaultYields = 8

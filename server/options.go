@@ -24,7 +24,7 @@ type Options struct {
 	Loops           int           // -loops
 	Ingress         string        // -ingress: epoll | netpoll
 	Wait            string        // -wait: park | yield | spin
-	Spins, Yields   int           // -spins, -yields: rounds before a waiting stage yields, parks (0: ring's default; -1: none)
+	Spins, Yields   int           // -spins, -yields: rounds before a waiting stage yields, parks (0: default, ring's for Spins; -1: none)
 	Stages          string        // -stages: pipelined | fused
 	Pipeline        string        // -pipeline: ring | disruptor | chan | none
 	Egress          string        // -egress: batch | frame
@@ -45,11 +45,17 @@ type Options struct {
 
 // Defaults, each with its reason.
 const (
-	DefaultListen   = "127.0.0.1:9000"
-	DefaultAdmin    = "127.0.0.1:6060"
-	DefaultSets     = 32   // many more shards than cores, so one busy SET never serializes the whole load
-	DefaultRing     = 2048 // per SET: 2048 × 120-byte events = 240 KiB, 7.5 MiB for 32 SETs
-	DefaultPending  = 256 << 10
+	DefaultListen  = "127.0.0.1:9000"
+	DefaultAdmin   = "127.0.0.1:6060"
+	DefaultSets    = 32   // many more shards than cores, so one busy SET never serializes the whole load
+	DefaultRing    = 2048 // per SET: 2048 × 120-byte events = 240 KiB, 7.5 MiB for 32 SETs
+	DefaultPending = 256 << 10
+	// DefaultYields: a waiting SET parks right after its spin. At ~1,000
+	// requests a second per SET the next one is a millisecond away, and the
+	// ring's default 8 runtime.Gosched rounds only cost scheduler work: at
+	// 30,000 QPS over 19,000 connections, server CPU per SHAKE 4.8 % lower
+	// (median of 5 interleaved 15 s runs, 939 vs 986 ticks), p99 no worse.
+	DefaultYields   = -1
 	DefaultShares   = 100
 	DefaultTotal    = 20000
 	AuthSecretEnv   = "HONGBAO_AUTH_SECRET"
@@ -91,6 +97,9 @@ func (o *Options) Fill() {
 	}
 	if o.Loops == 0 {
 		o.Loops = runtime.GOMAXPROCS(0)
+	}
+	if o.Yields == 0 {
+		o.Yields = DefaultYields
 	}
 	if o.LoginTimeout == 0 {
 		o.LoginTimeout = 10 * time.Second
@@ -230,7 +239,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.StringVar(&o.Ingress, "ingress", "epoll", "ingress: epoll (event loops, Linux) or netpoll (goroutine per connection)")
 	fs.StringVar(&o.Wait, "wait", "park", "how idle stages wait: park (spin, yield, then sleep), yield, or spin (burns a core per stage)")
 	fs.IntVar(&o.Spins, "spins", ring.DefaultSpins, "-wait park or yield: rounds a waiting stage re-checks its upstream before it yields (-1: none)")
-	fs.IntVar(&o.Yields, "yields", ring.DefaultYields, "-wait park: rounds of runtime.Gosched before a waiting stage parks (-1: none: park right after spinning)")
+	fs.IntVar(&o.Yields, "yields", DefaultYields, "-wait park: rounds of runtime.Gosched before a waiting stage parks (-1 or 0: none: park right after spinning)")
 	fs.StringVar(&o.Stages, "stages", DefaultStages, "how a SET's ring runs its stages: pipelined (a goroutine per stage, which park and wake\n"+
 		"one another: stages overlap on several cores) or fused (one goroutine per SET hands each batch to\n"+
 		"every stage in turn: one wake-up per batch instead of four, for many more SETs than cores).\n"+
