@@ -30,6 +30,7 @@ import (
 // concurrent use: it runs on its stage goroutine only.
 type Egress struct {
 	set        int
+	bus        *event.Bus
 	out        *event.Outbox // for KReturn into its own SET
 	c          *stages.EgressCounters
 	maxPending int
@@ -59,7 +60,7 @@ const drainMax = 2 * time.Second
 // New returns the egress stage of SET set. maxPending is the most output
 // bytes a connection may have waiting before it is cut off.
 func New(set int, bus *event.Bus, l *stages.Ledger, maxPending int, now func() int64) *Egress {
-	return &Egress{set: set, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
+	return &Egress{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
 		now: now, conns: make(map[*conn.Conn]struct{})}
 }
 
@@ -130,6 +131,9 @@ func (e *Egress) Handle(b event.Batch) {
 	now := e.now()
 	if len(e.draining) > 0 {
 		e.endDrains(now)
+		if len(e.draining) > 0 {
+			e.bus.MarkHeld(e.set) // a KTick soon, so that drainMax holds in an idle SET
+		}
 	}
 	// Latency runs from the ingress's decode to the end of the write, the
 	// costliest part: measured after the flush, in a second pass over the

@@ -34,6 +34,8 @@ type setup struct {
 	peer  int
 	slots []event.Event
 	skew  atomic.Int64 // added to the egress's clock
+	bus   *event.Bus
+	ring  *event.Ring // never started: what the egress sends its own SET stays in it
 }
 
 func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
@@ -53,7 +55,7 @@ func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
 			t.Fatal(err)
 		}
 	}
-	s := &setup{l: new(stages.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512)}
+	s := &setup{l: new(stages.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512), bus: bus, ring: r}
 	s.c = &conn.Conn{FD: fds[0], Owner: s.o, User: 1}
 	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() + s.skew.Load() })
 	if eachFrame {
@@ -239,6 +241,17 @@ func TestCutOffDrainEnds(t *testing.T) {
 	}
 	if !s.c.Draining || s.o.shut.Load() != 0 {
 		t.Fatalf("cut off: Draining %v, %d shutdowns; want true, 0", s.c.Draining, s.o.shut.Load())
+	}
+	// Its session is told (KCutOff), and the SET is ticked even when idle.
+	kinds := func() (k []event.Kind) { // the ring's slots start zeroed, from sequence 0
+		for seq := int64(0); seq < 16 && s.ring.At(seq).Kind != 0; seq++ {
+			k = append(k, s.ring.At(seq).Kind)
+		}
+		return k
+	}
+	s.bus.Tick()
+	if k := kinds(); len(k) != 2 || k[0] != event.KCutOff || k[1] != event.KTick {
+		t.Fatalf("the egress's own SET got %v; want [cut_off tick]", k)
 	}
 	tick := func() {
 		s.batch(func(ev *event.Event) bool { ev.Kind = event.KTick; return false })
