@@ -269,6 +269,15 @@ func (l *loop) run() {
 			l.runCommands()
 		}
 		l.cnt.flush(l.sh) // this round's counts visible to Stats
+		if n > 0 && !l.p.bare {
+			// Run the SET goroutines this round woke before blocking in
+			// epoll_wait: they sit in this P's run queue, and a thread
+			// blocked in a raw syscall keeps its P, so otherwise each
+			// wake-up costs another thread's wake (or waits for sysmon to
+			// take the P). Measured at 30,000 QPS over 19,000 connections:
+			// server CPU per SHAKE −25 %, SHAKE p99 6.4 → 0.9 ms.
+			runtime.Gosched()
+		}
 	}
 	l.exit()
 }
