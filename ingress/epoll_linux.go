@@ -269,7 +269,7 @@ func (l *loop) run() {
 			l.runCommands()
 		}
 		l.cnt.flush(l.sh) // this round's counts visible to Stats
-		if n > 0 && !l.p.bare {
+		if n > 0 && !l.p.bare && !l.ing.o.NoYield {
 			// Run the SET goroutines this round woke before blocking in
 			// epoll_wait: they sit in this P's run queue, and a thread
 			// blocked in a raw syscall keeps its P, so otherwise each

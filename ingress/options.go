@@ -45,6 +45,10 @@ type Options struct {
 
 	Bus  *event.Bus // the SETs' rings; nil only when Bare
 	Bare bool       // answer every request in the loop itself, no rings (-pipeline=none)
+	// NoYield keeps an epoll loop from yielding after a round (see Reading in
+	// the package doc): for SET consumers that poll instead of parking
+	// (go-disruptor's), which a yield would put the loop behind.
+	NoYield bool
 
 	ReadBudget int // bytes read per connection per round; 0: DefaultReadBudget
 
