@@ -505,6 +505,7 @@ func TestShakeAnswerToClosedConnection(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, func(o *server.Options) { o.Ring = 64 })
 	camp := ts.startCampaign("shake", "rate=20000&total=4000&min=1&max=1000")
+	final := ts.waitCampaign(camp.ID) // every pool full: the first 4,000 SHAKEs each get one
 	const waves, clients, shakes = 6, 20, 50
 	user := uint32(0)
 	var burst []byte
@@ -515,7 +516,7 @@ func TestShakeAnswerToClosedConnection(t *testing.T) {
 		for i := range clients {
 			user++
 			c := dial(t, ts)
-			switch i % 3 {
+			switch i % 4 {
 			case 0: // everything in one write, then gone
 				c.send(proto.AppendLogin(nil, 0, user, nil), burst)
 			case 1: // logged in, then the SHAKEs, then gone
@@ -525,11 +526,15 @@ func TestShakeAnswerToClosedConnection(t *testing.T) {
 				c.login(user, nil)
 				c.send(burst)
 				c.c.Conn.(interface{ SetLinger(int) error }).SetLinger(0)
+			case 3: // everything in one write, then a reset: it comes before the
+				// server can answer, whose writes then fail (the requests
+				// themselves stay readable and are served)
+				c.send(proto.AppendLogin(nil, 0, user, nil), burst)
+				c.c.Conn.(interface{ SetLinger(int) error }).SetLinger(0)
 			}
 			c.c.Close()
 		}
 	}
-	final := ts.waitCampaign(camp.ID)
 	waitFor(t, "every connection released", func() bool { return ts.stats().Connections == 0 })
 	var st server.Stats
 	waitFor(t, "the shake ledger to balance", func() bool {
