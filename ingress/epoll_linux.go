@@ -252,7 +252,7 @@ func (l *loop) run() {
 				unix.Read(l.wakefd, b[:])
 				woken = true
 			default:
-				l.accept(int(tagListen0-tag))
+				l.accept(int(tagListen0 - tag))
 			}
 		}
 		if len(l.pending) > 0 {
