@@ -32,20 +32,24 @@ type totals struct {
 func serverTotals(ss []*serverProc) totals {
 	var t totals
 	for _, s := range ss {
-		st := &s.stats
-		t.ShakeGot += st.Shake.Got
-		t.ShakeAmount += st.Shake.GotAmount
-		t.Opened += st.Envelopes.Opened
-		t.OpenAmount += st.Envelopes.OpenedAmount
-		t.Created += st.Envelopes.Created
-		t.CreatedAmount += st.Envelopes.CreatedAmount
-		t.Outstanding += st.Envelopes.OutstandingAmount
-		t.ShakeCreatedAmount += st.Shake.CreatedAmount
-		t.Requests += st.Shake.Requests
-		t.Overload += st.Shake.Overload + st.Envelopes.Overload
-		t.SystemSkipped += st.Envelopes.SystemSkipped
+		t.add(&s.stats)
 	}
 	return t
+}
+
+// add adds one server's /stats to t.
+func (t *totals) add(st *harness.Stats) {
+	t.ShakeGot += st.Shake.Got
+	t.ShakeAmount += st.Shake.GotAmount
+	t.Opened += st.Envelopes.Opened
+	t.OpenAmount += st.Envelopes.OpenedAmount
+	t.Created += st.Envelopes.Created
+	t.CreatedAmount += st.Envelopes.CreatedAmount
+	t.Outstanding += st.Envelopes.OutstandingAmount
+	t.ShakeCreatedAmount += st.Shake.CreatedAmount
+	t.Requests += st.Shake.Requests
+	t.Overload += st.Shake.Overload + st.Envelopes.Overload
+	t.SystemSkipped += st.Envelopes.SystemSkipped
 }
 
 func clientTotals(cs []*clientProc) totals {

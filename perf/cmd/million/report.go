@@ -141,12 +141,12 @@ func (s *state) figures() figures {
 	}
 	if !s.loadStart.IsZero() && !s.stats1.at.IsZero() {
 		f.LoadSeconds = s.loadEnd.Sub(s.loadStart).Seconds()
-		f.ServerQPS = float64(s.stats1.requests-s.stats0.requests) / f.LoadSeconds
+		f.ServerQPS = float64(s.stats1.Requests-s.stats0.Requests) / f.LoadSeconds
 		f.SentQPS = float64(s.cliTotals.Requests) / f.LoadSeconds
 		if len(s.perSecond) > 0 {
 			f.SecondMin, f.SecondMax = slices.Min(s.perSecond), slices.Max(s.perSecond)
 		}
-		shakes := float64(s.stats1.requests - s.stats0.requests)
+		shakes := float64(s.stats1.Requests - s.stats0.Requests)
 		if shakes > 0 {
 			f.ServerCPUPerReq = float64((s.cpu1.servers - s.cpu0.servers).Microseconds()) / shakes
 			f.ClientCPUPerReq = float64((s.cpu1.clients - s.cpu0.clients).Microseconds()) / shakes

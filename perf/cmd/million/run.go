@@ -314,12 +314,11 @@ func (s *state) startClients(ctx context.Context) error {
 
 // statSum is every server's /stats added up.
 type statSum struct {
-	at                          time.Time
-	conns, logins               int64
-	requests, got, gotAmount    int64
-	created, opened, openAmount int64
-	full                        int // servers with all their users logged in
-	per                         []harness.Stats
+	totals
+	at            time.Time
+	conns, logins int64
+	full          int // servers with all their users logged in
+	per           []harness.Stats
 }
 
 // pollStats reads every server's /stats at once.
@@ -330,14 +329,9 @@ func (s *state) pollStats() (statSum, error) {
 		return err
 	})
 	for i, st := range sum.per {
+		sum.add(&st)
 		sum.conns += st.Connections
 		sum.logins += st.Logins
-		sum.requests += st.Shake.Requests
-		sum.got += st.Shake.Got
-		sum.gotAmount += st.Shake.GotAmount
-		sum.created += st.Envelopes.Created
-		sum.opened += st.Envelopes.Opened
-		sum.openAmount += st.Envelopes.OpenedAmount
 		n := int64(s.servers[i].part.users.Len())
 		if st.Connections == n && st.Logins >= n {
 			sum.full++
@@ -539,12 +533,12 @@ func (s *state) load(ctx context.Context) error {
 			return fmt.Errorf("during the load: %w", err)
 		}
 		dt := st.at.Sub(last.at).Seconds()
-		q := float64(st.requests-last.requests) / dt
+		q := float64(st.Requests-last.Requests) / dt
 		s.perSecond = append(s.perSecond, q)
 		sys := s.smp.latest()
 		s.say("load %4.0fs  SHAKE %s/s (servers)  got %.0f/s  group envelopes %.0f/s  shares opened %.0f/s  conns %s  MemAvailable %s",
-			st.at.Sub(start).Seconds(), thousands(int64(q)), float64(st.got-last.got)/dt, float64(st.created-last.created)/dt,
-			float64(st.opened-last.opened)/dt, thousands(st.conns), gib(sys.MemAvailable))
+			st.at.Sub(start).Seconds(), thousands(int64(q)), float64(st.ShakeGot-last.ShakeGot)/dt, float64(st.Created-last.Created)/dt,
+			float64(st.Opened-last.Opened)/dt, thousands(st.conns), gib(sys.MemAvailable))
 		s.smp.addStats("load", st, last)
 		last = st
 	}

@@ -133,8 +133,8 @@ func (smp *sampler) addStats(phase string, cur, prev statSum) {
 		dt = 1
 	}
 	r := statRow{T: cur.at.Sub(smp.start).Seconds(), Phase: phase, Conns: cur.conns, Logins: cur.logins,
-		Shakes: float64(cur.requests-prev.requests) / dt, Got: float64(cur.got-prev.got) / dt,
-		Created: float64(cur.created-prev.created) / dt, Opened: float64(cur.opened-prev.opened) / dt,
+		Shakes: float64(cur.Requests-prev.Requests) / dt, Got: float64(cur.ShakeGot-prev.ShakeGot) / dt,
+		Created: float64(cur.Created-prev.Created) / dt, Opened: float64(cur.Opened-prev.Opened) / dt,
 		New: float64(cur.conns-prev.conns) / dt}
 	smp.mu.Lock()
 	smp.stats = append(smp.stats, r)
