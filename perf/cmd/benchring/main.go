@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"hongbao/perf/internal/harness"
 )
 
 // benchPattern selects the benchmarks of ring/ring_timing_test.go and
@@ -49,7 +51,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 			"Run it from the module root.\n\nflags:\n", benchPattern)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
@@ -61,9 +63,6 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	if c.out == "" {
 		errs = append(errs, errors.New("-out: want a directory"))
-	}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
 	return c, errors.Join(errs...)
 }

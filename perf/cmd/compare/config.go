@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"hongbao/perf/internal/harness"
 )
 
 // variant is one server configuration under comparison.
@@ -104,13 +106,10 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 		fmt.Fprint(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
 	for _, n := range strings.Split(names, ",") {
 		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == strings.TrimSpace(n) })
 		if i < 0 {

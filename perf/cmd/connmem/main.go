@@ -64,13 +64,10 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
 	if c.conns < 1 {
 		errs = append(errs, fmt.Errorf("-conns=%d: want at least 1", c.conns))
 	}

@@ -109,13 +109,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/million-<time>/")
 	fs.Float64Var(&c.headroom, "max-mem-share", 0.8, "refuse to start when the memory estimate is above this `share` of MemAvailable")
 	fs.Usage = func() { usage(fs) }
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
 	if c.servers == 0 && c.perServer > 0 {
 		c.servers = (c.conns + c.perServer - 1) / c.perServer
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
 )
 
 // config is one perf run.
@@ -60,13 +61,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.serverFlags, "server-flags", "", "more server `flags`, space-separated (e.g. \"-sets 8 -wait yield\"); -listen, -admin and -log-format are perf's")
 	fs.StringVar(&c.clientFlags, "client-flags", "", "more load client `flags`, space-separated (e.g. \"-loops 1\")")
 	fs.Usage = func() { usage(fs) }
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
 	return c, errors.Join(append(errs, c.validate())...)
 }
 

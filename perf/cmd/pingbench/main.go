@@ -73,13 +73,10 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
 	if c.conns < 1 || c.conns > 19000 {
 		errs = append(errs, fmt.Errorf("-conns=%d: want 1..19000 (the open-files limit of 20,000 per process)", c.conns))
 	}

@@ -82,13 +82,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.server, "server-flags", "", "more server `flags`, space-separated; -listen, -admin and -log-format are soak's")
 	fs.StringVar(&c.client, "client-flags", "", "more load client `flags`, space-separated")
 	fs.Usage = func() { usage(fs) }
-	if err := fs.Parse(args); err != nil {
+	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
 	return c, errors.Join(append(errs, c.validate())...)
 }
 

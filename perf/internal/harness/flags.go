@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -37,4 +38,15 @@ func ParseLoopbackSources(s string) ([]netip.Addr, error) {
 		}
 	}
 	return addrs, errors.Join(errs...)
+}
+
+// ParseArgs parses a tool's command line, which takes flags only.
+func ParseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
