@@ -25,7 +25,7 @@ import (
 	"hongbao/server"
 )
 
-// The SIGTERM test (issue #7): the real binary, many clients SHAKEing and
+// The SIGTERM test: the real binary, many clients SHAKEing and
 // OPENing as fast as the server answers, campaigns running, SIGTERM in the
 // middle. It lives here, beside main, because what it checks is main's
 // contract: the signal, the exit status, the shutdown deadline and the final
