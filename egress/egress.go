@@ -21,8 +21,8 @@ import (
 	"hongbao/conn"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
-	"hongbao/stages"
 )
 
 // Egress is the egress stage of one SET. It owns the output side of every
@@ -32,7 +32,7 @@ type Egress struct {
 	set        int
 	bus        *event.Bus
 	out        *event.Outbox // for KReturn into its own SET
-	c          *stages.EgressCounters
+	c          *ledger.EgressCounters
 	maxPending int
 	now        func() int64
 	eachFrame  bool // -egress=frame: write every frame at once (WriteEachFrame)
@@ -59,7 +59,7 @@ const drainMax = 2 * time.Second
 
 // New returns the egress stage of SET set. maxPending is the most output
 // bytes a connection may have waiting before it is cut off.
-func New(set int, bus *event.Bus, l *stages.Ledger, maxPending int, now func() int64) *Egress {
+func New(set int, bus *event.Bus, l *ledger.Ledger, maxPending int, now func() int64) *Egress {
 	return &Egress{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
 		now: now, conns: make(map[*conn.Conn]struct{})}
 }
@@ -214,7 +214,7 @@ func (e *Egress) write(h conn.Handle, frames []byte) bool {
 	}
 	c.Out.B = append(c.Out.B, frames...)
 	for typ := range eachFrame(frames) {
-		e.c.Frames[stages.FrameIndex(typ)].Add(1)
+		e.c.Frames[ledger.FrameIndex(typ)].Add(1)
 	}
 	if e.eachFrame {
 		e.writeOut(c) // may leave output pending (EAGAIN), or cut c off
@@ -253,7 +253,7 @@ func (e *Egress) fatal(c *conn.Conn, code uint8) {
 		c.Out = bytebufferpool.Get()
 	}
 	c.Out.B = proto.AppendError(c.Out.B, 0, code)
-	e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
+	e.c.Frames[ledger.FrameIndex(0xFF)].Add(1)
 	c.Dead = true
 	e.markDirty(c)
 }
@@ -321,7 +321,7 @@ func (e *Egress) writeOut(c *conn.Conn) {
 	if !c.Dead && c.Out != nil && len(c.Out.B)-c.Sent > e.maxPending {
 		e.c.CutOff.Add(1)
 		c.Out.B = proto.AppendError(c.Out.B, 0, proto.ErrCodeTooSlow)
-		e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
+		e.c.Frames[ledger.FrameIndex(0xFF)].Add(1)
 		c.Dead, c.Draining = true, true
 		e.draining = append(e.draining, drain{conn.HandleOf(c), e.now() + int64(drainMax)})
 		// Chats and pushes to it from here would be dropped: the session
@@ -394,7 +394,7 @@ func (e *Egress) observe(ns int64) {
 	}
 	us := uint64(ns / int64(time.Microsecond))
 	i := 0
-	for us > 0 && i < stages.LatencyBuckets-1 {
+	for us > 0 && i < ledger.LatencyBuckets-1 {
 		us >>= 1
 		i++
 	}

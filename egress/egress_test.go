@@ -12,9 +12,9 @@ import (
 	"hongbao/conn"
 	"hongbao/egress"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/ring"
-	"hongbao/stages"
 )
 
 // owner stands in for the ingress: it counts what egress asks of it.
@@ -28,7 +28,7 @@ func (o *owner) Release(*conn.Conn)       { o.released.Add(1) }
 // counters, and a logged-in connection whose far end the test reads.
 type setup struct {
 	e     *egress.Egress
-	l     *stages.Ledger
+	l     *ledger.Ledger
 	o     *owner
 	c     *conn.Conn
 	peer  int
@@ -55,7 +55,7 @@ func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
 			t.Fatal(err)
 		}
 	}
-	s := &setup{l: new(stages.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512), bus: bus, ring: r}
+	s := &setup{l: new(ledger.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512), bus: bus, ring: r}
 	s.c = &conn.Conn{FD: fds[0], Owner: s.o, User: 1}
 	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() + s.skew.Load() })
 	if eachFrame {
@@ -156,7 +156,7 @@ func TestRefusalBatch(t *testing.T) {
 	if got, want := s.read(t), append(proto.AppendLoginAck(nil, 1, proto.LoginOK, 1), refused...); !bytes.Equal(got, want) {
 		t.Errorf("peer read %x; want %x", got, want)
 	}
-	frames := func(t proto.Type) uint64 { return s.l.Egress.Frames[stages.FrameIndex(byte(t))].Load() }
+	frames := func(t proto.Type) uint64 { return s.l.Egress.Frames[ledger.FrameIndex(byte(t))].Load() }
 	if frames(proto.ShakeResult) != 2 || frames(proto.ChatAck) != 1 {
 		t.Errorf("%d SHAKE_RESULT and %d CHAT_ACK counted; want 2 and 1", frames(proto.ShakeResult), frames(proto.ChatAck))
 	}

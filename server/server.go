@@ -23,17 +23,21 @@ import (
 	"hongbao/egress"
 	"hongbao/event"
 	"hongbao/ingress"
+	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/stages"
 	"hongbao/transport"
 )
+
+// Stats is the ledger of GET /stats (package ledger has its invariants).
+type Stats = ledger.Stats
 
 // Server is a running hongbao server.
 type Server struct {
 	opts     Options
 	log      *slog.Logger
 	bus      *event.Bus // nil with -pipeline=none
-	ledgers  []*stages.Ledger
+	ledgers  []*ledger.Ledger
 	ing      *ingress.Ingress
 	camps    *campaign.Runner
 	admin    *http.Server
@@ -118,7 +122,7 @@ func (s *Server) buildSETs() error {
 	lim := stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention}
 	seed := uint64(time.Now().UnixNano())
 	for i, add := range adds {
-		l := new(stages.Ledger)
+		l := new(ledger.Ledger)
 		s.ledgers = append(s.ledgers, l)
 		split, err := stages.NewSplit(i, s.bus, l, lim, now, seed+uint64(2*i+1))
 		if err != nil {

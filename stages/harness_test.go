@@ -14,6 +14,7 @@ import (
 	"hongbao/egress"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/ring"
 	"hongbao/stages"
@@ -25,7 +26,7 @@ import (
 type pipeline struct {
 	t       *testing.T
 	bus     *event.Bus
-	ledgers []*stages.Ledger
+	ledgers []*ledger.Ledger
 	owner   *fakeOwner
 }
 
@@ -41,7 +42,7 @@ func newPipeline(t *testing.T, sets, size int, lim stages.Limits, now func() int
 		now = func() int64 { return time.Now().UnixNano() }
 	}
 	for i, r := range rings {
-		l := new(stages.Ledger)
+		l := new(ledger.Ledger)
 		p.ledgers = append(p.ledgers, l)
 		split, err := stages.NewSplit(i, p.bus, l, lim, now, uint64(i)+1)
 		if err != nil {
@@ -247,19 +248,8 @@ func (o *fakeOwner) Release(c *conn.Conn) {
 	o.released.Add(1)
 }
 
-// ledger sums the SETs' counters.
-func (p *pipeline) ledger() (createdAmt, gotAmt, poolAmt, envCreatedAmt, openedAmt, liveAmt, refundedAmt uint64) {
-	for _, l := range p.ledgers {
-		createdAmt += l.Shake.CreatedAmount.Load()
-		gotAmt += l.Egress.GotAmount.Load()
-		poolAmt += l.Shake.PoolAmount.Load()
-		envCreatedAmt += l.Split.CreatedAmount.Load()
-		openedAmt += l.Split.OpenedAmount.Load()
-		liveAmt += l.Split.LiveAmount.Load()
-		refundedAmt += l.Split.RefundedAmount.Load()
-	}
-	return
-}
+// stats sums the SETs' counters.
+func (p *pipeline) stats() ledger.Stats { return ledger.Sum(p.ledgers) }
 
 // checkInvariants waits for the pipeline to go quiet, then checks
 // PROTOCOL.md's two ledger invariants exactly.
@@ -267,13 +257,13 @@ func (p *pipeline) checkInvariants() {
 	p.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, g, pool, ec, o, live, ref := p.ledger()
-		if c == g+pool && ec == o+live+ref {
+		st := p.stats()
+		err := st.Check()
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("ledger off: shake created %d ≠ got %d + pool %d; envelopes created %d ≠ opened %d + live %d + refunded %d",
-				c, g, pool, ec, o, live, ref)
+			p.t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
 	}
