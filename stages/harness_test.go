@@ -11,12 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"hongbao/conn"
-	"hongbao/egress"
 	"hongbao/envelope"
 	"hongbao/event"
 	"hongbao/ledger"
 	"hongbao/proto"
-	"hongbao/ring"
+	"hongbao/set"
 	"hongbao/stages"
 )
 
@@ -32,27 +31,13 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, sets, size int, lim stages.Limits, now func() int64) *pipeline {
 	t.Helper()
-	rings := make([]*event.Ring, sets)
-	for i := range rings {
-		rings[i], _ = ring.New[event.Event](ring.Options{Size: size, Producers: ring.MultiProducer})
+	bus, ss, err := set.Build(sets, set.Options{Ring: size, Limits: lim, MaxPending: 64 << 10, Now: now, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := &pipeline{t: t, bus: event.NewBus(rings, size/8)}
-	p.owner = &fakeOwner{bus: p.bus}
-	if now == nil {
-		now = func() int64 { return time.Now().UnixNano() }
-	}
-	for i, r := range rings {
-		l := new(ledger.Ledger)
-		p.ledgers = append(p.ledgers, l)
-		split, err := stages.NewSplit(i, p.bus, l, lim, now, uint64(i)+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		se := r.AddStage(stages.NewSession(i, p.bus, l, uint64(i)+100), ring.StageOptions[event.Event]{Name: "session"})
-		sh := r.AddStage(stages.NewShake(l), ring.StageOptions[event.Event]{Name: "shake", After: []*ring.Stage[event.Event]{se}})
-		sp := r.AddStage(split, ring.StageOptions[event.Event]{Name: "split", After: []*ring.Stage[event.Event]{sh}})
-		r.AddStage(egress.New(i, p.bus, l, 64<<10, now), ring.StageOptions[event.Event]{Name: "egress", After: []*ring.Stage[event.Event]{sp}})
-		if err := r.Start(); err != nil {
+	p := &pipeline{t: t, bus: bus, ledgers: set.Ledgers(ss), owner: &fakeOwner{bus: bus}}
+	for i := range sets {
+		if err := bus.Ring(i).Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
