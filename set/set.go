@@ -15,22 +15,23 @@ import (
 // Stages is the number of stages of a SET: session, shake, split, egress.
 const Stages = 4
 
-// egressMaxBatch caps the events the egress takes at once, so that the
-// backlog check after each batch's writes stays close to MaxPending.
+// egressMaxBatch caps the events the egress takes at once: a connection's
+// backlog is checked against MaxPending after each batch's writes, so a
+// batch can overshoot it by at most this many answers.
 const egressMaxBatch = 256
 
 // Options configures a SET; every SET of a server gets the same.
 type Options struct {
-	Ring          int       // slots of the transport, a power of two
-	Pipeline      string    // the transport: "ring" or "" (package ring), "disruptor" or "chan" (package transport)
-	Wait          ring.Wait // ring only: how a stage waits for events
-	Spins, Yields int       // ring only: rounds before a waiting stage yields, parks (see ring.Options)
-	Fused         bool      // ring only: the four stages on one goroutine, one wake-up per batch
-	Egress        egress.Mode
-	Limits        stages.Limits
-	MaxPending    int          // output bytes a connection may have waiting before it is cut off
-	Now           func() int64 // unix ns; nil: time.Now
-	Seed          uint64       // the session and split stages' random numbers: each SET's derive from it and its index
+	Ring          int           // slots of the transport, a power of two
+	Pipeline      string        // the transport: "ring" or "" (package ring), "disruptor" or "chan" (package transport)
+	Wait          ring.Wait     // ring only: how a stage waits for events
+	Spins, Yields int           // ring only: rounds before a waiting stage yields, parks (see ring.Options)
+	Fused         bool          // ring only: the four stages on one goroutine, one wake-up per batch
+	Egress        egress.Mode   // when the egress writes: egress.Batch, or egress.EachFrame for comparison
+	Limits        stages.Limits // of group envelopes, for the split stage
+	MaxPending    int           // output bytes a connection may have waiting before it is cut off
+	Now           func() int64  // unix ns; nil: time.Now
+	Seed          uint64        // the session and split stages' random numbers: each SET's derive from it and its index
 }
 
 // Goroutines is the number of goroutines that run one SET's stages.
@@ -80,7 +81,7 @@ func (s *SET) Ledger() *ledger.Ledger { return s.ledger }
 // Call it once, before the bus starts the transports.
 func (s *SET) AddStages(bus *event.Bus) error {
 	if s.index >= bus.Sets() || bus.Ring(s.index) != s.t {
-		return fmt.Errorf("set: SET %d is not the bus's SET %d", s.index, s.index)
+		return fmt.Errorf("set: the bus's SET %d is not this SET", s.index)
 	}
 	i, o, l := s.index, s.o, s.ledger
 	split, err := stages.NewSplit(i, bus, l, o.Limits, o.Now, o.Seed+uint64(2*i+1))
