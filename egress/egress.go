@@ -7,6 +7,13 @@
 // backlog passes the limit is cut off: nothing new is added to it, its
 // backlog and then ERROR 6 go on being written as its reader makes room, for
 // up to drainMax, and then its socket is shut down.
+//
+// It owns the output side of the SET's connections and nothing else: it
+// decides no money. A shake envelope or an OPEN share whose answer never
+// reached its client goes back to the stage that owns it (KReturn, KUnopen);
+// the egress writes only its own group of the SET's counters (package
+// ledger), and it never reads a socket: the connection's owner (the ingress)
+// does.
 package egress
 
 import (
@@ -21,8 +28,8 @@ import (
 	"hongbao/conn"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
-	"hongbao/stages"
 )
 
 // Egress is the egress stage of one SET. It owns the output side of every
@@ -32,10 +39,10 @@ type Egress struct {
 	set        int
 	bus        *event.Bus
 	out        *event.Outbox // for KReturn into its own SET
-	c          *stages.EgressCounters
+	c          *ledger.EgressCounters
 	maxPending int
 	now        func() int64
-	eachFrame  bool // -egress=frame: write every frame at once (WriteEachFrame)
+	appended   func(c *conn.Conn) // after output was appended to c: markDirty, or writeOut with EachFrame
 
 	conns    map[*conn.Conn]struct{} // logged-in connections of the SET, for shutdown
 	dirty    []*conn.Conn            // connections with output appended in this batch
@@ -57,19 +64,32 @@ type drain struct {
 // backlog is already there; nothing new is added to it.
 const drainMax = 2 * time.Second
 
+// Mode is when the egress writes the answers it appends to a connection.
+type Mode uint8
+
+const (
+	// Batch writes each connection once per batch, after the whole batch:
+	// a batch of answers to one connection costs one write.
+	Batch Mode = iota
+	// EachFrame writes every answer frame with its own write at once
+	// (-egress=frame): the baseline that batching is measured against, kept
+	// out of the batched path by being chosen here, once. Same non-blocking
+	// rules: on EAGAIN the rest waits for writability, past maxPending
+	// ERROR 6.
+	EachFrame
+)
+
 // New returns the egress stage of SET set. maxPending is the most output
 // bytes a connection may have waiting before it is cut off.
-func New(set int, bus *event.Bus, l *stages.Ledger, maxPending int, now func() int64) *Egress {
-	return &Egress{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
+func New(set int, bus *event.Bus, l *ledger.Ledger, maxPending int, now func() int64, mode Mode) *Egress {
+	e := &Egress{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Egress, maxPending: maxPending,
 		now: now, conns: make(map[*conn.Conn]struct{})}
+	e.appended = e.markDirty
+	if mode == EachFrame {
+		e.appended = e.writeOut // may leave output pending (EAGAIN), or cut c off
+	}
+	return e
 }
-
-// WriteEachFrame makes the egress write every answer frame with its own
-// write at once (-egress=frame), instead of one write per connection per
-// batch: the baseline that batching is measured against. Same non-blocking
-// rules: on EAGAIN the rest waits for writability, past maxPending ERROR 6.
-// Call it before the stage starts.
-func (e *Egress) WriteEachFrame() { e.eachFrame = true }
 
 // Handle implements ring.Handler.
 func (e *Egress) Handle(b event.Batch) {
@@ -214,13 +234,9 @@ func (e *Egress) write(h conn.Handle, frames []byte) bool {
 	}
 	c.Out.B = append(c.Out.B, frames...)
 	for typ := range eachFrame(frames) {
-		e.c.Frames[stages.FrameIndex(typ)].Add(1)
+		e.c.Frames[ledger.FrameIndex(typ)].Add(1)
 	}
-	if e.eachFrame {
-		e.writeOut(c) // may leave output pending (EAGAIN), or cut c off
-		return true
-	}
-	e.markDirty(c)
+	e.appended(c)
 	return true
 }
 
@@ -253,7 +269,7 @@ func (e *Egress) fatal(c *conn.Conn, code uint8) {
 		c.Out = bytebufferpool.Get()
 	}
 	c.Out.B = proto.AppendError(c.Out.B, 0, code)
-	e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
+	e.c.Frames[ledger.FrameIndex(0xFF)].Add(1)
 	c.Dead = true
 	e.markDirty(c)
 }
@@ -321,7 +337,7 @@ func (e *Egress) writeOut(c *conn.Conn) {
 	if !c.Dead && c.Out != nil && len(c.Out.B)-c.Sent > e.maxPending {
 		e.c.CutOff.Add(1)
 		c.Out.B = proto.AppendError(c.Out.B, 0, proto.ErrCodeTooSlow)
-		e.c.Frames[stages.FrameIndex(0xFF)].Add(1)
+		e.c.Frames[ledger.FrameIndex(0xFF)].Add(1)
 		c.Dead, c.Draining = true, true
 		e.draining = append(e.draining, drain{conn.HandleOf(c), e.now() + int64(drainMax)})
 		// Chats and pushes to it from here would be dropped: the session
@@ -394,7 +410,7 @@ func (e *Egress) observe(ns int64) {
 	}
 	us := uint64(ns / int64(time.Microsecond))
 	i := 0
-	for us > 0 && i < stages.LatencyBuckets-1 {
+	for us > 0 && i < ledger.LatencyBuckets-1 {
 		us >>= 1
 		i++
 	}

@@ -12,9 +12,9 @@ import (
 	"hongbao/conn"
 	"hongbao/egress"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/ring"
-	"hongbao/stages"
 )
 
 // owner stands in for the ingress: it counts what egress asks of it.
@@ -24,11 +24,11 @@ func (o *owner) WatchWritable(*conn.Conn) { o.watched.Add(1) }
 func (o *owner) Shutdown(c *conn.Conn)    { o.shut.Add(1); unix.Shutdown(c.FD, unix.SHUT_RDWR) }
 func (o *owner) Release(*conn.Conn)       { o.released.Add(1) }
 
-// setup returns an egress (each frame written at once if eachFrame), its
+// setup returns an egress writing in mode, its
 // counters, and a logged-in connection whose far end the test reads.
 type setup struct {
 	e     *egress.Egress
-	l     *stages.Ledger
+	l     *ledger.Ledger
 	o     *owner
 	c     *conn.Conn
 	peer  int
@@ -38,7 +38,7 @@ type setup struct {
 	ring  *event.Ring // never started: what the egress sends its own SET stays in it
 }
 
-func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
+func newSetup(t *testing.T, mode egress.Mode, maxPending, sndbuf int) *setup {
 	t.Helper()
 	r, err := ring.New[event.Event](ring.Options{Size: 16, Producers: ring.MultiProducer}) // for KReturn only: never started
 	if err != nil {
@@ -55,12 +55,9 @@ func newSetup(t *testing.T, eachFrame bool, maxPending, sndbuf int) *setup {
 			t.Fatal(err)
 		}
 	}
-	s := &setup{l: new(stages.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512), bus: bus, ring: r}
+	s := &setup{l: new(ledger.Ledger), o: new(owner), peer: fds[1], slots: make([]event.Event, 512), bus: bus, ring: r}
 	s.c = &conn.Conn{FD: fds[0], Owner: s.o, User: 1}
-	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() + s.skew.Load() })
-	if eachFrame {
-		s.e.WriteEachFrame()
-	}
+	s.e = egress.New(0, bus, s.l, maxPending, func() int64 { return time.Now().UnixNano() + s.skew.Load() }, mode)
 	s.batch(func(ev *event.Event) bool { // LOGIN: the SET's egress owns c from here
 		ev.Kind, ev.Conn = event.KLogin, conn.HandleOf(s.c)
 		ev.SetFrame(proto.AppendLoginAck(ev.Out[:0], 1, proto.LoginOK, 1))
@@ -113,12 +110,12 @@ func (s *setup) read(t *testing.T) []byte {
 // bytes are the same.
 func TestWriteEachFrame(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		eachFrame bool
-		writes    uint64 // for the LOGIN batch and then a batch of 2 PONGs
-	}{{"batch", false, 1 + 1}, {"frame", true, 1 + 2}} {
+		name   string
+		mode   egress.Mode
+		writes uint64 // for the LOGIN batch and then a batch of 2 PONGs
+	}{{"batch", egress.Batch, 1 + 1}, {"frame", egress.EachFrame, 1 + 2}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSetup(t, tc.eachFrame, 256<<10, 0)
+			s := newSetup(t, tc.mode, 256<<10, 0)
 			s.pongs(10, 2)
 			if got := s.l.Egress.Writes.Load(); got != tc.writes {
 				t.Errorf("%d writes; want %d", got, tc.writes)
@@ -140,7 +137,7 @@ func TestWriteEachFrame(t *testing.T) {
 // answers is written as is and counted frame by frame; to a connection that
 // is gone, each of them is counted dropped.
 func TestRefusalBatch(t *testing.T) {
-	s := newSetup(t, false, 256<<10, 0)
+	s := newSetup(t, egress.Batch, 256<<10, 0)
 	var refused []byte
 	refused = proto.AppendShakeResult(refused, 5, proto.ShakeOverloaded, 0, 0)
 	refused = proto.AppendShakeResult(refused, 6, proto.ShakeOverloaded, 0, 0)
@@ -156,7 +153,7 @@ func TestRefusalBatch(t *testing.T) {
 	if got, want := s.read(t), append(proto.AppendLoginAck(nil, 1, proto.LoginOK, 1), refused...); !bytes.Equal(got, want) {
 		t.Errorf("peer read %x; want %x", got, want)
 	}
-	frames := func(t proto.Type) uint64 { return s.l.Egress.Frames[stages.FrameIndex(byte(t))].Load() }
+	frames := func(t proto.Type) uint64 { return s.l.Egress.Frames[ledger.FrameIndex(byte(t))].Load() }
 	if frames(proto.ShakeResult) != 2 || frames(proto.ChatAck) != 1 {
 		t.Errorf("%d SHAKE_RESULT and %d CHAT_ACK counted; want 2 and 1", frames(proto.ShakeResult), frames(proto.ChatAck))
 	}
@@ -175,10 +172,11 @@ func TestRefusalBatch(t *testing.T) {
 // (WatchWritable, no more writes), and past maxPending ERROR 6 and a
 // shutdown, once.
 func TestWriteEachFrameBacklog(t *testing.T) {
-	for _, eachFrame := range []bool{false, true} {
+	for _, mode := range []egress.Mode{egress.Batch, egress.EachFrame} {
+		eachFrame := mode == egress.EachFrame
 		t.Run(map[bool]string{false: "batch", true: "frame"}[eachFrame], func(t *testing.T) {
 			const maxPending = 8 << 10
-			s := newSetup(t, eachFrame, maxPending, 4096)
+			s := newSetup(t, mode, maxPending, 4096)
 			before := s.l.Egress.Writes.Load()
 			frames, batches := 0, 0
 			for ; !s.c.Watching && batches < 1000; batches++ { // until the socket is full
@@ -235,7 +233,7 @@ func TestWriteEachFrameBacklog(t *testing.T) {
 // TestCutOffDrainEnds: a cut-off connection whose reader never makes room is
 // shut down drainMax after the cut-off, with its backlog still unwritten.
 func TestCutOffDrainEnds(t *testing.T) {
-	s := newSetup(t, false, 8<<10, 4096)
+	s := newSetup(t, egress.Batch, 8<<10, 4096)
 	for i := 0; !s.c.Dead && i < 1000; i++ {
 		s.pongs(1, 400)
 	}
@@ -274,8 +272,8 @@ func TestAllocsPerBatch(t *testing.T) {
 	if raceEnabled || testing.CoverMode() != "" {
 		t.Skip("instrumentation allocates")
 	}
-	for _, eachFrame := range []bool{false, true} {
-		s := newSetup(t, eachFrame, 256<<10, 0)
+	for _, mode := range []egress.Mode{egress.Batch, egress.EachFrame} {
+		s := newSetup(t, mode, 256<<10, 0)
 		b := make([]byte, 4096)
 		run := func() {
 			s.pongs(1, 8)
@@ -283,7 +281,7 @@ func TestAllocsPerBatch(t *testing.T) {
 		}
 		run()
 		if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
-			t.Errorf("eachFrame %v: %v allocations per batch; want 0", eachFrame, allocs)
+			t.Errorf("mode %d: %v allocations per batch; want 0", mode, allocs)
 		}
 	}
 }

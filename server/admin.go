@@ -14,7 +14,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"hongbao/campaign"
-	"hongbao/stages"
+	"hongbao/ledger"
 )
 
 func (s *Server) listenAdmin() error {
@@ -59,8 +59,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 
 // Stats sums the ledger now.
 func (s *Server) Stats() Stats {
-	var st Stats
-	sumLedgers(s.ledgers, &st)
+	st := ledger.Sum(s.ledgers)
 	ist := s.ing.Stats()
 	st.Connections = int64(s.ing.Conns())
 	st.Shake.Overload = ist.Overload.Shake
@@ -163,7 +162,7 @@ func (s *Server) newMetrics() *metrics.Set {
 	ing("hongbao_accepted_total", func() uint64 { return s.ing.Stats().Accepted })
 	ing("hongbao_refused_total", func() uint64 { return s.ing.Stats().Refused })
 	ing("hongbao_bytes_in_total", func() uint64 { return s.ing.Stats().BytesIn })
-	perSET := func(name string, f func(l *stages.Ledger) uint64) { // summed over the SETs
+	perSET := func(name string, f func(l *ledger.Ledger) uint64) { // summed over the SETs
 		set.NewGauge(name, func() float64 {
 			var n uint64
 			for _, l := range s.ledgers {
@@ -172,13 +171,13 @@ func (s *Server) newMetrics() *metrics.Set {
 			return float64(n)
 		})
 	}
-	perSET("hongbao_bytes_out_total", func(l *stages.Ledger) uint64 { return l.Egress.Bytes.Load() })
-	perSET("hongbao_writes_total", func(l *stages.Ledger) uint64 { return l.Egress.Writes.Load() })
-	perSET("hongbao_frames_dropped_total", func(l *stages.Ledger) uint64 { return l.Egress.Dropped.Load() })
-	perSET("hongbao_cut_off_total", func(l *stages.Ledger) uint64 { return l.Egress.CutOff.Load() })
-	perSET("hongbao_users_online", func(l *stages.Ledger) uint64 { return uint64(l.Session.Online.Load()) })
-	perSET("hongbao_envelopes_held", func(l *stages.Ledger) uint64 { return uint64(l.Split.Held.Load()) })
-	perSET("hongbao_envelopes_expiry_queued", func(l *stages.Ledger) uint64 { return uint64(l.Split.Queued.Load()) })
+	perSET("hongbao_bytes_out_total", func(l *ledger.Ledger) uint64 { return l.Egress.Bytes.Load() })
+	perSET("hongbao_writes_total", func(l *ledger.Ledger) uint64 { return l.Egress.Writes.Load() })
+	perSET("hongbao_frames_dropped_total", func(l *ledger.Ledger) uint64 { return l.Egress.Dropped.Load() })
+	perSET("hongbao_cut_off_total", func(l *ledger.Ledger) uint64 { return l.Egress.CutOff.Load() })
+	perSET("hongbao_users_online", func(l *ledger.Ledger) uint64 { return uint64(l.Session.Online.Load()) })
+	perSET("hongbao_envelopes_held", func(l *ledger.Ledger) uint64 { return uint64(l.Split.Held.Load()) })
+	perSET("hongbao_envelopes_expiry_queued", func(l *ledger.Ledger) uint64 { return uint64(l.Split.Queued.Load()) })
 	if s.bus != nil {
 		for i := 0; i < s.bus.Sets(); i++ {
 			r := s.bus.Ring(i)
@@ -198,7 +197,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 // writeLatency writes the ingress → egress latency histogram, summed over
 // the SETs' egress buckets (bucket i: below 2^i µs).
 func (s *Server) writeLatency(w io.Writer) {
-	var buckets [stages.LatencyBuckets]uint64
+	var buckets [ledger.LatencyBuckets]uint64
 	var sum, count uint64
 	for _, l := range s.ledgers {
 		for i := range buckets {
@@ -210,7 +209,7 @@ func (s *Server) writeLatency(w io.Writer) {
 	}
 	fmt.Fprintln(w, "# TYPE hongbao_latency_seconds histogram")
 	var cum uint64
-	for i := 0; i < stages.LatencyBuckets-1; i++ {
+	for i := 0; i < ledger.LatencyBuckets-1; i++ {
 		cum += buckets[i]
 		fmt.Fprintf(w, "hongbao_latency_seconds_bucket{le=\"%g\"} %d\n", float64(uint64(1)<<i)/1e6, cum)
 	}

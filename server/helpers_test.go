@@ -216,18 +216,16 @@ func (ts *testServer) waitCampaign(id int) campaign.Status {
 // checkShakeLedger fails unless the shake ledger balances right now.
 func checkShakeLedger(t testing.TB, st server.Stats) {
 	t.Helper()
-	if s := st.Shake; s.CreatedAmount != s.GotAmount+s.PoolAmount || s.Created != s.Got+s.Pool {
-		t.Errorf("shake ledger: created %d (%d fen) ≠ got %d (%d fen) + pool %d (%d fen)",
-			s.Created, s.CreatedAmount, s.Got, s.GotAmount, s.Pool, s.PoolAmount)
+	if err := st.CheckShake(); err != nil {
+		t.Error(err)
 	}
 }
 
 // checkEnvelopeLedger fails unless the group envelope ledger balances.
 func checkEnvelopeLedger(t testing.TB, st server.Stats) {
 	t.Helper()
-	if e := st.Envelopes; e.CreatedAmount != e.OpenedAmount+e.OutstandingAmount {
-		t.Errorf("envelope ledger: created_amount %d ≠ opened_amount %d + outstanding_amount %d",
-			e.CreatedAmount, e.OpenedAmount, e.OutstandingAmount)
+	if err := st.CheckEnvelopes(); err != nil {
+		t.Error(err)
 	}
 }
 

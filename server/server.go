@@ -1,14 +1,14 @@
-// Package server wires hongbao together: the ingress event loops, one ring
-// per SET with its stages (session → shake → split → egress; -pipeline swaps
-// the ring for a transport of package transport, for comparison), the
-// campaign producers and the admin HTTP API; and it runs the graceful
-// shutdown.
+// Package server wires hongbao together: the ingress event loops, the SETs
+// (built by package set from the flags: one ring per SET with its stages,
+// session → shake → split → egress; -pipeline swaps the ring for a transport
+// of package transport, for comparison), the campaign producers and the
+// admin HTTP API; and it runs the graceful shutdown. It starts and stops the
+// SETs but handles no event itself: requests and money are the stages'.
 package server
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,17 +23,21 @@ import (
 	"hongbao/egress"
 	"hongbao/event"
 	"hongbao/ingress"
+	"hongbao/ledger"
 	"hongbao/ring"
+	"hongbao/set"
 	"hongbao/stages"
-	"hongbao/transport"
 )
+
+// Stats is the ledger of GET /stats (package ledger has its invariants).
+type Stats = ledger.Stats
 
 // Server is a running hongbao server.
 type Server struct {
 	opts     Options
 	log      *slog.Logger
 	bus      *event.Bus // nil with -pipeline=none
-	ledgers  []*stages.Ledger
+	ledgers  []*ledger.Ledger
 	ing      *ingress.Ingress
 	camps    *campaign.Runner
 	admin    *http.Server
@@ -101,84 +105,33 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 // buildSETs makes one ring (or, for comparison, another transport: see
 // -pipeline) per SET with its chain of stages.
 func (s *Server) buildSETs() error {
-	o := s.opts
-	ts := make([]event.Transport, o.Sets)
-	adds := make([]addStage, o.Sets)
-	for i := range ts {
-		t, add, err := newTransport(o)
-		if err != nil {
-			return err
-		}
-		ts[i], adds[i] = t, add
+	bus, sets, err := set.Build(s.opts.Sets, s.opts.setOptions())
+	if err != nil {
+		return err
 	}
-	// Requests may fill a ring only to 7/8: the rest stays for answers and
-	// overload replies, which must never be refused for room.
-	s.bus = event.NewBus(ts, o.Ring/8)
-	now := func() int64 { return time.Now().UnixNano() }
-	lim := stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention}
-	seed := uint64(time.Now().UnixNano())
-	for i, add := range adds {
-		l := new(stages.Ledger)
-		s.ledgers = append(s.ledgers, l)
-		split, err := stages.NewSplit(i, s.bus, l, lim, now, seed+uint64(2*i+1))
-		if err != nil {
-			return err
-		}
-		eg := egress.New(i, s.bus, l, o.MaxPending, now)
-		if o.Egress == "frame" {
-			eg.WriteEachFrame()
-		}
-		name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
-		add(stages.NewSession(i, s.bus, l, seed+uint64(2*i)), name("session"), 0)
-		add(stages.NewShake(l), name("shake"), 0)
-		add(split, name("split"), 0)
-		add(eg, name("egress"), 256)
-	}
+	s.bus, s.ledgers = bus, set.Ledgers(sets)
 	return nil
 }
 
-// addStage adds the next stage of a SET's chain: name for errors, maxBatch 0
-// for no cap.
-type addStage func(h ring.Handler[event.Event], name string, maxBatch int)
-
-// setStages is the number of stages of a SET: session, shake, split, egress.
-const setStages = 4
-
-// newTransport returns an empty transport of o.Pipeline for one SET and how
-// to add its stages, each after the one before.
-func newTransport(o Options) (event.Transport, addStage, error) {
-	switch o.Pipeline {
-	case "disruptor":
-		t, err := transport.NewDisruptor[event.Event](transport.Options{Size: o.Ring, Stages: setStages})
-		if err != nil {
-			return nil, nil, err
-		}
-		return t, func(h ring.Handler[event.Event], name string, maxBatch int) {
-			t.AddStage(h, transport.StageOptions{Name: name, MaxBatch: maxBatch})
-		}, nil
-	case "chan":
-		t, err := transport.NewChan[event.Event](transport.Options{Size: o.Ring, Stages: setStages})
-		if err != nil {
-			return nil, nil, err
-		}
-		return t, func(h ring.Handler[event.Event], name string, maxBatch int) {
-			t.AddStage(h, transport.StageOptions{Name: name, MaxBatch: maxBatch})
-		}, nil
-	}
+// setOptions are the options of every SET.
+func (o Options) setOptions() set.Options {
 	wait, _ := ring.ParseWait(o.Wait)
-	r, err := ring.New[event.Event](ring.Options{Size: o.Ring, Producers: ring.MultiProducer, Wait: wait, Spins: o.Spins, Yields: o.Yields,
-		Fused: o.Stages == "fused"})
-	if err != nil {
-		return nil, nil, err
+	mode := egress.Batch
+	if o.Egress == "frame" {
+		mode = egress.EachFrame
 	}
-	var prev *ring.Stage[event.Event]
-	return r, func(h ring.Handler[event.Event], name string, maxBatch int) {
-		so := ring.StageOptions[event.Event]{Name: name, MaxBatch: maxBatch}
-		if prev != nil {
-			so.After = []*ring.Stage[event.Event]{prev}
-		}
-		prev = r.AddStage(h, so)
-	}, nil
+	return set.Options{
+		Ring:       o.Ring,
+		Pipeline:   o.Pipeline,
+		Wait:       wait,
+		Spins:      o.Spins,
+		Yields:     o.Yields,
+		Fused:      o.Stages == "fused",
+		Egress:     mode,
+		Limits:     stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention},
+		MaxPending: o.MaxPending,
+		Seed:       uint64(time.Now().UnixNano()),
+	}
 }
 
 func (s *Server) closeRings() {
@@ -221,13 +174,10 @@ func (s *Server) Start() error {
 
 // stageGoroutines is how many goroutines run the SETs' stages.
 func (s *Server) stageGoroutines() int {
-	switch {
-	case s.bus == nil:
+	if s.bus == nil {
 		return 0
-	case s.opts.Stages == "fused" && s.opts.Pipeline == "ring":
-		return s.opts.Sets
 	}
-	return 4 * s.opts.Sets // session, shake, split, egress
+	return s.opts.Sets * s.opts.setOptions().Goroutines()
 }
 
 // tick lets stages retry what full rings refused (event.Outbox), and watches

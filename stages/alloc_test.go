@@ -7,8 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
-	"hongbao/stages"
 )
 
 // sink reads everything sent to cl into a fixed buffer, allocating nothing,
@@ -46,8 +46,8 @@ func TestAllocsPerRequest(t *testing.T) {
 	a.expect(proto.OpenResult)
 	sink(a)
 	frames := func() uint64 {
-		return p.ledgers[1].Egress.Frames[stages.FrameIndex(byte(proto.ShakeResult))].Load() +
-			p.ledgers[1].Egress.Frames[stages.FrameIndex(byte(proto.OpenResult))].Load()
+		return p.ledgers[1].Egress.Frames[ledger.FrameIndex(byte(proto.ShakeResult))].Load() +
+			p.ledgers[1].Egress.Frames[ledger.FrameIndex(byte(proto.OpenResult))].Load()
 	}
 	f := func(name string, req func()) {
 		t.Helper()

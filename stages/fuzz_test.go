@@ -130,8 +130,8 @@ func fuzzStages(t *testing.T, ops []byte) {
 	for _, a := range s.got {
 		gotSum += uint64(a)
 	}
-	_, gotAmt, _, _, openedAmt, _, _ := s.p.ledger()
-	if gotSum != gotAmt || s.opened != openedAmt {
+	st := s.p.stats()
+	if gotAmt, openedAmt := st.Shake.GotAmount, st.Envelopes.OpenedAmount; gotSum != gotAmt || s.opened != openedAmt {
 		t.Fatalf("clients read shake %d and open %d fen; the ledger says got_amount %d, opened_amount %d", gotSum, s.opened, gotAmt, openedAmt)
 	}
 }

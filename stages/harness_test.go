@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"hongbao/conn"
-	"hongbao/egress"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
-	"hongbao/ring"
+	"hongbao/set"
 	"hongbao/stages"
 )
 
@@ -25,33 +25,19 @@ import (
 type pipeline struct {
 	t       *testing.T
 	bus     *event.Bus
-	ledgers []*stages.Ledger
+	ledgers []*ledger.Ledger
 	owner   *fakeOwner
 }
 
 func newPipeline(t *testing.T, sets, size int, lim stages.Limits, now func() int64) *pipeline {
 	t.Helper()
-	rings := make([]*event.Ring, sets)
-	for i := range rings {
-		rings[i], _ = ring.New[event.Event](ring.Options{Size: size, Producers: ring.MultiProducer})
+	bus, ss, err := set.Build(sets, set.Options{Ring: size, Limits: lim, MaxPending: 64 << 10, Now: now, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := &pipeline{t: t, bus: event.NewBus(rings, size/8)}
-	p.owner = &fakeOwner{bus: p.bus}
-	if now == nil {
-		now = func() int64 { return time.Now().UnixNano() }
-	}
-	for i, r := range rings {
-		l := new(stages.Ledger)
-		p.ledgers = append(p.ledgers, l)
-		split, err := stages.NewSplit(i, p.bus, l, lim, now, uint64(i)+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		se := r.AddStage(stages.NewSession(i, p.bus, l, uint64(i)+100), ring.StageOptions[event.Event]{Name: "session"})
-		sh := r.AddStage(stages.NewShake(l), ring.StageOptions[event.Event]{Name: "shake", After: []*ring.Stage[event.Event]{se}})
-		sp := r.AddStage(split, ring.StageOptions[event.Event]{Name: "split", After: []*ring.Stage[event.Event]{sh}})
-		r.AddStage(egress.New(i, p.bus, l, 64<<10, now), ring.StageOptions[event.Event]{Name: "egress", After: []*ring.Stage[event.Event]{sp}})
-		if err := r.Start(); err != nil {
+	p := &pipeline{t: t, bus: bus, ledgers: set.Ledgers(ss), owner: &fakeOwner{bus: bus}}
+	for i := range sets {
+		if err := bus.Ring(i).Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,19 +233,8 @@ func (o *fakeOwner) Release(c *conn.Conn) {
 	o.released.Add(1)
 }
 
-// ledger sums the SETs' counters.
-func (p *pipeline) ledger() (createdAmt, gotAmt, poolAmt, envCreatedAmt, openedAmt, liveAmt, refundedAmt uint64) {
-	for _, l := range p.ledgers {
-		createdAmt += l.Shake.CreatedAmount.Load()
-		gotAmt += l.Egress.GotAmount.Load()
-		poolAmt += l.Shake.PoolAmount.Load()
-		envCreatedAmt += l.Split.CreatedAmount.Load()
-		openedAmt += l.Split.OpenedAmount.Load()
-		liveAmt += l.Split.LiveAmount.Load()
-		refundedAmt += l.Split.RefundedAmount.Load()
-	}
-	return
-}
+// stats sums the SETs' counters.
+func (p *pipeline) stats() ledger.Stats { return ledger.Sum(p.ledgers) }
 
 // checkInvariants waits for the pipeline to go quiet, then checks
 // PROTOCOL.md's two ledger invariants exactly.
@@ -267,13 +242,13 @@ func (p *pipeline) checkInvariants() {
 	p.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, g, pool, ec, o, live, ref := p.ledger()
-		if c == g+pool && ec == o+live+ref {
+		st := p.stats()
+		err := st.Check()
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("ledger off: shake created %d ≠ got %d + pool %d; envelopes created %d ≠ opened %d + live %d + refunded %d",
-				c, g, pool, ec, o, live, ref)
+			p.t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -8,6 +8,7 @@ import (
 	"hongbao/conn"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 )
 
@@ -19,7 +20,7 @@ type Session struct {
 	set    int
 	bus    *event.Bus
 	out    *event.Outbox
-	c      *SessionCounters
+	c      *ledger.SessionCounters
 	users  map[uint32]int32 // user → index in online
 	online []onlineUser
 	rnd    envelope.Rand
@@ -31,7 +32,7 @@ type onlineUser struct {
 }
 
 // NewSession returns the session stage of SET set.
-func NewSession(set int, bus *event.Bus, l *Ledger, seed uint64) *Session {
+func NewSession(set int, bus *event.Bus, l *ledger.Ledger, seed uint64) *Session {
 	return &Session{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Session,
 		users: make(map[uint32]int32), rnd: envelope.NewRand(seed)}
 }

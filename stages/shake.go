@@ -7,6 +7,7 @@ import (
 
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 )
 
@@ -16,11 +17,11 @@ import (
 // owned by this goroutine.
 type Shake struct {
 	pool envelope.Pool
-	c    *ShakeCounters
+	c    *ledger.ShakeCounters
 }
 
 // NewShake returns the shake stage of a SET.
-func NewShake(l *Ledger) *Shake { return &Shake{c: &l.Shake} }
+func NewShake(l *ledger.Ledger) *Shake { return &Shake{c: &l.Shake} }
 
 // Handle implements ring.Handler.
 func (s *Shake) Handle(b event.Batch) {

@@ -9,6 +9,7 @@ import (
 
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 )
 
@@ -44,7 +45,7 @@ type Split struct {
 	set    int
 	bus    *event.Bus
 	out    *event.Outbox
-	c      *SplitCounters
+	c      *ledger.SplitCounters
 	limits Limits
 	now    func() int64
 	ids    envelope.IDGen
@@ -60,7 +61,7 @@ type expiring struct {
 }
 
 // NewSplit returns the split stage of SET set. now gives unix ns.
-func NewSplit(set int, bus *event.Bus, l *Ledger, lim Limits, now func() int64, seed uint64) (*Split, error) {
+func NewSplit(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, now func() int64, seed uint64) (*Split, error) {
 	ids, err := envelope.NewGroupIDGen(set, now())
 	if err != nil {
 		return nil, err

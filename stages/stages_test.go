@@ -12,6 +12,7 @@ import (
 
 	"hongbao/conn"
 	"hongbao/event"
+	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/stages"
 )
@@ -83,8 +84,8 @@ func TestShakeDrainsPoolExactly(t *testing.T) {
 		t.Errorf("clients got %d envelopes worth %d; want %d worth %d", len(seen), sum.Load(), sets*perSet, want)
 	}
 	p.checkInvariants()
-	if _, got, pool, _, _, _, _ := p.ledger(); got != want || pool != 0 {
-		t.Errorf("ledger got_amount %d pool_amount %d; want %d and 0", got, pool, want)
+	if st := p.stats().Shake; st.GotAmount != want || st.PoolAmount != 0 {
+		t.Errorf("ledger got_amount %d pool_amount %d; want %d and 0", st.GotAmount, st.PoolAmount, want)
 	}
 }
 
@@ -244,7 +245,7 @@ func TestSystemSendPicksDistinctOnlineUsers(t *testing.T) {
 	}
 	pushes := map[uint64][]uint32{}
 	deadline := time.Now().Add(5 * time.Second)
-	for p.ledgers[0].Egress.Frames[stages.FrameIndex(byte(proto.Envelope))].Load() < 60 && time.Now().Before(deadline) {
+	for p.ledgers[0].Egress.Frames[ledger.FrameIndex(byte(proto.Envelope))].Load() < 60 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	total := 0
@@ -368,8 +369,8 @@ func TestUndeliveredOpenShareGoesBack(t *testing.T) {
 		t.Errorf("egress sent %d shares back; want 2", n)
 	}
 	p.checkInvariants()
-	if _, _, _, _, opened, live, _ := p.ledger(); opened != 0 || live != 1000 {
-		t.Errorf("opened_amount %d, live_amount %d; want 0 and 1000: no client was told of a share", opened, live)
+	if e := p.stats().Envelopes; e.OpenedAmount != 0 || e.LiveAmount != 1000 {
+		t.Errorf("opened_amount %d, live_amount %d; want 0 and 1000: no client was told of a share", e.OpenedAmount, e.LiveAmount)
 	}
 	var sum uint32
 	for _, u := range []uint32{3, 2} {

@@ -1,4 +1,4 @@
-package stages
+package ledger
 
 import "sync/atomic"
 

@@ -1,9 +1,15 @@
-package server
+package ledger
 
-import "hongbao/stages"
+import (
+	"errors"
+	"fmt"
+)
 
-// Stats is the ledger of GET /stats: PROTOCOL.md's fields, and more.
-// Each figure is a sum over the SETs of counters that one stage writes.
+// Stats is the ledger of GET /stats: PROTOCOL.md's fields, and more. Its JSON
+// is a contract with the clients that reconcile against it. Each figure is a
+// sum over the SETs of counters that one stage writes (Sum), except the
+// connections and the overloaded requests, which the ingress counts and its
+// owner adds.
 type Stats struct {
 	Connections int64  `json:"connections"`
 	Logins      uint64 `json:"logins"`
@@ -40,8 +46,9 @@ type Stats struct {
 	} `json:"chat"`
 }
 
-// sumLedgers adds up the SETs' counters.
-func sumLedgers(ls []*stages.Ledger, st *Stats) {
+// Sum adds up the SETs' counters.
+func Sum(ls []*Ledger) Stats {
+	var st Stats
 	for _, l := range ls {
 		st.Logins += l.Session.Logins.Load()
 		st.Shake.Requests += l.Shake.Requests.Load()
@@ -68,4 +75,32 @@ func sumLedgers(ls []*stages.Ledger, st *Stats) {
 		st.Chat.Offline += l.Session.ChatOffline.Load()
 	}
 	st.Envelopes.OutstandingAmount = st.Envelopes.LiveAmount + st.Envelopes.RefundedAmount
+	return st
+}
+
+// Check reports every ledger invariant that does not hold (CheckShake,
+// CheckEnvelopes), or nil. The counters are read one by one while the SETs
+// run, so the invariants hold exactly only once no request is in flight.
+func (st *Stats) Check() error { return errors.Join(st.CheckShake(), st.CheckEnvelopes()) }
+
+// CheckShake reports whether every shake envelope created is either got or
+// still in a pool: created_amount == got_amount + pool_amount, and the same
+// for the counts.
+func (st *Stats) CheckShake() error {
+	if s := st.Shake; s.CreatedAmount != s.GotAmount+s.PoolAmount || s.Created != s.Got+s.Pool {
+		return fmt.Errorf("shake ledger: created %d (%d fen) ≠ got %d (%d fen) + pool %d (%d fen)",
+			s.Created, s.CreatedAmount, s.Got, s.GotAmount, s.Pool, s.PoolAmount)
+	}
+	return nil
+}
+
+// CheckEnvelopes reports whether every fen of the group envelopes created is
+// either opened or outstanding: created_amount == opened_amount +
+// outstanding_amount.
+func (st *Stats) CheckEnvelopes() error {
+	if e := st.Envelopes; e.CreatedAmount != e.OpenedAmount+e.OutstandingAmount {
+		return fmt.Errorf("envelope ledger: created_amount %d ≠ opened_amount %d + outstanding_amount %d",
+			e.CreatedAmount, e.OpenedAmount, e.OutstandingAmount)
+	}
+	return nil
 }

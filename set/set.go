@@ -1,0 +1,170 @@
+package set
+
+import (
+	"fmt"
+	"time"
+
+	"hongbao/egress"
+	"hongbao/event"
+	"hongbao/ledger"
+	"hongbao/ring"
+	"hongbao/stages"
+	"hongbao/transport"
+)
+
+// Stages is the number of stages of a SET: session, shake, split, egress.
+const Stages = 4
+
+// egressMaxBatch caps the events the egress takes at once: a connection's
+// backlog is checked against MaxPending after each batch's writes, so a
+// batch can overshoot it by at most this many answers.
+const egressMaxBatch = 256
+
+// Options configures a SET; every SET of a server gets the same.
+type Options struct {
+	Ring          int           // slots of the transport, a power of two
+	Pipeline      string        // the transport: "ring" or "" (package ring), "disruptor" or "chan" (package transport)
+	Wait          ring.Wait     // ring only: how a stage waits for events
+	Spins, Yields int           // ring only: rounds before a waiting stage yields, parks (see ring.Options)
+	Fused         bool          // ring only: the four stages on one goroutine, one wake-up per batch
+	Egress        egress.Mode   // when the egress writes: egress.Batch, or egress.EachFrame for comparison
+	Limits        stages.Limits // of group envelopes, for the split stage
+	MaxPending    int           // output bytes a connection may have waiting before it is cut off
+	Now           func() int64  // unix ns; nil: time.Now
+	Seed          uint64        // the session and split stages' random numbers: each SET's derive from it and its index
+}
+
+// Goroutines is the number of goroutines that run one SET's stages.
+func (o Options) Goroutines() int {
+	if o.Fused && isRing(o.Pipeline) {
+		return 1
+	}
+	return Stages
+}
+
+func isRing(pipeline string) bool { return pipeline == "" || pipeline == "ring" }
+
+// SET is one SET: its transport, the stages AddStages adds to it, and the
+// ledger they write.
+type SET struct {
+	index  int
+	o      Options
+	t      event.Transport
+	add    addStage
+	ledger *ledger.Ledger
+}
+
+// addStage adds the next stage of a SET's chain: name for errors, maxBatch 0
+// for no cap.
+type addStage func(h ring.Handler[event.Event], name string, maxBatch int)
+
+// New makes SET index's empty transport and ledger: the first phase.
+func New(index int, o Options) (*SET, error) {
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	t, add, err := newTransport(o)
+	if err != nil {
+		return nil, err
+	}
+	return &SET{index: index, o: o, t: t, add: add, ledger: new(ledger.Ledger)}, nil
+}
+
+// Transport is the SET's transport, for the bus.
+func (s *SET) Transport() event.Transport { return s.t }
+
+// Ledger is the SET's counters.
+func (s *SET) Ledger() *ledger.Ledger { return s.ledger }
+
+// AddStages adds the SET's chain of stages to its transport, each publishing
+// into the SETs of bus, whose SET index must be this one: the second phase.
+// Call it once, before the bus starts the transports.
+func (s *SET) AddStages(bus *event.Bus) error {
+	if s.index >= bus.Sets() || bus.Ring(s.index) != s.t {
+		return fmt.Errorf("set: the bus's SET %d is not this SET", s.index)
+	}
+	i, o, l := s.index, s.o, s.ledger
+	split, err := stages.NewSplit(i, bus, l, o.Limits, o.Now, o.Seed+uint64(2*i+1))
+	if err != nil {
+		return err
+	}
+	name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
+	s.add(stages.NewSession(i, bus, l, o.Seed+uint64(2*i)), name("session"), 0)
+	s.add(stages.NewShake(l), name("shake"), 0)
+	s.add(split, name("split"), 0)
+	s.add(egress.New(i, bus, l, o.MaxPending, o.Now, o.Egress), name("egress"), egressMaxBatch)
+	return nil
+}
+
+// Build makes n SETs, the bus between them and their stages: both phases.
+// The SETs are not started: bus.Ring(i).Start starts SET i.
+func Build(n int, o Options) (*event.Bus, []*SET, error) {
+	sets := make([]*SET, n)
+	ts := make([]event.Transport, n)
+	for i := range sets {
+		s, err := New(i, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		sets[i], ts[i] = s, s.Transport()
+	}
+	// Requests may fill a ring only to 7/8: the rest stays for answers and
+	// overload replies, which must never be refused for room.
+	bus := event.NewBus(ts, o.Ring/8)
+	for _, s := range sets {
+		if err := s.AddStages(bus); err != nil {
+			return nil, nil, err
+		}
+	}
+	return bus, sets, nil
+}
+
+// Ledgers returns the SETs' ledgers, in SET order.
+func Ledgers(sets []*SET) []*ledger.Ledger {
+	ls := make([]*ledger.Ledger, len(sets))
+	for i, s := range sets {
+		ls[i] = s.ledger
+	}
+	return ls
+}
+
+// newTransport returns an empty transport of o.Pipeline for one SET and how
+// to add its stages, each after the one before.
+func newTransport(o Options) (event.Transport, addStage, error) {
+	to := transport.Options{Size: o.Ring, Stages: Stages}
+	switch {
+	case o.Pipeline == "disruptor":
+		return comparison(transport.NewDisruptor[event.Event](to))
+	case o.Pipeline == "chan":
+		return comparison(transport.NewChan[event.Event](to))
+	case !isRing(o.Pipeline):
+		return nil, nil, fmt.Errorf("set: no pipeline %q: want ring, disruptor or chan", o.Pipeline)
+	}
+	r, err := ring.New[event.Event](ring.Options{Size: o.Ring, Producers: ring.MultiProducer, Wait: o.Wait, Spins: o.Spins, Yields: o.Yields,
+		Fused: o.Fused})
+	if err != nil {
+		return nil, nil, err
+	}
+	var prev *ring.Stage[event.Event]
+	return r, func(h ring.Handler[event.Event], name string, maxBatch int) {
+		so := ring.StageOptions[event.Event]{Name: name, MaxBatch: maxBatch}
+		if prev != nil {
+			so.After = []*ring.Stage[event.Event]{prev}
+		}
+		prev = r.AddStage(h, so)
+	}, nil
+}
+
+// comparison returns a transport of package transport and how to add its
+// stages: in the order added.
+func comparison[T interface {
+	event.Transport
+	AddStage(h ring.Handler[event.Event], o transport.StageOptions)
+}](t T, err error) (event.Transport, addStage, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, func(h ring.Handler[event.Event], name string, maxBatch int) {
+		t.AddStage(h, transport.StageOptions{Name: name, MaxBatch: maxBatch})
+	}, nil
+}
