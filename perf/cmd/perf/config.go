@@ -33,6 +33,8 @@ type config struct {
 	bin, out    string
 	serverFlags string // more server flags, space-separated
 	clientFlags string // more load client flags, space-separated
+
+	given string // the flags the command line set, quoted for a shell: the run again
 }
 
 // fdMargin is what a process needs beyond one descriptor per connection:
@@ -64,8 +66,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
-	return c, errors.Join(append(errs, c.validate())...)
+	c.given = harness.SetFlags(fs)
+	return c, c.validate()
 }
 
 func usage(fs *flag.FlagSet) {

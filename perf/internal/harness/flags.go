@@ -50,3 +50,30 @@ func ParseArgs(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// SetFlags returns the flags of fs that the command line set, in name order,
+// each as -name value (-name=value for a boolean flag, which takes no
+// separate value) with the value quoted for a POSIX shell where it needs it:
+// the command line that repeats the run.
+func SetFlags(fs *flag.FlagSet) string {
+	var parts []string
+	fs.Visit(func(f *flag.Flag) {
+		v := ShellQuote(f.Value.String())
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			parts = append(parts, "-"+f.Name+"="+v)
+			return
+		}
+		parts = append(parts, "-"+f.Name, v)
+	})
+	return strings.Join(parts, " ")
+}
+
+// ShellQuote returns s as one word of a POSIX shell command: as it is when
+// it holds only characters the shell leaves alone, else in double quotes.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`")
+	return `"` + r.Replace(s) + `"`
+}
