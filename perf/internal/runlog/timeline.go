@@ -26,7 +26,7 @@ type Second struct {
 	Pushes     float64 // ENVELOPE pushes a second
 	P50, P99   time.Duration
 	P999       time.Duration // 0 unless the timeline has a p99_9_ms column
-	Errors     int64 // every err_* column added up
+	Errors     int64         // every err_* column added up
 	Skipped    int64
 }
 
