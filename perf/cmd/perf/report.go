@@ -100,8 +100,8 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	d = append(d, para{fmt.Sprintf("%d users on loopback (`-source %s`), phases `%s` (QPS@duration from the load client's start at %s), "+
 		"shake campaign %d/s from the steady phase to the end, send campaign %d/s × %d recipients in the send phase. "+
 		"Server flags: `%s`. Machine: %d CPUs (server and load client share them), Linux %s, %s.",
-		cfg.users, cfg.source, cfg.plan(), a.start.Format("15:04:05"), cfg.shakeRate, cfg.sendRate, cfg.recipients,
-		orDefault(cfg.serverFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())})
+		cfg.users, cfg.Source, cfg.plan(), a.start.Format("15:04:05"), cfg.shakeRate, cfg.sendRate, cfg.recipients,
+		orDefault(cfg.ServerFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())})
 	d = append(d, para{verdict(a, out)})
 
 	d = append(d, heading{2, "Figures per phase"})

@@ -77,3 +77,12 @@ func ShellQuote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`")
 	return `"` + r.Replace(s) + `"`
 }
+
+// ParseModesSources parses the -ingress and -source flags of the tools that
+// connect from this process: ParseModes and ParseLoopbackSources, both
+// errors reported.
+func ParseModesSources(modes, sources string) ([]string, []netip.Addr, error) {
+	m, errModes := ParseModes(modes)
+	s, errSources := ParseLoopbackSources(sources)
+	return m, s, errors.Join(errModes, errSources)
+}
