@@ -2,7 +2,7 @@
 // and a buffered channel, the wake-up latency of a parked consumer and the
 // idle cost of parked stages — in one `go test` process, keeps its raw output
 // in a file and prints the medians over -count runs as a Markdown table,
-// checked against the targets of the ring's performance issue.
+// checked against the ring's targets (shapeTargets and the bounds beside them).
 //
 // Run it from the module root: go run ./perf/cmd/benchring -count 5 -benchtime 1s
 // (make bench-ring). One benchmark process at a time: the numbers are only

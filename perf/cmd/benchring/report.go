@@ -122,7 +122,9 @@ func median(xs []float64) float64 {
 	}
 }
 
-// The targets of the issue, on a 2-core machine, as ratios within one run.
+// The ring's targets on a 2-core machine, as ratios within one run: its
+// events/s at least minVsChan times a buffered channel's, and its ns/event
+// at most maxVsDisruptor times go-disruptor's.
 type shapeTarget struct {
 	shape, about string
 	minVsChan    float64 // ring events/s ÷ chan events/s must be ≥ this; 0: no target

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -241,8 +239,7 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	var campErr error
 	if !bare && cfg.shakeRate > 0 && at(cfg.ramp-time.Second) {
 		secs := int((dur + 2*time.Second) / time.Second)
-		_, campErr = srv.Admin.StartCampaign("shake", url.Values{"rate": {strconv.Itoa(cfg.shakeRate)},
-			"total": {strconv.Itoa(cfg.shakeRate * secs)}, "min": {"1"}, "max": {"200"}})
+		_, campErr = srv.Admin.StartCampaign("shake", harness.ShakeCampaign(cfg.shakeRate, secs))
 	}
 	if at(cfg.ramp - 300*time.Millisecond) {
 		if rss, err := harness.RSS(srv.PID); err == nil && idle {

@@ -72,12 +72,8 @@ Flags:
 		errs = append(errs, fmt.Errorf("-conns=%d: want at least 1", c.conns))
 	}
 	var err error
-	if c.modes, err = harness.ParseModes(modes); err != nil {
-		errs = append(errs, err)
-	}
-	if c.sources, err = harness.ParseLoopbackSources(sources); err != nil {
-		errs = append(errs, err)
-	}
+	c.modes, c.sources, err = harness.ParseModesSources(modes, sources)
+	errs = append(errs, err)
 	if c.workers < 1 || c.workers > 64 {
 		errs = append(errs, fmt.Errorf("-workers=%d: want 1..64", c.workers))
 	}

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"flag"
-	"io"
-	"strings"
 	"testing"
 	"time"
+
+	"hongbao/perf/internal/flagtest"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -25,17 +24,7 @@ func TestParseDuration(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	f := func(args string, wantErrs ...string) {
 		t.Helper()
-		fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		_, err := parseFlags(fs, strings.Fields(args))
-		if len(wantErrs) == 0 && err != nil {
-			t.Errorf("parseFlags(%q): %v; want no error", args, err)
-		}
-		for _, w := range wantErrs {
-			if err == nil || !strings.Contains(err.Error(), w) {
-				t.Errorf("parseFlags(%q): %v; want an error with %q", args, err, w)
-			}
-		}
+		flagtest.Parse(t, "demo", parseFlags, args, wantErrs...)
 	}
 	f("")
 	f("-users 1000 -qps 500 -duration 60")

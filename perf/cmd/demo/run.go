@@ -23,11 +23,10 @@ const campaignMargin = 3 * time.Second
 
 // run is the demo; a nil error means every check passed.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) {
-	dir := filepath.Join(cfg.out, "demo-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, path, err := harness.RunDir(cfg.out, "demo-")
+	if err != nil {
 		return err
 	}
-	path := func(name string) string { return filepath.Join(dir, name) }
 	fmt.Fprintf(stdout, "demo: %d users, %d SHAKE/s for %v, ingress %s; files in %s/\n", cfg.users, cfg.qps, cfg.duration, cfg.ingress, dir)
 	defer func() {
 		fmt.Fprintf(stdout, "\ndemo: files in %s/ (server.log, loadclient.log, report.json, timeline.csv, stats.json, campaigns.json, metrics.txt)\n", dir)
@@ -126,23 +125,11 @@ func startCampaigns(a *harness.Admin, cfg config, end time.Time, clientDone chan
 		fmt.Fprintf(stdout, "demo: only %d of %d users logged in after %v; starting the campaigns anyway\n", st.Logins, cfg.users, wait)
 	}
 	secs := max(1, int(time.Until(end.Add(-campaignMargin)).Seconds()))
-	var out []harness.Campaign
-	for _, p := range []struct {
-		kind string
-		q    url.Values
-	}{
-		{"shake", url.Values{"rate": {strconv.Itoa(cfg.shake)}, "total": {strconv.Itoa(cfg.shake * secs)}, "min": {"1"}, "max": {"200"}}},
-		{"send", url.Values{"rate": {strconv.Itoa(cfg.send)}, "total": {strconv.Itoa(cfg.send * secs)},
-			"recipients": {strconv.Itoa(cfg.recips)}, "min": {strconv.Itoa(cfg.recips)}, "max": {"2000"}}},
-	} {
-		c, err := a.StartCampaign(p.kind, p.q)
-		if err != nil {
-			return out, err
+	return a.StartCampaigns(cfg.shake, cfg.send, cfg.recips, secs, func(kind string, q url.Values, c harness.Campaign, err error) {
+		if err == nil {
+			fmt.Fprintf(stdout, "demo: POST /campaigns/%s?%s → campaign %d (%ds)\n", kind, q.Encode(), c.ID, secs)
 		}
-		fmt.Fprintf(stdout, "demo: POST /campaigns/%s?%s → campaign %d (%ds)\n", p.kind, p.q.Encode(), c.ID, secs)
-		out = append(out, c)
-	}
-	return out, nil
+	})
 }
 
 // checkLedger reads /stats and /campaigns, writes them to stats.json and

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"flag"
-	"io"
 	"net/netip"
-	"strings"
 	"testing"
 
+	"hongbao/perf/internal/flagtest"
 	"hongbao/perf/internal/harness"
 )
 
@@ -124,18 +122,7 @@ func TestLedgerChecks(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	f := func(args string, wantErrs ...string) config {
 		t.Helper()
-		fs := flag.NewFlagSet("million", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c, err := parseFlags(fs, strings.Fields(args))
-		if len(wantErrs) == 0 && err != nil {
-			t.Errorf("parseFlags(%q): %v; want no error", args, err)
-		}
-		for _, w := range wantErrs {
-			if err == nil || !strings.Contains(err.Error(), w) {
-				t.Errorf("parseFlags(%q): %v; want an error with %q", args, err, w)
-			}
-		}
-		return c
+		return flagtest.Parse(t, "million", parseFlags, args, wantErrs...)
 	}
 	if c := f(""); c.servers != 56 || c.conns != 1000000 || c.rampTimeout.Seconds() != 560 {
 		t.Errorf("defaults: %d servers, %d conns, ramp timeout %v; want 56, 1000000, 9m20s", c.servers, c.conns, c.rampTimeout)

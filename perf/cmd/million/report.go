@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -248,7 +247,7 @@ func (s *state) write() error {
 	} else {
 		add(err)
 	}
-	add(writeFile(path("servers.csv"), func(w io.Writer) {
+	add(harness.WriteFile(path("servers.csv"), func(w io.Writer) {
 		fmt.Fprintln(w, "index,pid,listen,admin,users,rss_idle,rss_ramped,rss_end,heap_idle,heap_ramped,heap_end,stacks_ramped,goroutines_ramped,metrics_scrape_ms_ramped,connections_max,logins,shake_requests,shake_got,shake_got_amount,shake_created_amount,shake_pool_amount,envelopes_created,envelopes_created_amount,opened,opened_amount,outstanding_amount,system_skipped,overload,ledger_ok,exit_code")
 		for _, p := range s.servers {
 			st := &p.stats
@@ -260,7 +259,7 @@ func (s *state) write() error {
 				st.Envelopes.SystemSkipped, st.Shake.Overload+st.Envelopes.Overload, len(p.checks) > 0 && allOK(p.checks), p.exitCode)
 		}
 	}))
-	add(writeFile(path("clients.csv"), func(w io.Writer) {
+	add(harness.WriteFile(path("clients.csv"), func(w io.Writer) {
 		fmt.Fprintln(w, "index,pid,users,sources,connect_rate,rss_ramped,rss_end,heap_stacks_per_user,connects,shake_sent,shake_answered,shake_got,shake_p50_ms,shake_p99_ms,shake_p999_ms,shake_max_ms,open_sent,open_p99_ms,pushes,shake_amount,open_amount,errors,skipped,reconcile_ok,exit")
 		for _, c := range s.clients {
 			r := c.rep
@@ -291,7 +290,7 @@ func (s *state) write() error {
 		s.smp.mu.Lock()
 		rows, stats := slices.Clone(s.smp.rows), slices.Clone(s.smp.stats)
 		s.smp.mu.Unlock()
-		add(writeFile(path("system.csv"), func(w io.Writer) {
+		add(harness.WriteFile(path("system.csv"), func(w io.Writer) {
 			fmt.Fprintln(w, "t_s,phase,mem_available,slab,sreclaimable,sunreclaim,tcp_inuse,tcp_orphan,tcp_tw,tcp_mem_pages,conntrack,busy_cores,servers_rss,clients_rss,servers_alive,clients_alive")
 			var prev *sysRow
 			for i := range rows {
@@ -306,14 +305,14 @@ func (s *state) write() error {
 				prev = r
 			}
 		}))
-		add(writeFile(path("timeline.csv"), func(w io.Writer) {
+		add(harness.WriteFile(path("timeline.csv"), func(w io.Writer) {
 			fmt.Fprintln(w, "t_s,phase,connections,logins,new_conns_per_s,shake_per_s,got_per_s,group_envelopes_per_s,opened_per_s")
 			for _, r := range stats {
 				fmt.Fprintf(w, "%.1f,%s,%d,%d,%.0f,%.0f,%.0f,%.0f,%.0f\n", r.T, r.Phase, r.Conns, r.Logins, r.New, r.Shakes, r.Got, r.Created, r.Opened)
 			}
 		}))
 	}
-	add(writeFile(path("commands.txt"), func(w io.Writer) {
+	add(harness.WriteFile(path("commands.txt"), func(w io.Writer) {
 		fmt.Fprintf(w, "# %s\n", s.cmdline)
 		for _, p := range s.servers {
 			fmt.Fprintf(w, "GOMAXPROCS=%d %s %s   # pid %d: serving %s, admin %s\n", s.cfg.serverProcs, filepath.Join(s.cfg.bin, "server"),
@@ -323,7 +322,7 @@ func (s *state) write() error {
 			fmt.Fprintf(w, "GOMAXPROCS=%d %s %s   # pid %d\n", s.cfg.clientProcs, c.cmd.Path, strings.Join(c.args, " "), c.cmd.Process.Pid)
 		}
 	}))
-	add(writeFile(path("report.md"), func(w io.Writer) { s.markdown(w, &f) }))
+	add(harness.WriteFile(path("report.md"), func(w io.Writer) { s.markdown(w, &f) }))
 	var out []error
 	for _, e := range errs {
 		if e != nil {
@@ -341,20 +340,6 @@ func reqOf(r *loadclient.Report, kind string) *loadclient.RequestReport {
 		return q
 	}
 	return &loadclient.RequestReport{Status: map[string]uint64{}}
-}
-
-func writeFile(path string, fill func(io.Writer)) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	fill(w)
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func gitCommit() string {

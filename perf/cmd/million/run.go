@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -604,15 +603,12 @@ func (s *state) startCampaigns() error {
 	return forEach(len(s.servers), len(s.servers), func(i int) error {
 		p := s.servers[i]
 		if r := p.part.shakeRate; r > 0 {
-			q := url.Values{"rate": {strconv.Itoa(r)}, "total": {strconv.Itoa(r * secs)}, "min": {"1"}, "max": {"200"}}
-			if _, err := p.srv.Admin.StartCampaign("shake", q); err != nil {
+			if _, err := p.srv.Admin.StartCampaign("shake", harness.ShakeCampaign(r, secs)); err != nil {
 				return fmt.Errorf("server %d: %w", i, err)
 			}
 		}
 		if r := p.part.sendRate; r > 0 {
-			q := url.Values{"rate": {strconv.Itoa(r)}, "total": {strconv.Itoa(r * secs)}, "recipients": {strconv.Itoa(cfg.recipients)},
-				"min": {strconv.Itoa(cfg.recipients)}, "max": {"2000"}}
-			if _, err := p.srv.Admin.StartCampaign("send", q); err != nil {
+			if _, err := p.srv.Admin.StartCampaign("send", harness.SendCampaign(r, secs, cfg.recipients)); err != nil {
 				return fmt.Errorf("server %d: %w", i, err)
 			}
 		}

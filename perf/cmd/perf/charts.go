@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -33,6 +35,7 @@ var (
 	green  = color.RGBA{R: 44, G: 160, B: 44, A: 255}
 	red    = color.RGBA{R: 214, G: 39, B: 40, A: 255}
 	grey   = color.RGBA{R: 120, G: 120, B: 120, A: 255}
+	purple = color.RGBA{R: 148, G: 103, B: 189, A: 255}
 )
 
 // series is one line of a chart.
@@ -113,17 +116,47 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 			machine = append(machine, plotter.XY{X: srvT[i], Y: (s1.Machine - s0.Machine).Seconds() / dt})
 		}
 	}
-	// The server's own ingress → egress p99 each second, from successive
-	// scrapes of its histogram: a bucket's upper bound.
-	var srvP99 plotter.XYs
+	// The server's own ingress → egress p99 and p99.9 each second, from
+	// successive scrapes of its histogram: bucket upper bounds. The SHAKEs'
+	// alone when the histogram is labelled by request type, else every
+	// answer.
+	var srvP99, srvP999 plotter.XYs
+	srvWhat := "every answer"
 	for i := 1; i < len(a.samples); i++ {
 		s0, s1 := &a.samples[i-1], &a.samples[i]
 		if s0.Metrics == nil || s1.Metrics == nil {
 			continue
 		}
-		h := runlog.Delta(runlog.Histogram(s0.Metrics, "hongbao_latency_seconds"), runlog.Histogram(s1.Metrics, "hongbao_latency_seconds"))
-		if q := runlog.Quantile(h, 0.99); !math.IsNaN(q) && !math.IsInf(q, 0) && runlog.Total(h) > 0 {
-			srvP99 = append(srvP99, plotter.XY{X: srvT[i] - 0.5, Y: q * 1e3})
+		h, shake := serverLatency(s0, s1)
+		if shake != nil {
+			h, srvWhat = shake, "SHAKE"
+		}
+		if runlog.Total(h) <= 0 {
+			continue
+		}
+		for _, q := range []struct {
+			q  float64
+			xy *plotter.XYs
+		}{{0.99, &srvP99}, {0.999, &srvP999}} {
+			if v := runlog.Quantile(h, q.q); !math.IsNaN(v) && !math.IsInf(v, 0) {
+				*q.xy = append(*q.xy, plotter.XY{X: srvT[i] - 0.5, Y: v * 1e3})
+			}
+		}
+	}
+	// The client's p99.9: each second's when the timeline has it (the load
+	// client writes p50 and p99 a second only), else the whole run's
+	// (report.json) as a level line.
+	p999 := series{name: "p99.9", color: purple,
+		xy: col(func(s *runlog.Second) float64 { return float64(s.P999.Microseconds()) / 1e3 }, true)}
+	p999What := "each second's p99.9"
+	if !runlog.HasP999(tl) {
+		p999 = series{name: "p99.9 (whole run)", color: purple, dash: true, steps: true}
+		p999What = "the whole run's p99.9 (report.json; the timeline has no p99.9 a second)"
+		// Across the seconds that answered SHAKEs.
+		p50 := col(func(s *runlog.Second) float64 { return float64(s.P50) }, true)
+		if r := a.report; r != nil && r.Requests["SHAKE"] != nil && r.Requests["SHAKE"].Latency.P999 > 0 && len(p50) > 0 {
+			v := float64(r.Requests["SHAKE"].Latency.P999) / 1e6
+			p999.xy = plotter.XYs{{X: p50[0].X, Y: v}, {X: p50[len(p50)-1].X, Y: v}}
 		}
 	}
 	var pauses, heapMB plotter.XYs
@@ -151,11 +184,15 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 				{name: "pushed (ENVELOPE)", xy: col(func(s *runlog.Second) float64 { return s.Pushes }, false), color: blue},
 				{name: "opened (OPEN ok)", xy: col(func(s *runlog.Second) float64 { return s.Opened }, false), color: orange, dash: true},
 			}},
-		{chart{"latency.png", "SHAKE latency per second (log scale)", "p50 and p99 of each second's SHAKEs, from the scheduled send time to the answer (load client timeline, coordinated omission corrected); and the server's own p99 (`hongbao_latency_seconds`: every answer, not only SHAKEs, from the ingress epoll round to the start of the egress batch, before its writes; an upper bound: power-of-two buckets). What the client sees beyond the server's own is in the client, the kernel's socket queues, or waiting for a CPU."},
+		{chart{"latency.png", "SHAKE latency per second (log scale)", fmt.Sprintf("p50 and p99 of each second's SHAKEs and %s, from the scheduled send time to the answer (load client, coordinated omission corrected); "+
+			"and the server's own p99 and p99.9 each second (`hongbao_latency_seconds`, %s, from the ingress epoll round to the start of the egress batch, before its writes; an upper bound: power-of-two buckets). "+
+			"What the client sees beyond the server's own is in the client, the kernel's socket queues, or waiting for a CPU.", p999What, srvWhat)},
 			"ms", true, []series{
 				{name: "p50", xy: col(func(s *runlog.Second) float64 { return float64(s.P50.Microseconds()) / 1e3 }, true), color: blue},
 				{name: "p99", xy: col(func(s *runlog.Second) float64 { return float64(s.P99.Microseconds()) / 1e3 }, true), color: red},
-				{name: "server p99 (inside)", xy: srvP99, color: green, dash: true},
+				p999,
+				{name: "server p99 (" + srvWhat + ")", xy: srvP99, color: green, dash: true},
+				{name: "server p99.9 (" + srvWhat + ")", xy: srvP999, color: orange, dash: true},
 			}},
 		{chart{"gc.png", "GC stop-the-world pauses", "Each collection's pause (sweep termination + mark termination, wall clock) from GODEBUG=gctrace=1."},
 			"pause, ms", false, []series{{name: "pause", xy: pauses, color: red, dots: true}}},
@@ -187,10 +224,11 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 func drawChart(path, title, yLabel string, logY bool, lines []series, phases []phase) error {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "seconds since the load client's start"
+	p.X.Label.Text = "time since the load client's start"
+	p.X.Tick.Marker = secondTicks{}
 	p.Y.Label.Text = yLabel
-	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
+	var legend []legendEntry
 	empty := true
 	for _, s := range lines {
 		if len(s.xy) == 0 {
@@ -206,7 +244,7 @@ func drawChart(path, title, yLabel string, logY bool, lines []series, phases []p
 			sc.GlyphStyle.Radius = vg.Points(2)
 			sc.GlyphStyle.Shape = draw.CircleGlyph{}
 			p.Add(sc)
-			p.Legend.Add(s.name, sc)
+			legend = append(legend, legendEntry{s.name, sc})
 			continue
 		}
 		segs := []plotter.XYs{s.xy}
@@ -225,7 +263,7 @@ func drawChart(path, title, yLabel string, logY bool, lines []series, phases []p
 			}
 			p.Add(l)
 			if i == 0 {
-				p.Legend.Add(s.name, l)
+				legend = append(legend, legendEntry{s.name, l})
 			}
 		}
 	}
@@ -236,23 +274,141 @@ func drawChart(path, title, yLabel string, logY bool, lines []series, phases []p
 		p.X.Min = min(p.X.Min, phases[0].From)
 		p.X.Max = max(p.X.Max, phases[len(phases)-1].To)
 	}
-	// Headroom above the data for the legend and the phase names.
+	// Headroom above the data for the phase names; the legend is below
+	// the plot.
 	if logY && !empty {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		// Whole decades, the lower a hair below its power of ten so that
 		// LogTicks labels it despite rounding.
 		p.Y.Min = math.Pow(10, math.Floor(math.Log10(p.Y.Min))) * 0.999
-		p.Y.Max = math.Pow(10, math.Ceil(math.Log10(p.Y.Max)+0.3))
+		p.Y.Max = math.Pow(10, math.Ceil(math.Log10(p.Y.Max)+0.15))
 	} else {
 		p.Y.Min = min(p.Y.Min, 0)
-		p.Y.Max += (p.Y.Max - p.Y.Min) * 0.3
+		p.Y.Max += (p.Y.Max - p.Y.Min) * 0.12
 		if p.Y.Max <= p.Y.Min {
 			p.Y.Max = p.Y.Min + 1
 		}
 	}
 	p.Add(phaseMarks(phases))
-	return p.Save(chartW, chartH, path)
+
+	c, err := draw.NewFormattedCanvas(chartW, chartH, "png")
+	if err != nil {
+		return err
+	}
+	dc := draw.New(c)
+	style := p.Legend.TextStyle
+	style.Font.Size = vg.Points(10)
+	rows := legendRows(legend, style, dc.Max.X-dc.Min.X)
+	strip := vg.Length(len(rows))*legendRowH + vg.Points(4)
+	p.Draw(draw.Crop(dc, 0, 0, strip, 0))
+	drawLegend(draw.Crop(dc, 0, 0, 0, strip-(dc.Max.Y-dc.Min.Y)), rows, style)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// secondTicks marks a time axis in whole seconds: labelled ticks a round
+// step apart (1, 2, 5, 10, 15, 20, 30 s, …, whichever gives at most ten),
+// unlabelled ones on whole seconds between them.
+type secondTicks struct{}
+
+// tickSteps are the label steps secondTicks picks from, in seconds, each
+// with the step of its unlabelled ticks.
+var tickSteps = []struct{ major, minor float64 }{
+	{1, 0}, {2, 1}, {5, 1}, {10, 2}, {20, 5}, {30, 10}, {60, 10}, {120, 30},
+	{300, 60}, {600, 120}, {1200, 300}, {1800, 600}, {3600, 600},
+}
+
+func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if (hi-lo)/s.major <= 10 {
+			step = s
+			break
+		}
+	}
+	var ticks []plot.Tick
+	every := step.minor
+	if every == 0 {
+		every = step.major
+	}
+	for t := math.Ceil(lo/every) * every; t <= hi; t += every {
+		if t == 0 {
+			t = 0 // not -0, from Ceil of a small negative
+		}
+		tick := plot.Tick{Value: t}
+		if math.Mod(t, step.major) == 0 {
+			tick.Label = fmt.Sprintf("%.0f s", t)
+		}
+		ticks = append(ticks, tick)
+	}
+	return ticks
+}
+
+// legendEntry is one line's name and how it looks.
+type legendEntry struct {
+	name  string
+	thumb plot.Thumbnailer
+}
+
+// The legend strip below the plot: entries side by side, in rows as wide
+// as the chart.
+const (
+	legendRowH   vg.Length = 14 // points
+	legendThumbW vg.Length = 22
+	legendGap    vg.Length = 16
+)
+
+// legendRows lays the entries out in rows no wider than width.
+func legendRows(entries []legendEntry, style text.Style, width vg.Length) [][]legendEntry {
+	var rows [][]legendEntry
+	var row []legendEntry
+	var w vg.Length
+	for _, e := range entries {
+		ew := legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
+		if len(row) > 0 && w+legendGap+ew > width {
+			rows, row, w = append(rows, row), nil, 0
+		}
+		if len(row) > 0 {
+			w += legendGap
+		}
+		row, w = append(row, e), w+ew
+	}
+	if len(row) > 0 {
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// drawLegend draws the rows centred in c, top down.
+func drawLegend(c draw.Canvas, rows [][]legendEntry, style text.Style) {
+	y := c.Max.Y - legendRowH
+	for _, row := range rows {
+		var w vg.Length
+		for i, e := range row {
+			if i > 0 {
+				w += legendGap
+			}
+			w += legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
+		}
+		x := c.Min.X + (c.Max.X-c.Min.X-w)/2
+		for _, e := range row {
+			icon := draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
+				Min: vg.Point{X: x, Y: y + vg.Points(2)}, Max: vg.Point{X: x + legendThumbW, Y: y + legendRowH - vg.Points(2)}}}
+			e.thumb.Thumbnail(&icon)
+			x += legendThumbW + vg.Points(4)
+			c.FillText(style, vg.Point{X: x, Y: y + vg.Points(3)}, e.name)
+			x += style.Rectangle(e.name).Max.X + legendGap
+		}
+		y -= legendRowH
+	}
 }
 
 // phaseMarks draws each phase's start as a dotted vertical line, named at

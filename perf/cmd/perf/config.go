@@ -4,9 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"hongbao/loadclient"
@@ -29,16 +27,10 @@ type config struct {
 	cpuProf time.Duration // CPU profile length
 	trace   time.Duration // runtime/trace length
 
-	source      string
-	bin, out    string
-	serverFlags string // more server flags, space-separated
-	clientFlags string // more load client flags, space-separated
-}
+	harness.RunFlags // -source, -bin, -out, -server-flags, -client-flags
 
-// fdMargin is what a process needs beyond one descriptor per connection:
-// listeners, epoll, the admin and control HTTP, stdio, the runtime (the
-// load client's own margin is 64).
-const fdMargin = 100
+	given string // the flags the command line set, quoted for a shell: the run again
+}
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{}
@@ -55,17 +47,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 5*time.Second, "how far into the steady phase the captures start")
 	fs.DurationVar(&c.cpuProf, "cpu-profile", 20*time.Second, "length of the CPU profile (/debug/pprof/profile?seconds=N)")
 	fs.DurationVar(&c.trace, "trace", 2*time.Second, "length of the runtime/trace slice (/debug/pprof/trace?seconds=N)")
-	fs.StringVar(&c.source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`: several, so that no source address runs out of ports")
-	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
-	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/<time>/")
-	fs.StringVar(&c.serverFlags, "server-flags", "", "more server `flags`, space-separated (e.g. \"-sets 8 -wait yield\"); -listen, -admin and -log-format are perf's")
-	fs.StringVar(&c.clientFlags, "client-flags", "", "more load client `flags`, space-separated (e.g. \"-loops 1\")")
+	c.RunFlags.Add(fs, "perf", "", true)
 	fs.Usage = func() { usage(fs) }
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
-	return c, errors.Join(append(errs, c.validate())...)
+	c.given = harness.SetFlags(fs)
+	return c, c.validate()
 }
 
 func usage(fs *flag.FlagSet) {
@@ -96,15 +84,8 @@ Flags:
 
 // validate reports every bad flag, each with its reason.
 func (c *config) validate() error {
-	var errs []error
+	errs := []error{c.RunFlags.Validate(c.users, c.recipients)}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.users < c.recipients+1 || c.users < 2 {
-		bad("-users=%d: want at least 2 and more than -recipients", c.users)
-	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(c.users+fdMargin) > lim.Cur {
-		bad("-users=%d: the server and the load client each need %d descriptors; the open-files limit is %d", c.users, c.users+fdMargin, lim.Cur)
-	}
 	if c.qps < 1 || c.qps > loadclient.MaxQPS || c.highQPS < 1 || c.highQPS > loadclient.MaxQPS {
 		bad("-qps=%d, -high-qps=%d: want 1..%d each", c.qps, c.highQPS, loadclient.MaxQPS)
 	}
@@ -119,23 +100,11 @@ func (c *config) validate() error {
 	if c.shakeRate < 1 || c.sendRate < 1 {
 		bad("-shake-rate=%d, -send-rate=%d: want at least 1 each", c.shakeRate, c.sendRate)
 	}
-	if c.recipients < 1 || c.recipients > 100 {
-		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", c.recipients)
-	}
 	if c.cpuProf < time.Second || c.cpuProf%time.Second != 0 || c.trace < time.Second || c.trace%time.Second != 0 {
 		bad("-cpu-profile=%v, -trace=%v: want whole seconds, at least 1s each", c.cpuProf, c.trace)
 	}
 	if need := c.settle + c.cpuProf + c.trace + captureSlack; c.steady < need {
 		bad("-steady=%v: the captures need %v (-settle %v + -cpu-profile %v + heap, allocs, goroutines + -trace %v)", c.steady, need, c.settle, c.cpuProf, c.trace)
-	}
-	if _, err := loadclient.ParseSources(c.source); err != nil {
-		bad("-source: %v", err)
-	}
-	for _, f := range strings.Fields(c.serverFlags) {
-		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {
-		case "listen", "admin", "log-format":
-			bad("-server-flags: %s is perf's to set", f)
-		}
 	}
 	return errors.Join(errs...)
 }

@@ -74,3 +74,20 @@ func TestDoc(t *testing.T) {
 		}
 	}
 }
+
+// The report's "This run" line names every flag the command line set.
+func TestThisRun(t *testing.T) {
+	c, err := parse("-users", "2000", "-settle", "1s", "-cpu-profile", "1s", "-trace", "1s", "-steady", "8s", "-out", "/tmp/x",
+		"-server-flags", "-sets 8 -wait yield", "-client-flags=-loops 1", "-source", "127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "This run: `make perf PERFFLAGS='-client-flags \"-loops 1\" -cpu-profile 1s -out /tmp/x -server-flags \"-sets 8 -wait yield\" -settle 1s -source 127.0.0.2 -steady 8s -trace 1s -users 2000'`"
+	if got := thisRun(&c); !strings.HasPrefix(got, want) {
+		t.Fatalf("thisRun =\n%s\nwant it to start\n%s", got, want)
+	}
+	c, _ = parse()
+	if got := thisRun(&c); !strings.Contains(got, "`make perf`") {
+		t.Fatalf("thisRun of the defaults = %s", got)
+	}
+}

@@ -50,6 +50,7 @@ type phaseFigures struct {
 	SrvP50       float64 // ingress → egress latency, s: bucket upper bounds
 	SrvP99       float64
 	SrvP999      float64
+	SrvShakeP99  float64 // the SHAKEs' alone; NaN when the histogram has no type label
 	SchedP99     float64 // s: runnable goroutines' wait for a P (runtime/metrics /sched/latencies:seconds)
 	SchedP999    float64
 	CPUCores     float64
@@ -80,6 +81,22 @@ type idleFigures struct {
 	ScrapeMallocs float64
 }
 
+// latencyMetric is the server's ingress → egress latency histogram, either
+// unlabelled or labelled by request type (type="shake", "open", …).
+const latencyMetric = "hongbao_latency_seconds"
+
+// serverLatency returns the server's latency histogram between two scrapes:
+// of every answer (the types added up when labelled), and of the SHAKEs
+// alone (nil when the histogram has no type label).
+func serverLatency(s0, s1 *sample) (all, shake []runlog.Bucket) {
+	all = runlog.Delta(runlog.Histogram(s0.Metrics, latencyMetric), runlog.Histogram(s1.Metrics, latencyMetric))
+	onlyShake := map[string]string{"type": "shake"}
+	if h1 := runlog.HistogramWhere(s1.Metrics, latencyMetric, onlyShake); h1 != nil {
+		shake = runlog.Delta(runlog.HistogramWhere(s0.Metrics, latencyMetric, onlyShake), h1)
+	}
+	return all, shake
+}
+
 // window returns the first and last sample within [from, to] on the run's
 // axis, and false when there are not two.
 func (a *analysis) window(from, to float64) (first, last *sample, ok bool) {
@@ -100,7 +117,8 @@ func (a *analysis) window(from, to float64) (first, last *sample, ok bool) {
 
 func (a *analysis) compute() {
 	for _, p := range a.phases {
-		f := phaseFigures{phase: p}
+		nan := math.NaN() // "–" in the report when the phase has no two scrapes
+		f := phaseFigures{phase: p, SrvP50: nan, SrvP99: nan, SrvP999: nan, SrvShakeP99: nan, SchedP99: nan, SchedP999: nan}
 		rows := runlog.Window(a.timeline, p.From, p.To)
 		f.Rows = len(rows)
 		mean := func(get func(*runlog.Second) float64) float64 {
@@ -129,8 +147,9 @@ func (a *analysis) compute() {
 			dt := s1.At.Sub(s0.At).Seconds()
 			f.Window = dt
 			f.Shakes = s1.shakes() - s0.shakes()
-			lat := runlog.Delta(runlog.Histogram(s0.Metrics, "hongbao_latency_seconds"), runlog.Histogram(s1.Metrics, "hongbao_latency_seconds"))
+			lat, shake := serverLatency(s0, s1)
 			f.SrvP50, f.SrvP99, f.SrvP999 = runlog.Quantile(lat, 0.5), runlog.Quantile(lat, 0.99), runlog.Quantile(lat, 0.999)
+			f.SrvShakeP99 = runlog.Quantile(shake, 0.99)
 			sched := runlog.Delta(runlog.Histogram(s0.Metrics, "go_sched_latencies_seconds"), runlog.Histogram(s1.Metrics, "go_sched_latencies_seconds"))
 			f.SchedP99, f.SchedP999 = runlog.Quantile(sched, 0.99), runlog.Quantile(sched, 0.999)
 			cpu := s1.CPU - s0.CPU

@@ -63,7 +63,7 @@ func pct(v float64) string {
 // prints at the end.
 func summaryTable(a *analysis) doc {
 	load := table{right: true, head: []string{"phase", "seconds", "target QPS", "achieved QPS", "envelopes got/s", "opened/s",
-		"p50 (median s)", "p99 (median s)", "p99 (worst s)", "server p50 / p99 / p99.9", "sched latency p99 / p99.9", "errors"}}
+		"p50 (median s)", "p99 (median s)", "p99 (worst s)", "server p50 / p99 / p99.9", "server SHAKE p99", "sched latency p99 / p99.9", "errors"}}
 	cost := table{right: true, head: []string{"phase", "server CPU", "client CPU", "machine busy", "CPU per SHAKE", "allocs per SHAKE", "bytes per SHAKE",
 		"GCs", "max GC pause", "GC CPU (of GOMAXPROCS)", "GC share of server CPU", "STW pauses (runtime/metrics)", "max RSS", "goroutines"}}
 	for _, f := range a.figs {
@@ -75,7 +75,7 @@ func summaryTable(a *analysis) doc {
 		}
 		load.rows = append(load.rows, []string{f.Name, fmt.Sprintf("%.0f–%.0f", f.From, f.To), fmt.Sprint(f.QPS), num(f.Achieved),
 			num(f.Got), num(f.Opened), ms(f.P50), ms(f.P99), ms(f.P99Worst),
-			bound(f.SrvP50) + " / " + bound(f.SrvP99) + " / " + bound(f.SrvP999), bound(f.SchedP99) + " / " + bound(f.SchedP999), fmt.Sprint(f.Errors)})
+			bound(f.SrvP50) + " / " + bound(f.SrvP99) + " / " + bound(f.SrvP999), bound(f.SrvShakeP99), bound(f.SchedP99) + " / " + bound(f.SchedP999), fmt.Sprint(f.Errors)})
 		cpuPer := "–"
 		if f.CPUPerShake > 0 {
 			cpuPer = fmt.Sprintf("%.1f µs", float64(f.CPUPerShake)/1e3)
@@ -100,8 +100,8 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	d = append(d, para{fmt.Sprintf("%d users on loopback (`-source %s`), phases `%s` (QPS@duration from the load client's start at %s), "+
 		"shake campaign %d/s from the steady phase to the end, send campaign %d/s × %d recipients in the send phase. "+
 		"Server flags: `%s`. Machine: %d CPUs (server and load client share them), Linux %s, %s.",
-		cfg.users, cfg.source, cfg.plan(), a.start.Format("15:04:05"), cfg.shakeRate, cfg.sendRate, cfg.recipients,
-		orDefault(cfg.serverFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())})
+		cfg.users, cfg.Source, cfg.plan(), a.start.Format("15:04:05"), cfg.shakeRate, cfg.sendRate, cfg.recipients,
+		orDefault(cfg.ServerFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())})
 	d = append(d, para{verdict(a, out)})
 
 	d = append(d, heading{2, "Figures per phase"})
@@ -109,6 +109,7 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	d = append(d, para{"How they are computed. *Achieved QPS*, *envelopes got/s* and *opened/s* are means over the phase's seconds of the load client's timeline; " +
 		"*p50*/*p99* are the median over those seconds of each second's percentile (SHAKE latency from the scheduled send, coordinated omission corrected), *worst s* the highest second. " +
 		"*Server p50 / p99 / p99.9* is the latency inside the server (every answer, not only SHAKEs), from the difference of `hongbao_latency_seconds` between the phase's first and last scrape (power-of-two buckets: upper bounds); the server starts that clock when the epoll round that read the request began and stops it when the egress batch holding the answer begins, before that batch's writes. " +
+		"*Server SHAKE p99* is the same for the SHAKEs alone, from the histogram's `type=\"shake\"` series (– when the server does not label it by request type). " +
 		"*Sched latency* is how long the server's runnable goroutines waited for a P, runtime/metrics `/sched/latencies:seconds` (`go_sched_latencies_seconds`) over the same scrapes (upper bounds). " +
 		"*Server CPU* and *client CPU* are utime+stime of /proc/PID/stat over the same scrapes, *machine busy* every CPU's busy time in /proc/stat (user+nice+system+irq+softirq of all processes: what it has beyond the two is someone else's; all three are tick-sampled, so they add up only roughly); *CPU per SHAKE* divides it by the SHAKEs the server answered (`hongbao_shake_total`), so it carries every other cost of the phase too (pushes, OPENs, campaigns, the scrapes, and in the steady phase the profilers). " +
 		"*Allocs*/*bytes per SHAKE* are the deltas of `go_memstats_mallocs_total`/`go_memstats_alloc_bytes_total` over the SHAKEs, likewise all-inclusive. " +
@@ -194,7 +195,7 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	fmt.Fprintf(&b, "go tool trace trace.out\n")
 	fmt.Fprintf(&b, "make perf-open   # = go tool pprof -http=127.0.0.1:8081 <the latest perf/out/*/cpu.pprof>, serves until Ctrl-C\n")
 	d = append(d, code{b.String()})
-	d = append(d, para{fmt.Sprintf("This run: `make perf PERFFLAGS='%s'` (or `go run ./perf/cmd/perf %s` after `make build`).", flagsOf(cfg), flagsOf(cfg))})
+	d = append(d, para{thisRun(cfg)})
 	return d
 }
 
@@ -205,16 +206,16 @@ func orDefault(s string) string {
 	return s
 }
 
-// flagsOf returns the command line of cfg.
-func flagsOf(c *config) string {
-	f := fmt.Sprintf("-users %d -qps %d -high-qps %d -ramp %v -steady %v -send %v -high %v", c.users, c.qps, c.highQPS, c.ramp, c.steady, c.send, c.high)
-	if c.serverFlags != "" {
-		f += fmt.Sprintf(" -server-flags \"%s\"", c.serverFlags)
+// thisRun says how to run cfg again: every flag its command line set
+// (-server-flags and -client-flags carry what went on to the server and the
+// load client beyond perf's own), with make and with go run.
+func thisRun(cfg *config) string {
+	if cfg.given == "" {
+		return "This run: `make perf` (or `go run ./perf/cmd/perf` after `make build`), every flag at its default."
 	}
-	if c.clientFlags != "" {
-		f += fmt.Sprintf(" -client-flags \"%s\"", c.clientFlags)
-	}
-	return f
+	// PERFFLAGS goes in single quotes: a single quote within ends them.
+	inMake := strings.ReplaceAll(cfg.given, "'", `'\''`)
+	return fmt.Sprintf("This run: `make perf PERFFLAGS='%s'` (or `go run ./perf/cmd/perf %s` after `make build`); the flags not named were at their defaults.", inMake, cfg.given)
 }
 
 func verdict(a *analysis, out *outcome) string {

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,62 +32,40 @@ type outcome struct {
 
 // run is one perf run; the error says what kept it from measuring.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	dir := filepath.Join(cfg.out, time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, path, err := harness.RunDir(cfg.Out, "")
+	if err != nil {
 		return err
 	}
-	path := func(name string) string { return filepath.Join(dir, name) }
 	say := func(format string, args ...any) { fmt.Fprintf(stdout, "perf: "+format+"\n", args...) }
 	say("%d users, phases %s, shake campaign %d/s, send campaign %d/s × %d recipients; files in %s/", cfg.users, cfg.plan(), cfg.shakeRate, cfg.sendRate, cfg.recipients, dir)
 	log := &steps{}
 	var out outcome
 
-	serverArgs := strings.Fields(cfg.serverFlags)
 	serverStart := time.Now()
-	srv, err := startServer(ctx, &cfg, serverArgs, path("server.log"), stderr)
+	srv, err := startServer(ctx, &cfg, strings.Fields(cfg.ServerFlags), path("server.log"), stderr)
 	if err != nil {
 		return err
 	}
 	defer srv.Kill() // on every early return; after Stop it only waits
-	log.add(serverStart, "start the server, its GC trace (GODEBUG=gctrace=1) and log in server.log",
-		fmt.Sprintf("GODEBUG=gctrace=1 %s %s >%s 2>&1 &   # serving %s, admin %s, pid %d",
-			filepath.Join(cfg.bin, "server"), strings.Join(append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, serverArgs...), " "), path("server.log"),
-			srv.Listen, srv.Admin.URL, srv.PID), 0)
+	log.add(serverStart, "start the server, its GC trace (GODEBUG=gctrace=1) and log in server.log", "GODEBUG=gctrace=1 "+srv.CommandLine(), 0)
 	say("server pid %d serving %s, admin %s", srv.PID, srv.Listen, srv.Admin.URL)
 	smp := startSampler(ctx, srv)
 	log.add(time.Now(), "every second until the server stops: its RSS, its CPU time (utime+stime, 1/100 s) and its metrics",
 		fmt.Sprintf("while sleep 1; do grep VmRSS /proc/%d/status; awk '{print $14+$15}' /proc/%d/stat; curl -s %s/metrics >>%s; done",
 			srv.PID, srv.PID, srv.Admin.URL, path("metrics.log")), 0)
 
-	// The load client starts its run on the next whole second (loadclient
-	// startOf); launched early in a second, that second is the one after
-	// the launch, whatever the exec costs.
-	for frac := time.Duration(time.Now().Nanosecond()); frac < 50*time.Millisecond || frac > 600*time.Millisecond; frac = time.Duration(time.Now().Nanosecond()) {
-		time.Sleep((time.Second + 100*time.Millisecond - frac) % time.Second)
-	}
-	args := []string{"-server", srv.Listen, "-users", fmt.Sprintf("1-%d", cfg.users), "-phases", cfg.plan(),
-		"-source", cfg.source, "-admin", srv.Admin.URL, "-report", path("report.json"), "-timeline", path("timeline.csv")}
-	args = append(args, strings.Fields(cfg.clientFlags)...)
-	clog, err := os.Create(path("loadclient.log"))
+	// Bounded: the plan, the client's grace, its reconciliation.
+	client, err := harness.StartClient(ctx, srv, harness.ClientConfig{
+		Bin: filepath.Join(cfg.Bin, "loadclient"), Dir: dir, Users: cfg.users, Phases: cfg.plan(),
+		Source: cfg.Source, More: cfg.ClientFlags, Grace: 15 * time.Second, Stdout: stdout, Stderr: stderr,
+	})
 	if err != nil {
 		return err
 	}
-	defer clog.Close()
-	// Bounded: the plan, the client's grace, its reconciliation.
-	client := harness.Command(ctx, 15*time.Second, filepath.Join(cfg.bin, "loadclient"), args...)
-	client.Stdout = io.MultiWriter(stdout, clog)
-	client.Stderr = io.MultiWriter(stderr, clog)
-	launched := time.Now()
-	start := launched.Truncate(time.Second).Add(time.Second)
+	start := client.Start
 	log.setStart(start)
-	if err := client.Start(); err != nil {
-		return err
-	}
-	smp.client.Store(int64(client.Process.Pid))
-	log.add(launched, "run the load client (live line every second in loadclient.log)",
-		fmt.Sprintf("%s %s", client.Path, strings.Join(args, " ")), 0)
-	clientDone := make(chan error, 1)
-	go func() { clientDone <- client.Wait() }()
+	smp.client.Store(int64(client.Cmd.Process.Pid))
+	log.add(client.Launched, "run the load client (live line every second in loadclient.log)", client.CommandLine(), 0)
 
 	// The campaigns and the captures, each at its time; cut short if the
 	// client ends early.
@@ -107,7 +84,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		at := start.Add(time.Duration(ph[1].From*float64(time.Second)) + cfg.settle)
 		caps, out.captureErr = capture(stepCtx, srv.Admin.URL, &cfg, at, dir, log)
 	}()
-	out.clientErr = <-clientDone
+	out.clientErr = <-client.Done
 	cancelSteps()
 	wg.Wait()
 
@@ -191,7 +168,7 @@ func startServer(ctx context.Context, cfg *config, args []string, log string, st
 		}
 	}()
 	return harness.Start(ctx, harness.ServerConfig{
-		Bin: filepath.Join(cfg.bin, "server"), Args: args, Log: log,
+		Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: log,
 		Echo: dropGCTrace{stderr}, StartTimeout: 15 * time.Second,
 	})
 }
@@ -219,10 +196,9 @@ func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, start ti
 		q    url.Values
 		what string
 	}{
-		{steady, "shake", url.Values{"rate": {strconv.Itoa(cfg.shakeRate)}, "total": {strconv.Itoa(cfg.shakeRate * shakeSecs)}, "min": {"1"}, "max": {"200"}},
+		{steady, "shake", harness.ShakeCampaign(cfg.shakeRate, shakeSecs),
 			fmt.Sprintf("shake campaign: %d envelopes a second for %d s, 1..200 fen", cfg.shakeRate, shakeSecs)},
-		{send, "send", url.Values{"rate": {strconv.Itoa(cfg.sendRate)}, "total": {strconv.Itoa(cfg.sendRate * sendSecs)},
-			"recipients": {strconv.Itoa(cfg.recipients)}, "min": {strconv.Itoa(cfg.recipients)}, "max": {"2000"}},
+		{send, "send", harness.SendCampaign(cfg.sendRate, sendSecs, cfg.recipients),
 			fmt.Sprintf("send campaign: %d system group envelopes a second for %d s, %d recipients each", cfg.sendRate, sendSecs, cfg.recipients)},
 	} {
 		select {

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -33,37 +32,27 @@ func (s *sample) shakes() float64 {
 }
 
 // sampler reads the server every second until stopped. samples belongs to
-// the sampling goroutine until done is closed, then to Stop.
+// the loop until it stops, then to Stop.
 type sampler struct {
 	srv     *harness.Server
 	client  atomic.Int64 // the load client's pid, once it runs
 	samples []sample
-	stop    context.CancelFunc
-	done    chan struct{}
+	loop    *harness.Loop
 }
 
 // startSampler samples srv now and then on every whole second.
 func startSampler(ctx context.Context, srv *harness.Server) *sampler {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &sampler{srv: srv, stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		for {
-			s.take()
-			// Half past the next second: away from the load client's
-			// ticks and rate changes, which fall on whole seconds.
-			now := time.Now()
-			next := now.Truncate(time.Second).Add(500 * time.Millisecond)
-			if !next.After(now) {
-				next = next.Add(time.Second)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Until(next)):
-			}
+	s := &sampler{srv: srv}
+	// Half past each second: away from the load client's ticks and rate
+	// changes, which fall on whole seconds.
+	halfPast := func(now time.Time) time.Time {
+		next := now.Truncate(time.Second).Add(500 * time.Millisecond)
+		if !next.After(now) {
+			next = next.Add(time.Second)
 		}
-	}()
+		return next
+	}
+	s.loop = harness.Repeat(ctx, halfPast, s.take)
 	return s
 }
 
@@ -89,35 +78,22 @@ func (s *sampler) take() {
 
 // Stop takes a last sample and returns them all, oldest first.
 func (s *sampler) Stop() []sample {
-	s.stop()
-	<-s.done
+	s.loop.Stop()
 	s.take()
 	return s.samples
 }
 
 // writeSamples writes the samples as CSV, times in seconds since start.
 func writeSamples(path string, samples []sample, start time.Time) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "t_s,rss_bytes,cpu_s,client_cpu_s,machine_busy_s,heap_inuse_bytes,stack_inuse_bytes,goroutines,connections,shakes_total,mallocs_total,alloc_bytes_total,gc_cpu_s,scrape_ms,error")
-	for i := range samples {
-		s := &samples[i]
-		errText := ""
-		if s.Err != nil {
-			errText = fmt.Sprintf("%q", s.Err.Error())
+	return harness.WriteFile(path, func(w io.Writer) {
+		fmt.Fprintln(w, "t_s,rss_bytes,cpu_s,client_cpu_s,machine_busy_s,heap_inuse_bytes,stack_inuse_bytes,goroutines,connections,shakes_total,mallocs_total,alloc_bytes_total,gc_cpu_s,scrape_ms,error")
+		for i := range samples {
+			s := &samples[i]
+			fmt.Fprintf(w, "%.3f,%d,%.2f,%.2f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.4f,%.1f,%s\n",
+				s.At.Sub(start).Seconds(), s.RSS, s.CPU.Seconds(), s.Client.Seconds(), s.Machine.Seconds(),
+				s.metric("go_memstats_heap_inuse_bytes"), s.metric("go_memstats_stack_inuse_bytes"), s.metric("go_goroutines"),
+				s.metric("hongbao_connections"), s.shakes(), s.metric("go_memstats_mallocs_total"), s.metric("go_memstats_alloc_bytes_total"),
+				s.metric("go_gc_cpu_seconds_total"), float64(s.Scrape.Microseconds())/1e3, harness.CSVError(s.Err))
 		}
-		fmt.Fprintf(w, "%.3f,%d,%.2f,%.2f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.4f,%.1f,%s\n",
-			s.At.Sub(start).Seconds(), s.RSS, s.CPU.Seconds(), s.Client.Seconds(), s.Machine.Seconds(),
-			s.metric("go_memstats_heap_inuse_bytes"), s.metric("go_memstats_stack_inuse_bytes"), s.metric("go_goroutines"),
-			s.metric("hongbao_connections"), s.shakes(), s.metric("go_memstats_mallocs_total"), s.metric("go_memstats_alloc_bytes_total"),
-			s.metric("go_gc_cpu_seconds_total"), float64(s.Scrape.Microseconds())/1e3, errText)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }

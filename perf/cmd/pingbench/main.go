@@ -96,12 +96,8 @@ Flags:
 		errs = append(errs, fmt.Errorf("-loops=%d: want 1..64 and at most -conns", c.loops))
 	}
 	var err error
-	if c.modes, err = harness.ParseModes(modes); err != nil {
-		errs = append(errs, err)
-	}
-	if c.sources, err = harness.ParseLoopbackSources(sources); err != nil {
-		errs = append(errs, err)
-	}
+	c.modes, c.sources, err = harness.ParseModesSources(modes, sources)
+	errs = append(errs, err)
 	return c, errors.Join(errs...)
 }
 

@@ -17,9 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"hongbao/loadclient"
@@ -40,14 +37,9 @@ type config struct {
 	sendRate   int
 	recipients int
 	retention  time.Duration // the server's -opened-retention; 0: its default
-	source     string
-	bin, out   string
-	server     string // more server flags, space-separated
-	client     string // more load client flags, space-separated
-}
 
-// fdMargin is what each process needs beyond one descriptor per connection.
-const fdMargin = 100
+	harness.RunFlags // -source, -bin, -out, -server-flags, -client-flags
+}
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{}
@@ -76,17 +68,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		"default is 10m). The send campaign adds -send-rate a second, so the heap grows until they\n"+
 		"start to go: at 2m that is over within the first half of a 10-minute soak, and the second half's\n"+
 		"slopes show leaks, not the retention filling up. 0: the server's default")
-	fs.StringVar(&c.source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`: several, so that no source address runs out of ports")
-	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
-	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/soak-<time>/")
-	fs.StringVar(&c.server, "server-flags", "", "more server `flags`, space-separated; -listen, -admin and -log-format are soak's")
-	fs.StringVar(&c.client, "client-flags", "", "more load client `flags`, space-separated")
+	c.RunFlags.Add(fs, "soak", "soak-", false)
 	fs.Usage = func() { usage(fs) }
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
-	return c, errors.Join(append(errs, c.validate())...)
+	return c, c.validate()
 }
 
 func usage(fs *flag.FlagSet) {
@@ -118,7 +105,7 @@ Flags:
 
 // validate reports every bad flag, each with its reason.
 func (c *config) validate() error {
-	var errs []error
+	errs := []error{c.RunFlags.Validate(c.users, c.recipients)}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.duration < 30*time.Second || c.duration%time.Second != 0 {
 		bad("-duration=%v: want whole seconds, at least 30s", c.duration)
@@ -128,13 +115,6 @@ func (c *config) validate() error {
 	}
 	if c.qps < 1 || c.qps > loadclient.MaxQPS {
 		bad("-qps=%d: want 1..%d", c.qps, loadclient.MaxQPS)
-	}
-	if c.users < 2 || c.users < c.recipients+1 {
-		bad("-users=%d: want at least 2 and more than -recipients", c.users)
-	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(c.users+fdMargin) > lim.Cur {
-		bad("-users=%d: the server and the load client each need %d descriptors; the open-files limit is %d", c.users, c.users+fdMargin, lim.Cur)
 	}
 	if c.timeout < time.Second {
 		bad("-client-timeout=%v: want at least 1s", c.timeout)
@@ -150,18 +130,6 @@ func (c *config) validate() error {
 	}
 	if c.retention < 0 || (c.retention > 0 && c.retention < time.Second) {
 		bad("-opened-retention=%v: want 0 (the server's default) or at least 1s", c.retention)
-	}
-	if c.recipients < 1 || c.recipients > 100 {
-		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", c.recipients)
-	}
-	if _, err := harness.ParseLoopbackSources(c.source); err != nil {
-		bad("%v", err)
-	}
-	for _, f := range strings.Fields(c.server) {
-		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {
-		case "listen", "admin", "log-format":
-			bad("-server-flags: %s is soak's to set", f)
-		}
 	}
 	return errors.Join(errs...)
 }

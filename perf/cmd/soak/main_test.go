@@ -1,29 +1,19 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"hongbao/perf/internal/flagtest"
 )
 
 func TestParseFlags(t *testing.T) {
 	f := func(args string, wantErrs ...string) config {
 		t.Helper()
-		fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c, err := parseFlags(fs, strings.Fields(args))
-		if len(wantErrs) == 0 && err != nil {
-			t.Errorf("parseFlags(%q): %v; want no error", args, err)
-		}
-		for _, w := range wantErrs {
-			if err == nil || !strings.Contains(err.Error(), w) {
-				t.Errorf("parseFlags(%q): %v; want an error with %q", args, err, w)
-			}
-		}
-		return c
+		return flagtest.Parse(t, "soak", parseFlags, args, wantErrs...)
 	}
 	c := f("")
 	if c.duration != 10*time.Minute || c.qps != 30000 || c.users != 19000 || c.interval != 10*time.Second || c.plan() != "0@20s,30000@600s" {

@@ -55,11 +55,10 @@ type outcome struct {
 
 // run is one soak; a nil error means it passed.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	dir := filepath.Join(cfg.out, "soak-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, path, err := harness.RunDir(cfg.Out, "soak-")
+	if err != nil {
 		return err
 	}
-	path := func(name string) string { return filepath.Join(dir, name) }
 	say := func(format string, args ...any) { fmt.Fprintf(stdout, "soak: "+format+"\n", args...) }
 	o := &outcome{cfg: &cfg, dir: dir}
 	add := func(what, cmd string) { o.steps = append(o.steps, step{time.Now(), what, cmd}) }
@@ -70,48 +69,32 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.retention > 0 {
 		serverArgs = append(serverArgs, "-opened-retention", cfg.retention.String())
 	}
-	serverArgs = append(serverArgs, strings.Fields(cfg.server)...) // later flags win
+	serverArgs = append(serverArgs, strings.Fields(cfg.ServerFlags)...) // later flags win
 	srv, err := harness.Start(ctx, harness.ServerConfig{
-		Bin: filepath.Join(cfg.bin, "server"), Args: serverArgs, Log: path("server.log"), Echo: stderr, StartTimeout: 15 * time.Second,
+		Bin: filepath.Join(cfg.Bin, "server"), Args: serverArgs, Log: path("server.log"), Echo: stderr, StartTimeout: 15 * time.Second,
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Kill() // on every early return; after Stop it only waits
 	o.serverPID, o.serverArgs = srv.PID, serverArgs
-	add("start the server, log in server.log", fmt.Sprintf("%s %s >%s 2>&1 &   # serving %s, admin %s, pid %d",
-		filepath.Join(cfg.bin, "server"), strings.Join(append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, serverArgs...), " "),
-		path("server.log"), srv.Listen, srv.Admin.URL, srv.PID))
+	add("start the server, log in server.log", srv.CommandLine())
 	say("server pid %d serving %s, admin %s", srv.PID, srv.Listen, srv.Admin.URL)
 
-	// The load client starts its run on the next whole second (loadclient
-	// startOf); launched early in a second, that is the second after the
-	// launch whatever the exec costs.
-	for frac := time.Duration(time.Now().Nanosecond()); frac < 50*time.Millisecond || frac > 600*time.Millisecond; frac = time.Duration(time.Now().Nanosecond()) {
-		time.Sleep((time.Second + 100*time.Millisecond - frac) % time.Second)
-	}
-	args := []string{"-server", srv.Listen, "-users", fmt.Sprintf("1-%d", cfg.users), "-phases", cfg.plan(),
-		"-churn", strconv.FormatFloat(cfg.churn, 'g', -1, 64), "-timeout", cfg.timeout.String(), "-source", cfg.source, "-admin", srv.Admin.URL,
-		"-report", path("report.json"), "-timeline", path("timeline.csv")}
-	args = append(args, strings.Fields(cfg.client)...)
-	clog, err := os.Create(path("loadclient.log"))
+	// Bounded: the plan, then the client's grace and reconciliation; on ctx
+	// done it gets SIGTERM, ends early and reports.
+	client, err := harness.StartClient(ctx, srv, harness.ClientConfig{
+		Bin: filepath.Join(cfg.Bin, "loadclient"), Dir: dir, Users: cfg.users, Phases: cfg.plan(),
+		Flags:  []string{"-churn", strconv.FormatFloat(cfg.churn, 'g', -1, 64), "-timeout", cfg.timeout.String()},
+		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second,
+	})
 	if err != nil {
 		return err
 	}
-	defer clog.Close()
-	// Bounded: the plan, then the client's grace and reconciliation; on ctx
-	// done it gets SIGTERM, ends early and reports.
-	client := harness.Command(ctx, 30*time.Second, filepath.Join(cfg.bin, "loadclient"), args...)
-	client.Stdout, client.Stderr = clog, clog
-	launched := time.Now()
-	runStart := launched.Truncate(time.Second).Add(time.Second)
+	runStart := client.Start
 	o.loadStart = runStart.Add(cfg.ramp)
-	if err := client.Start(); err != nil {
-		return err
-	}
-	add("run the load client (a live line every second in loadclient.log)", fmt.Sprintf("%s %s", client.Path, strings.Join(args, " ")))
-	clientDone := make(chan error, 1)
-	go func() { clientDone <- client.Wait() }()
+	add("run the load client (a live line every second in loadclient.log)", client.CommandLine())
+	clientDone := client.Done
 
 	progress := func(s, prev *sample) {
 		line := fmt.Sprintf("%8s  rss %6.1f MiB  heap %5.1f MiB  goroutines %4d  fds %6d  conns %6d", since(s.At, o.loadStart),
@@ -256,24 +239,12 @@ func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, runStart
 	}
 	end := runStart.Add(cfg.ramp + cfg.duration - campaignMargin)
 	secs := max(1, int(time.Until(end).Seconds()))
-	var out []harness.Campaign
-	for _, p := range []struct {
-		kind string
-		q    url.Values
-	}{
-		{"shake", url.Values{"rate": {strconv.Itoa(cfg.shakeRate)}, "total": {strconv.Itoa(cfg.shakeRate * secs)}, "min": {"1"}, "max": {"200"}}},
-		{"send", url.Values{"rate": {strconv.Itoa(cfg.sendRate)}, "total": {strconv.Itoa(cfg.sendRate * secs)},
-			"recipients": {strconv.Itoa(cfg.recipients)}, "min": {strconv.Itoa(cfg.recipients)}, "max": {"2000"}}},
-	} {
-		c, err := a.StartCampaign(p.kind, p.q)
-		add(fmt.Sprintf("%s campaign for %d s", p.kind, secs), fmt.Sprintf("curl -sS -XPOST '%s/campaigns/%s?%s'", a.URL, p.kind, p.q.Encode()))
-		if err != nil {
-			return out, err
+	return a.StartCampaigns(cfg.shakeRate, cfg.sendRate, cfg.recipients, secs, func(kind string, q url.Values, c harness.Campaign, err error) {
+		add(fmt.Sprintf("%s campaign for %d s", kind, secs), fmt.Sprintf("curl -sS -XPOST '%s/campaigns/%s?%s'", a.URL, kind, q.Encode()))
+		if err == nil {
+			say("POST /campaigns/%s?%s → campaign %d (%d s)", kind, q.Encode(), c.ID, secs)
 		}
-		say("POST /campaigns/%s?%s → campaign %d (%d s)", p.kind, p.q.Encode(), c.ID, secs)
-		out = append(out, c)
-	}
-	return out, nil
+	})
 }
 
 // exitLedger reads the ledger of the server's "stopped" log line.

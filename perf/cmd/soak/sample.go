@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -60,34 +59,22 @@ var followed = []metric{
 }
 
 // sampler reads the server every interval from its start until stopped.
-// samples belongs to the sampling goroutine until done is closed.
+// samples belongs to the loop until it stops.
 type sampler struct {
 	srv      *harness.Server
 	gc       bool
 	samples  []sample
 	progress func(*sample, *sample) // called after each sample with it and the one before (nil at first)
-	stop     context.CancelFunc
-	done     chan struct{}
+	loop     *harness.Loop
 }
 
 func startSampler(ctx context.Context, srv *harness.Server, interval time.Duration, gc bool, progress func(*sample, *sample)) *sampler {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &sampler{srv: srv, gc: gc, progress: progress, stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		t0 := time.Now()
-		for {
-			s.take()
-			// The next tick of the grid: after a stall the missed ones are
-			// skipped, not taken in a burst.
-			next := t0.Add((time.Since(t0)/interval + 1) * interval)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Until(next)):
-			}
-		}
-	}()
+	s := &sampler{srv: srv, gc: gc, progress: progress}
+	// The next tick of the grid: after a stall the missed ones are
+	// skipped, not taken in a burst.
+	t0 := time.Now()
+	grid := func(now time.Time) time.Time { return t0.Add((now.Sub(t0)/interval + 1) * interval) }
+	s.loop = harness.Repeat(ctx, grid, s.take)
 	return s
 }
 
@@ -141,8 +128,7 @@ func (s *sampler) take() {
 
 // Stop takes a last sample and returns them all, oldest first.
 func (s *sampler) Stop() []sample {
-	s.stop()
-	<-s.done
+	s.loop.Stop()
 	s.take()
 	return s.samples
 }
@@ -170,25 +156,13 @@ func countFDs(pid int) (int64, error) {
 // writeSamples writes the samples as CSV, times in seconds since the load's
 // start (negative during the ramp).
 func writeSamples(path string, samples []sample, loadStart time.Time) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "t_s,rss_bytes,heap_inuse_bytes,heap_alloc_bytes,stack_inuse_bytes,goroutines,open_fds,threads,connections,cpu_s,shakes_total,gcs_total,scrape_ms,error")
-	for i := range samples {
-		s := &samples[i]
-		errText := ""
-		if s.Err != nil {
-			errText = fmt.Sprintf("%q", s.Err.Error())
+	return harness.WriteFile(path, func(w io.Writer) {
+		fmt.Fprintln(w, "t_s,rss_bytes,heap_inuse_bytes,heap_alloc_bytes,stack_inuse_bytes,goroutines,open_fds,threads,connections,cpu_s,shakes_total,gcs_total,scrape_ms,error")
+		for i := range samples {
+			s := &samples[i]
+			fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%d,%d,%.1f,%s\n", s.At.Sub(loadStart).Seconds(),
+				s.RSS, s.HeapInuse, s.HeapAlloc, s.StackInuse, s.Goroutines, s.FDs, s.Threads, s.Conns,
+				s.CPU.Seconds(), s.Shakes, s.GCs, float64(s.Scrape.Microseconds())/1e3, harness.CSVError(s.Err))
 		}
-		fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d,%.2f,%d,%d,%.1f,%s\n", s.At.Sub(loadStart).Seconds(),
-			s.RSS, s.HeapInuse, s.HeapAlloc, s.StackInuse, s.Goroutines, s.FDs, s.Threads, s.Conns,
-			s.CPU.Seconds(), s.Shakes, s.GCs, float64(s.Scrape.Microseconds())/1e3, errText)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }

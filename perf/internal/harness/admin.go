@@ -1,16 +1,15 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
+
+	"hongbao/perf/internal/runlog"
 )
 
 // Admin talks to a server's admin API. Safe for concurrent use.
@@ -180,28 +179,11 @@ func (a *Admin) GC() error {
 }
 
 // Metrics reads GET /metrics into a map from series (name with labels) to
-// value.
+// value (runlog.ParseMetrics).
 func (a *Admin) Metrics() (map[string]float64, error) {
 	body, err := a.Get("/metrics")
 	if err != nil {
 		return nil, err
 	}
-	m := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
-	return m, nil
+	return runlog.ParseMetrics(bytes.NewReader(body))
 }

@@ -50,3 +50,39 @@ func ParseArgs(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// SetFlags returns the flags of fs that the command line set, in name order,
+// each as -name value (-name=value for a boolean flag, which takes no
+// separate value) with the value quoted for a POSIX shell where it needs it:
+// the command line that repeats the run.
+func SetFlags(fs *flag.FlagSet) string {
+	var parts []string
+	fs.Visit(func(f *flag.Flag) {
+		v := ShellQuote(f.Value.String())
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			parts = append(parts, "-"+f.Name+"="+v)
+			return
+		}
+		parts = append(parts, "-"+f.Name, v)
+	})
+	return strings.Join(parts, " ")
+}
+
+// ShellQuote returns s as one word of a POSIX shell command: as it is when
+// it holds only characters the shell leaves alone, else in double quotes.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`")
+	return `"` + r.Replace(s) + `"`
+}
+
+// ParseModesSources parses the -ingress and -source flags of the tools that
+// connect from this process: ParseModes and ParseLoopbackSources, both
+// errors reported.
+func ParseModesSources(modes, sources string) ([]string, []netip.Addr, error) {
+	m, errModes := ParseModes(modes)
+	s, errSources := ParseLoopbackSources(sources)
+	return m, s, errors.Join(errModes, errSources)
+}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +45,7 @@ type Server struct {
 	Admin  *Admin
 
 	cmd     *exec.Cmd
+	log     string        // the file that gets its log
 	done    chan struct{} // closed once the process has exited and its log is flushed
 	waitErr error         // set before done is closed
 	stopped sync.Once
@@ -87,7 +89,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		}
 		return nil, fmt.Errorf("cannot start %s: %w", cfg.Bin, err)
 	}
-	s := &Server{PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	s := &Server{PID: cmd.Process.Pid, cmd: cmd, log: cfg.Log, done: make(chan struct{})}
 	ready := make(chan serving, 1)
 	scanned := make(chan struct{})
 	go func() { // copy the log, find the serving line, echo warnings
@@ -149,6 +151,18 @@ func orNone(log string) string {
 		return "(no log kept)"
 	}
 	return log
+}
+
+// CommandLine is the server's start as a shell line: the binary with the
+// flags Start gave it, in the background, its output to the log file, and
+// as a comment the addresses the kernel chose and the pid.
+func (s *Server) CommandLine() string {
+	log := s.log
+	if log == "" {
+		log = os.DevNull
+	}
+	return fmt.Sprintf("%s %s >%s 2>&1 &   # serving %s, admin %s, pid %d",
+		s.cmd.Path, strings.Join(s.cmd.Args[1:], " "), log, s.Listen, s.Admin.URL, s.PID)
 }
 
 // Done is closed when the process has exited.

@@ -1,6 +1,8 @@
 package runlog
 
 import (
+	"bufio"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -14,26 +16,137 @@ type Bucket struct {
 	Count float64
 }
 
-// Histogram returns the buckets of histogram name from a scrape given as
-// series → value (name_bucket{le="…"} series), ordered by Le, +Inf last; nil
-// when the scrape has none. Series with labels besides le are not supported.
-func Histogram(scrape map[string]float64, name string) []Bucket {
-	prefix := name + `_bucket{le="`
-	var h []Bucket
-	for series, v := range scrape {
-		le, ok := strings.CutPrefix(series, prefix)
-		if !ok {
+// ParseMetrics reads a Prometheus text exposition into series → value, the
+// series written as in the exposition (name{labels}). Blank lines and
+// comments (# HELP, # TYPE) are skipped, and so is a line whose value does
+// not parse; a trailing timestamp is dropped.
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
+	m := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		le, ok = strings.CutSuffix(le, `"}`)
-		if !ok {
+		// The series ends at the closing brace of its labels (a label
+		// value may hold spaces), else at the first blank.
+		end := strings.IndexAny(line, "{ \t")
+		if end < 0 {
+			continue
+		}
+		if line[end] == '{' {
+			rb := strings.LastIndexByte(line, '}')
+			if rb < end {
+				continue
+			}
+			end = rb + 1
+		}
+		fields := strings.Fields(line[end:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:end]] = v
+	}
+	return m, sc.Err()
+}
+
+// label is one name="value" pair of a series.
+type label struct{ Name, Value string }
+
+// splitSeries splits name{a="x",b="y"} into its name and labels; ok is false
+// when the labels do not parse.
+func splitSeries(series string) (name string, labels []label, ok bool) {
+	i := strings.IndexByte(series, '{')
+	if i < 0 {
+		return series, nil, true
+	}
+	name, rest := series[:i], series[i+1:]
+	rest, ok = strings.CutSuffix(rest, "}")
+	if !ok {
+		return name, nil, false
+	}
+	for rest != "" {
+		eq := strings.IndexByte(rest, '=')
+		if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+			return name, nil, false
+		}
+		l := label{Name: strings.TrimSpace(rest[:eq])}
+		j := eq + 2
+		var v strings.Builder
+		for ; j < len(rest) && rest[j] != '"'; j++ {
+			if rest[j] == '\\' && j+1 < len(rest) {
+				j++
+				switch rest[j] {
+				case 'n':
+					v.WriteByte('\n')
+				default:
+					v.WriteByte(rest[j])
+				}
+				continue
+			}
+			v.WriteByte(rest[j])
+		}
+		if j >= len(rest) {
+			return name, nil, false
+		}
+		l.Value = v.String()
+		labels = append(labels, l)
+		rest = strings.TrimPrefix(strings.TrimSpace(rest[j+1:]), ",")
+		rest = strings.TrimSpace(rest)
+	}
+	return name, labels, true
+}
+
+// Histogram returns the buckets of histogram name from a scrape given as
+// series → value (name_bucket{…,le="…"} series), ordered by Le, +Inf last;
+// nil when the scrape has none. Series with labels besides le are added up
+// bucket by bucket, so a histogram labelled by, say, request type gives the
+// histogram of every observation, as the same histogram without the label
+// does. HistogramWhere picks some of the series.
+func Histogram(scrape map[string]float64, name string) []Bucket {
+	return HistogramWhere(scrape, name, nil)
+}
+
+// HistogramWhere is Histogram of the series that carry every label of want
+// with its value, added up over the other labels: HistogramWhere(m,
+// "hongbao_latency_seconds", map[string]string{"type": "shake"}) is the
+// SHAKEs' latency. nil when no series matches (an unlabelled histogram has
+// no type="shake" series).
+func HistogramWhere(scrape map[string]float64, name string, want map[string]string) []Bucket {
+	sums := map[float64]float64{}
+	for series, v := range scrape {
+		n, labels, ok := splitSeries(series)
+		if !ok || n != name+"_bucket" {
+			continue
+		}
+		le, matched := "", 0
+		for _, l := range labels {
+			if l.Name == "le" {
+				le = l.Value
+			} else if w, in := want[l.Name]; in && w == l.Value {
+				matched++
+			}
+		}
+		if le == "" || matched < len(want) {
 			continue
 		}
 		x, err := strconv.ParseFloat(le, 64) // ParseFloat takes "+Inf"
 		if err != nil {
 			continue
 		}
-		h = append(h, Bucket{Le: x, Count: v})
+		sums[x] += v
+	}
+	if len(sums) == 0 {
+		return nil
+	}
+	h := make([]Bucket, 0, len(sums))
+	for le, c := range sums {
+		h = append(h, Bucket{Le: le, Count: c})
 	}
 	sort.Slice(h, func(i, j int) bool { return h[i].Le < h[j].Le })
 	return h

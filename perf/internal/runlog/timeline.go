@@ -25,7 +25,8 @@ type Second struct {
 	Opened     float64 // OPENs answered ok a second
 	Pushes     float64 // ENVELOPE pushes a second
 	P50, P99   time.Duration
-	Errors     int64 // every err_* column added up
+	P999       time.Duration // 0 unless the timeline has a p99_9_ms column
+	Errors     int64         // every err_* column added up
 	Skipped    int64
 }
 
@@ -33,6 +34,22 @@ type Second struct {
 // a client that adds a column does not break it.
 var timelineColumns = []string{"t_s", "up", "connecting", "target_qps", "sent_qps", "answered_qps",
 	"envelopes_got_per_s", "opened_per_s", "pushes_per_s", "p50_ms", "p99_ms", "skipped"}
+
+// optionalColumns are read when the timeline has them: the load client
+// writes no per-second p99.9 (only p50 and p99); a timeline with a p99_9_ms
+// column fills Second.P999.
+var optionalColumns = []string{"p99_9_ms"}
+
+// HasP999 reports whether the rows came from a timeline with a p99_9_ms
+// column.
+func HasP999(rows []Second) bool {
+	for i := range rows {
+		if rows[i].P999 > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // ParseTimeline reads the CSV that loadclient -timeline writes, by column
 // name.
@@ -84,6 +101,9 @@ func ParseTimeline(r io.Reader) ([]Second, error) {
 			Target: num("target_qps"), Sent: num("sent_qps"), Answered: num("answered_qps"),
 			Got: num("envelopes_got_per_s"), Opened: num("opened_per_s"), Pushes: num("pushes_per_s"),
 			P50: ms("p50_ms"), P99: ms("p99_ms"), Skipped: int64(num("skipped")),
+		}
+		if _, ok := col[optionalColumns[0]]; ok {
+			s.P999 = ms(optionalColumns[0])
 		}
 		for _, i := range errCols {
 			s.Errors += int64(num(head[i]))

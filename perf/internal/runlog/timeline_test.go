@@ -26,18 +26,24 @@ func TestParseTimeline(t *testing.T) {
 	if rows[2] != want {
 		t.Fatalf("row 3\ngot  %+v\nwant %+v", rows[2], want)
 	}
+	if HasP999(rows) {
+		t.Fatal("HasP999 = true without a p99_9_ms column")
+	}
 }
 
 // A column the parser does not know is ignored; its order does not matter.
 func TestParseTimelineColumns(t *testing.T) {
-	in := "extra,p99_ms,p50_ms,t_s,up,connecting,target_qps,sent_qps,answered_qps,envelopes_got_per_s,opened_per_s,pushes_per_s,skipped\n" +
-		"x,2.5,1.5,7.000,10,2,100,99,98,1,2,3,0\n"
+	in := "extra,p99_ms,p50_ms,p99_9_ms,t_s,up,connecting,target_qps,sent_qps,answered_qps,envelopes_got_per_s,opened_per_s,pushes_per_s,skipped\n" +
+		"x,2.5,1.5,9.25,7.000,10,2,100,99,98,1,2,3,0\n"
 	rows, err := ParseTimeline(strings.NewReader(in))
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("got %d rows, err %v; want 1 row", len(rows), err)
 	}
-	if r := rows[0]; r.T != 7 || r.P50 != 1500*time.Microsecond || r.P99 != 2500*time.Microsecond || r.Connecting != 2 {
-		t.Fatalf("got %+v; want T 7, p50 1.5ms, p99 2.5ms, connecting 2", r)
+	if r := rows[0]; r.T != 7 || r.P50 != 1500*time.Microsecond || r.P99 != 2500*time.Microsecond || r.P999 != 9250*time.Microsecond || r.Connecting != 2 {
+		t.Fatalf("got %+v; want T 7, p50 1.5ms, p99 2.5ms, p99.9 9.25ms, connecting 2", r)
+	}
+	if !HasP999(rows) {
+		t.Fatal("HasP999 = false with a p99_9_ms column")
 	}
 }
 

@@ -1,0 +1,73 @@
+package harness
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// FDMargin is what a process needs beyond one descriptor per connection:
+// listeners, epoll, the admin and control HTTP, stdio, the runtime (the
+// load client's own margin is 64).
+const FDMargin = 100
+
+// RunFlags are the flags of a tool that runs bin/server and bin/loadclient
+// on loopback and writes the run into a directory of its own: -source,
+// -bin, -out, -server-flags and -client-flags.
+type RunFlags struct {
+	Source      string // the load client's -source
+	Bin         string // holds server and loadclient
+	Out         string // the run goes into Out/<prefix><time>/
+	ServerFlags string // more server flags, space-separated
+	ClientFlags string // more load client flags, space-separated
+
+	tool string
+}
+
+// Add defines the flags on fs for tool, whose runs land in
+// -out/<prefix><time>/; examples adds an example to the -server-flags and
+// -client-flags help.
+func (r *RunFlags) Add(fs *flag.FlagSet, tool, prefix string, examples bool) {
+	r.tool = tool
+	serverEg, clientEg := "", ""
+	if examples {
+		serverEg, clientEg = ` (e.g. "-sets 8 -wait yield")`, ` (e.g. "-loops 1")`
+	}
+	fs.StringVar(&r.Source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`: several, so that no source address runs out of ports")
+	fs.StringVar(&r.Bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
+	fs.StringVar(&r.Out, "out", filepath.Join("perf", "out"), "write the run into `dir`/"+prefix+"<time>/")
+	fs.StringVar(&r.ServerFlags, "server-flags", "", "more server `flags`, space-separated"+serverEg+"; -listen, -admin and -log-format are "+tool+"'s")
+	fs.StringVar(&r.ClientFlags, "client-flags", "", "more load client `flags`, space-separated"+clientEg)
+}
+
+// Validate reports what is wrong with these flags and with a run of users
+// connections sending group envelopes of recipients shares: users must be
+// at least 2 and more than recipients, and fit the open-files limit in
+// both processes; recipients 1..100.
+func (r *RunFlags) Validate(users, recipients int) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if users < 2 || users < recipients+1 {
+		bad("-users=%d: want at least 2 and more than -recipients", users)
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(users+FDMargin) > lim.Cur {
+		bad("-users=%d: the server and the load client each need %d descriptors; the open-files limit is %d", users, users+FDMargin, lim.Cur)
+	}
+	if recipients < 1 || recipients > 100 {
+		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", recipients)
+	}
+	if _, err := ParseLoopbackSources(r.Source); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range strings.Fields(r.ServerFlags) {
+		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {
+		case "listen", "admin", "log-format":
+			bad("-server-flags: %s is %s's to set", f, r.tool)
+		}
+	}
+	return errors.Join(errs...)
+}
