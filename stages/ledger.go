@@ -60,10 +60,11 @@ type EgressCounters struct {
 	Unopened       atomic.Uint64 // OPEN shares sent back to their envelopes by egress (answer never delivered)
 	Frames         [16]atomic.Uint64
 	Bytes, Writes  atomic.Uint64
-	Dropped        atomic.Uint64                               // frames for connections that were gone
-	CutOff         atomic.Uint64                               // connections closed for a backlog over the limit (ERROR 6)
-	Conns          atomic.Int64                                // gauge: logged-in connections of the SET
-	LatencyBuckets [RequestTypes][LatencyBuckets]atomic.Uint64 // by the type of the request answered
+	Dropped        atomic.Uint64 // frames for connections that were gone
+	CutOff         atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
+	Conns          atomic.Int64  // gauge: logged-in connections of the SET
+	// Latency by the type of the request answered (RequestTypes).
+	LatencyBuckets [RequestTypes][LatencyBuckets]atomic.Uint64
 	LatencySumNs   [RequestTypes]atomic.Uint64
 }
 
