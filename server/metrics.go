@@ -81,7 +81,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
 
 	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
-	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes opened and delivered to the opener.", st.Envelopes.Opened)
+	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes opened; a share whose answer never reached its opener is taken back and uncounted.", st.Envelopes.Opened)
 	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
 	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
 	e.counter("hongbao_chat_received_total", "CHATs that reached their recipient's SET.", st.Chat.Received)
