@@ -133,11 +133,10 @@ func (s *Server) writeLatency(e exposition) {
 }
 
 // writeRuntimeMetrics writes the Go runtime and process metrics of
-// VictoriaMetrics/metrics, with their TYPE lines, and put to convention
-// where the library leaves them short: its HELP lines carry no text (the
-// text comes from runtimeHelp), it types a few cumulative process_io_*_total
-// families as gauges, and it names three families against the convention
-// (renamed by runtimeRenames).
+// VictoriaMetrics/metrics with their TYPE lines, put to convention where the
+// library falls short of it: its HELP lines carry no text (runtimeHelp has
+// it), it types the cumulative process_io_*_total families as gauges, and it
+// names three families against the convention (runtimeRenames).
 func writeRuntimeMetrics(w io.Writer) {
 	var b bytes.Buffer
 	metrics.WriteProcessMetrics(&b)
@@ -156,7 +155,9 @@ func writeRuntimeMetrics(w io.Writer) {
 			continue
 		}
 		if i := strings.IndexAny(line, "{ "); i > 0 {
-			line = renamed(line[:i]) + line[i:]
+			if to, ok := runtimeRenames[line[:i]]; ok {
+				line = to + line[i:]
+			}
 		}
 		io.WriteString(w, line)
 	}
