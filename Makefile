@@ -34,7 +34,7 @@ test-short: ## quick tests without -race
 
 bench: bench-ring ## every benchmark, one package at a time (two cores: never in parallel)
 
-bench-ring: ## ring vs go-disruptor vs channel side by side, medians of -count $(COUNT), table in perf/out/
+bench-ring: ## ring vs go-disruptor vs channel side by side, medians of COUNT runs, table in perf/out/ (COUNT, BENCHTIME)
 	$(GO) run ./perf/cmd/benchring -count $(COUNT) -benchtime $(BENCHTIME)
 
 demo: build ## server + campaigns + load client on loopback, reconciled (USERS, QPS, DURATION)

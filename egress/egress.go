@@ -161,9 +161,35 @@ func (e *Egress) Handle(b event.Batch) {
 	// (Out empty) are not observed.
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
-			e.observe(now - ev.RecvNs)
+			if k, ok := answered(proto.Type(ev.Out[2])); ok {
+				e.observe(k, now-ev.RecvNs)
+			}
 		}
 	}
+}
+
+// The latency counters hold one histogram per request kind, KLogin to KPing.
+var _ [ledger.RequestTypes]struct{} = [event.KPing - event.KLogin + 1]struct{}{}
+
+// answered returns the kind of request an answer frame answers. The answer
+// tells it where the event cannot: an answer made in another SET arrives as
+// a KAnswer whatever it answers.
+func answered(t proto.Type) (event.Kind, bool) {
+	switch t {
+	case proto.LoginAck:
+		return event.KLogin, true
+	case proto.ShakeResult:
+		return event.KShake, true
+	case proto.OpenResult:
+		return event.KOpen, true
+	case proto.SendAck:
+		return event.KSend, true
+	case proto.ChatAck:
+		return event.KChat, true
+	case proto.Pong:
+		return event.KPing, true
+	}
+	return 0, false
 }
 
 // answer writes the answer frame a stage made, if any.
@@ -404,7 +430,8 @@ func (e *Egress) unsent(c *conn.Conn) {
 	c.Out, c.Sent = nil, 0
 }
 
-func (e *Egress) observe(ns int64) {
+// observe counts the latency of an answer to a request of kind k.
+func (e *Egress) observe(k event.Kind, ns int64) {
 	if ns < 0 {
 		ns = 0
 	}
@@ -414,6 +441,7 @@ func (e *Egress) observe(ns int64) {
 		us >>= 1
 		i++
 	}
-	e.c.LatencyBuckets[i].Add(1)
-	e.c.LatencySumNs.Add(uint64(ns))
+	t := k - event.KLogin
+	e.c.LatencyBuckets[t][i].Add(1)
+	e.c.LatencySumNs[t].Add(uint64(ns))
 }

@@ -80,11 +80,13 @@ func (s *setup) batch(fill func(ev *event.Event) bool) {
 	s.e.Handle(ring.BatchOf(s.slots, 0, int64(n-1)))
 }
 
-// pongs hands egress one batch of n PONG answers, stamps first, first+1, ….
+// pongs hands egress one batch of n PONG answers, stamps first, first+1, …,
+// each timed from a request decoded now.
 func (s *setup) pongs(first uint64, n int) {
 	i := 0
+	now := time.Now().UnixNano()
 	s.batch(func(ev *event.Event) bool {
-		ev.Kind, ev.Conn = event.KAnswer, conn.HandleOf(s.c)
+		ev.Kind, ev.Conn, ev.RecvNs = event.KAnswer, conn.HandleOf(s.c), now
 		ev.SetFrame(proto.AppendPong(ev.Out[:0], first+uint64(i)))
 		i++
 		return i < n
@@ -282,6 +284,48 @@ func TestAllocsPerBatch(t *testing.T) {
 		run()
 		if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
 			t.Errorf("mode %d: %v allocations per batch; want 0", mode, allocs)
+		}
+	}
+}
+
+// TestLatencyByRequestType: each answer's latency is counted under the type
+// of the request it answers, whether the answer was made in this SET or
+// arrived from another (KAnswer); the ingress's refusals are not counted.
+func TestLatencyByRequestType(t *testing.T) {
+	s := newSetup(t, egress.Batch, 256<<10, 0)
+	h := conn.HandleOf(s.c)
+	answers := []struct {
+		kind event.Kind
+		enc  func(dst []byte) []byte
+		want event.Kind
+	}{
+		{event.KLogin, func(b []byte) []byte { return proto.AppendLoginAck(b, 1, proto.LoginOK, 1) }, event.KLogin},
+		{event.KShake, func(b []byte) []byte { return proto.AppendShakeResult(b, 2, proto.ShakeNothing, 0, 0) }, event.KShake},
+		{event.KAnswer, func(b []byte) []byte { return proto.AppendOpenResult(b, 3, proto.OpenNoSuch, 7, 0) }, event.KOpen},
+		{event.KSend, func(b []byte) []byte { return proto.AppendSendAck(b, 4, proto.SendInvalid, 0) }, event.KSend},
+		{event.KAnswer, func(b []byte) []byte { return proto.AppendChatAck(b, 5, proto.ChatOffline, 9) }, event.KChat},
+		{event.KPing, func(b []byte) []byte { return proto.AppendPong(b, 6) }, event.KPing},
+	}
+	i := 0
+	s.batch(func(ev *event.Event) bool {
+		a := answers[i]
+		ev.Kind, ev.Conn, ev.RecvNs = a.kind, h, time.Now().UnixNano()-int64(time.Millisecond)
+		ev.SetFrame(a.enc(ev.Out[:0]))
+		i++
+		return i < len(answers)
+	})
+	s.batch(func(ev *event.Event) bool { // refusals, timed by no one
+		ev.Kind, ev.Conn, ev.RecvNs, ev.Buf = event.KAnswer, h, time.Now().UnixNano(), bytebufferpool.Get()
+		ev.Buf.B = proto.AppendShakeResult(ev.Buf.B[:0], 8, proto.ShakeOverloaded, 0, 0)
+		return false
+	})
+	for _, a := range answers {
+		var n uint64
+		for b := range ledger.LatencyBuckets {
+			n += s.l.Egress.LatencyBuckets[a.want-event.KLogin][b].Load()
+		}
+		if sum := s.l.Egress.LatencySumNs[a.want-event.KLogin].Load(); n != 1 || sum < uint64(time.Millisecond) {
+			t.Errorf("%v: %d latencies summing to %v; want 1 of at least 1ms", a.want, n, time.Duration(sum))
 		}
 	}
 }

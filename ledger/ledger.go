@@ -63,13 +63,18 @@ type EgressCounters struct {
 	Dropped        atomic.Uint64 // frames for connections that were gone
 	CutOff         atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
 	Conns          atomic.Int64  // gauge: logged-in connections of the SET
-	LatencyBuckets [LatencyBuckets]atomic.Uint64
-	LatencySumNs   atomic.Uint64
+	// Latency by the type of the request answered (RequestTypes).
+	LatencyBuckets [RequestTypes][LatencyBuckets]atomic.Uint64
+	LatencySumNs   [RequestTypes]atomic.Uint64
 }
 
 // LatencyBuckets is the number of ingress → egress latency buckets: bucket i
 // counts latencies below 2^i µs (the last one everything above).
 const LatencyBuckets = 24
+
+// RequestTypes is the number of request types latency is kept for: LOGIN,
+// SHAKE, OPEN, SEND, CHAT, PING, in that order (event.KLogin to event.KPing).
+const RequestTypes = 6
 
 // FrameIndex maps a server-to-client frame type to its index in Frames.
 func FrameIndex(t byte) int {

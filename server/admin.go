@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -37,7 +36,9 @@ func (s *Server) listenAdmin() error {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.adminLn = ln
 	s.admin = &http.Server{Handler: s.authorize(mux), ReadHeaderTimeout: 5 * time.Second}
-	s.metrics = s.newMetrics()
+	// TYPE lines for the runtime and process metrics (a process-wide
+	// setting of the library); serveMetrics gives them their HELP text.
+	metrics.ExposeMetadata(true)
 	return nil
 }
 
@@ -137,82 +138,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-// newMetrics registers gauges that sum per-SET and per-loop counters at
-// scrape time: nothing on the hot path but the owners' atomic adds.
-func (s *Server) newMetrics() *metrics.Set {
-	set := metrics.NewSet()
-	g := func(name string, f func(st *Stats) uint64) {
-		set.NewGauge(name, func() float64 { st := s.Stats(); return float64(f(&st)) })
-	}
-	set.NewGauge("hongbao_connections", func() float64 { return float64(s.ing.Conns()) })
-	// The variant under comparison (make perf-compare), for whoever reads a scrape later.
-	set.NewGauge(fmt.Sprintf(`hongbao_config_info{pipeline=%q,egress=%q,ingress=%q}`,
-		s.opts.Pipeline, s.opts.Egress, s.opts.Ingress), func() float64 { return 1 })
-	g("hongbao_logins_total", func(st *Stats) uint64 { return st.Logins })
-	g(`hongbao_shake_total{result="got"}`, func(st *Stats) uint64 { return st.Shake.Got })
-	g(`hongbao_shake_total{result="empty"}`, func(st *Stats) uint64 { return st.Shake.Empty })
-	g(`hongbao_shake_total{result="overload"}`, func(st *Stats) uint64 { return st.Shake.Overload })
-	g("hongbao_shake_pool", func(st *Stats) uint64 { return st.Shake.Pool })
-	g("hongbao_envelopes_opened_total", func(st *Stats) uint64 { return st.Envelopes.Opened })
-	g("hongbao_envelopes_created_total", func(st *Stats) uint64 { return st.Envelopes.Created })
-	g("hongbao_chat_received_total", func(st *Stats) uint64 { return st.Chat.Received })
-	ing := func(name string, f func() uint64) { set.NewGauge(name, func() float64 { return float64(f()) }) }
-	ing("hongbao_accepted_total", func() uint64 { return s.ing.Stats().Accepted })
-	ing("hongbao_refused_total", func() uint64 { return s.ing.Stats().Refused })
-	ing("hongbao_bytes_in_total", func() uint64 { return s.ing.Stats().BytesIn })
-	perSET := func(name string, f func(l *ledger.Ledger) uint64) { // summed over the SETs
-		set.NewGauge(name, func() float64 {
-			var n uint64
-			for _, l := range s.ledgers {
-				n += f(l)
-			}
-			return float64(n)
-		})
-	}
-	perSET("hongbao_bytes_out_total", func(l *ledger.Ledger) uint64 { return l.Egress.Bytes.Load() })
-	perSET("hongbao_writes_total", func(l *ledger.Ledger) uint64 { return l.Egress.Writes.Load() })
-	perSET("hongbao_frames_dropped_total", func(l *ledger.Ledger) uint64 { return l.Egress.Dropped.Load() })
-	perSET("hongbao_cut_off_total", func(l *ledger.Ledger) uint64 { return l.Egress.CutOff.Load() })
-	perSET("hongbao_users_online", func(l *ledger.Ledger) uint64 { return uint64(l.Session.Online.Load()) })
-	perSET("hongbao_envelopes_held", func(l *ledger.Ledger) uint64 { return uint64(l.Split.Held.Load()) })
-	perSET("hongbao_envelopes_expiry_queued", func(l *ledger.Ledger) uint64 { return uint64(l.Split.Queued.Load()) })
-	if s.bus != nil {
-		for i := 0; i < s.bus.Sets(); i++ {
-			r := s.bus.Ring(i)
-			set.NewGauge(fmt.Sprintf(`hongbao_ring_occupancy{set="%d"}`, i), func() float64 { return float64(r.Len()) })
-		}
-	}
-	return set
-}
-
-func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	s.metrics.WritePrometheus(w)
-	s.writeLatency(w)
-	metrics.WriteProcessMetrics(w)
-}
-
-// writeLatency writes the ingress → egress latency histogram, summed over
-// the SETs' egress buckets (bucket i: below 2^i µs).
-func (s *Server) writeLatency(w io.Writer) {
-	var buckets [ledger.LatencyBuckets]uint64
-	var sum, count uint64
-	for _, l := range s.ledgers {
-		for i := range buckets {
-			n := l.Egress.LatencyBuckets[i].Load()
-			buckets[i] += n
-			count += n
-		}
-		sum += l.Egress.LatencySumNs.Load()
-	}
-	fmt.Fprintln(w, "# TYPE hongbao_latency_seconds histogram")
-	var cum uint64
-	for i := 0; i < ledger.LatencyBuckets-1; i++ {
-		cum += buckets[i]
-		fmt.Fprintf(w, "hongbao_latency_seconds_bucket{le=\"%g\"} %d\n", float64(uint64(1)<<i)/1e6, cum)
-	}
-	fmt.Fprintf(w, "hongbao_latency_seconds_bucket{le=\"+Inf\"} %d\n", count)
-	fmt.Fprintf(w, "hongbao_latency_seconds_sum %g\nhongbao_latency_seconds_count %d\n", float64(sum)/1e9, count)
 }

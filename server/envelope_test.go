@@ -470,31 +470,39 @@ func TestMetrics(t *testing.T) {
 	for u := uint32(1); u <= 3; u++ {
 		login(t, ts, u).ping()
 	}
+	// Every round trip is in the histogram, under its request type: 3 LOGINs
+	// and 3 PINGs. The egress counts an answer after writing it, so the
+	// client may have read it first.
 	var text string
-	waitFor(t, "hongbao_connections 3", func() bool {
+	latency := func(typ string) (inf, count int) {
+		for _, line := range strings.Split(text, "\n") {
+			fmt.Sscanf(line, `hongbao_latency_seconds_bucket{type="`+typ+`",le="+Inf"} %d`, &inf)
+			fmt.Sscanf(line, `hongbao_latency_seconds_count{type="`+typ+`"} %d`, &count)
+		}
+		return inf, count
+	}
+	waitFor(t, "hongbao_connections 3 and 3 LOGINs and 3 PINGs timed", func() bool {
 		_, body := ts.do("GET", "/metrics", "")
 		text = string(body)
-		return strings.Contains(text, "\nhongbao_connections 3\n")
+		_, logins := latency("login")
+		_, pings := latency("ping")
+		return strings.Contains(text, "\nhongbao_connections 3\n") && logins == 3 && pings == 3
 	})
 	for _, want := range []string{
 		"# TYPE hongbao_latency_seconds histogram\n",
-		`hongbao_latency_seconds_bucket{le="+Inf"} `,
-		"hongbao_latency_seconds_count ",
+		`hongbao_latency_seconds_bucket{type="shake",le="+Inf"} 0`,
 		`hongbao_shake_total{result="got"} `,
 		`hongbao_ring_occupancy{set="3"} `,
+		`hongbao_ring_capacity{set="3"} 128`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics has no %q", want)
 		}
 	}
-	// Every round trip so far is in the histogram: 3 LOGINs and 3 PINGs.
-	var inf, count int
-	for _, line := range strings.Split(text, "\n") {
-		fmt.Sscanf(line, `hongbao_latency_seconds_bucket{le="+Inf"} %d`, &inf)
-		fmt.Sscanf(line, "hongbao_latency_seconds_count %d", &count)
-	}
-	if inf != 6 || count != 6 {
-		t.Errorf("latency histogram: +Inf bucket %d, count %d; want 6 round trips", inf, count)
+	for _, typ := range []string{"login", "ping"} {
+		if inf, count := latency(typ); inf != 3 || count != 3 {
+			t.Errorf("%s latency: +Inf bucket %d, count %d; want 3 round trips", typ, inf, count)
+		}
 	}
 }
 

@@ -226,16 +226,16 @@ func (o *Options) secret() ([]byte, error) {
 	return []byte(os.Getenv(AuthSecretEnv)), nil
 }
 
-// ParseFlags parses the server's command line into Options, filled and
-// validated.
+// ParseFlags parses the server's command line into Options, validated and
+// filled.
 func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	var o Options
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "client `addresses`, comma-separated host:port")
 	fs.StringVar(&o.Admin, "admin", DefaultAdmin, "admin HTTP `address` (/metrics, /stats, /campaigns, /debug/pprof); off to disable")
 	fs.StringVar(&o.AdminToken, "admin-token", "", "if set, every admin request must carry Authorization: Bearer `TOKEN`")
-	fs.IntVar(&o.Sets, "sets", DefaultSets, "number of SETs (shards): each owns its users, one ring and its stages")
-	fs.IntVar(&o.Ring, "ring", DefaultRing, "`slots` per SET ring, a power of two; a full ring answers overloaded")
-	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll)")
+	fs.IntVar(&o.Sets, "sets", DefaultSets, "number of SETs (shards), 1..4096: each owns its users, one ring and its stages")
+	fs.IntVar(&o.Ring, "ring", DefaultRing, "`slots` per SET ring, a power of two in 16..1048576; a full ring answers overloaded")
+	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll), 1..1024")
 	fs.StringVar(&o.Ingress, "ingress", "epoll", "ingress: epoll (event loops, Linux) or netpoll (goroutine per connection)")
 	fs.StringVar(&o.Wait, "wait", "park", "how idle stages wait: park (spin, yield, then sleep), yield, or spin (burns a core per stage)")
 	fs.IntVar(&o.Spins, "spins", ring.DefaultSpins, "-wait park or yield: rounds a waiting stage re-checks its upstream before it yields (-1: none)")
@@ -271,6 +271,11 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	// Every flag has its default already: a 0 here was given and is judged
+	// as given, not taken for "unset" as Fill would take it.
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
 	o.Fill()
-	return o, o.Validate()
+	return o, nil
 }

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-
 	"hongbao/campaign"
 	"hongbao/egress"
 	"hongbao/event"
@@ -42,7 +40,6 @@ type Server struct {
 	camps    *campaign.Runner
 	admin    *http.Server
 	adminLn  net.Listener
-	metrics  *metrics.Set
 	stopTick chan struct{}
 	tickDone chan struct{}
 	ticking  bool // Start started tick: Shutdown waits for tickDone only then

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"hongbao/buildinfo"
 	"hongbao/loadclient"
 )
 
@@ -22,8 +23,13 @@ func main() {
 // run returns the exit code: 0 for a clean run, 1 for a failed one, 2 for a bad command line.
 func run(args []string) int {
 	fs := flag.NewFlagSet("loadclient", flag.ContinueOnError)
+	version := fs.Bool("version", false, "print the version and exit")
 	cfg, err := loadclient.ParseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if *version {
+		fmt.Println(buildinfo.Read().Line("loadclient"))
 		return 0
 	}
 	if err != nil {

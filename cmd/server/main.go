@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"hongbao/buildinfo"
 	"hongbao/server"
 )
 
@@ -19,8 +20,13 @@ func main() {
 		fmt.Fprintf(fs.Output(), "Usage: server [flags]\n\nThe hongbao red-envelope server: clients speak PROTOCOL.md on -listen, operators use the admin API on -admin.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
+	version := fs.Bool("version", false, "print the version and exit")
 	opts, err := server.ParseFlags(fs, os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if *version {
+		fmt.Println(buildinfo.Read().Line("server"))
 		os.Exit(0)
 	}
 	if err != nil {

@@ -1,0 +1,252 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"hongbao/buildinfo"
+	"hongbao/event"
+	"hongbao/ledger"
+)
+
+// serveMetrics serves GET /metrics: the server's own families, computed at
+// scrape time from the counters the stages and event loops keep (nothing on
+// the hot path but the owners' atomic adds), then the Go runtime's and the
+// process's. Every family has its HELP and TYPE.
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	s.writeMetrics(w)
+	writeRuntimeMetrics(w)
+}
+
+// exposition writes metric families in the Prometheus text format.
+type exposition struct{ w io.Writer }
+
+// family starts the family name: its HELP and TYPE lines.
+func (e exposition) family(name, typ, help string) {
+	fmt.Fprintf(e.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+// sample writes one series: a family name with its labels, if any.
+func (e exposition) sample(series string, v uint64) { fmt.Fprintf(e.w, "%s %d\n", series, v) }
+
+func (e exposition) counter(name, help string, v uint64) {
+	e.family(name, "counter", help)
+	e.sample(name, v)
+}
+
+func (e exposition) gauge(name, help string, v int64) {
+	e.family(name, "gauge", help)
+	fmt.Fprintf(e.w, "%s %d\n", name, v)
+}
+
+// writeMetrics writes the server's own families.
+func (s *Server) writeMetrics(w io.Writer) {
+	e := exposition{w}
+	st, ist := s.Stats(), s.ing.Stats()
+	var bytesOut, writes, dropped, cutOff uint64
+	var online, held, queued int64
+	for _, l := range s.ledgers {
+		bytesOut += l.Egress.Bytes.Load()
+		writes += l.Egress.Writes.Load()
+		dropped += l.Egress.Dropped.Load()
+		cutOff += l.Egress.CutOff.Load()
+		online += l.Session.Online.Load()
+		held += l.Split.Held.Load()
+		queued += l.Split.Queued.Load()
+	}
+
+	bi := buildinfo.Read()
+	e.family("hongbao_build_info", "gauge", "The build the server runs, in its labels: module version, Go version, VCS revision (-dirty: with uncommitted changes). Always 1.")
+	e.sample(fmt.Sprintf("hongbao_build_info{version=%q,goversion=%q,revision=%q}", bi.Version, bi.GoVersion, bi.Revision), 1)
+	// The variant under comparison (make perf-compare), for whoever reads a scrape later.
+	e.family("hongbao_config_info", "gauge", "The server's -pipeline, -egress and -ingress, in its labels. Always 1.")
+	e.sample(fmt.Sprintf("hongbao_config_info{pipeline=%q,egress=%q,ingress=%q}", s.opts.Pipeline, s.opts.Egress, s.opts.Ingress), 1)
+
+	e.gauge("hongbao_connections", "Client connections open now, logged in or not.", int64(s.ing.Conns()))
+	e.counter("hongbao_accepted_total", "Client connections accepted.", ist.Accepted)
+	e.counter("hongbao_refused_total", "Client connections closed at accept for -max-conns.", ist.Refused)
+	e.counter("hongbao_logins_total", "LOGINs accepted.", st.Logins)
+	e.gauge("hongbao_users_online", "Users logged in now.", online)
+
+	e.family("hongbao_shake_total", "counter", "SHAKEs answered, by result: got an envelope, found the pool empty, or refused as overloaded.")
+	e.sample(`hongbao_shake_total{result="got"}`, st.Shake.Got)
+	e.sample(`hongbao_shake_total{result="empty"}`, st.Shake.Empty)
+	e.sample(`hongbao_shake_total{result="overload"}`, st.Shake.Overload)
+	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
+
+	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
+	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes opened; a share whose answer never reached its opener is taken back and uncounted.", st.Envelopes.Opened)
+	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
+	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
+	e.counter("hongbao_chat_received_total", "CHATs that reached their recipient's SET.", st.Chat.Received)
+
+	e.counter("hongbao_bytes_in_total", "Bytes read from client connections.", ist.BytesIn)
+	e.counter("hongbao_bytes_out_total", "Bytes written to client connections.", bytesOut)
+	e.counter("hongbao_writes_total", "write system calls to client connections.", writes)
+	e.counter("hongbao_frames_dropped_total", "Answer and push frames not written: their connection was gone or cut off.", dropped)
+	e.counter("hongbao_cut_off_total", "Connections cut off (ERROR 6) for more than -max-pending bytes of unwritten output.", cutOff)
+
+	if s.bus != nil {
+		e.family("hongbao_ring_occupancy", "gauge", "Events in a SET's ring now: claimed and not yet finished by its last stage.")
+		for i := range s.bus.Sets() {
+			e.sample(fmt.Sprintf(`hongbao_ring_occupancy{set="%d"}`, i), uint64(s.bus.Ring(i).Len()))
+		}
+		e.family("hongbao_ring_capacity", "gauge", "Slots of a SET's ring (-ring): occupancy can reach it.")
+		for i := range s.bus.Sets() {
+			e.sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
+		}
+	}
+	s.writeLatency(e)
+}
+
+// writeLatency writes the latency histogram, one per request type, summed
+// over the SETs' egress buckets (bucket i: below 2^i µs).
+func (s *Server) writeLatency(e exposition) {
+	e.family("hongbao_latency_seconds", "histogram", "Time from the ingress decoding a request to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.")
+	for t := range ledger.RequestTypes {
+		var buckets [ledger.LatencyBuckets]uint64
+		var sum, count uint64
+		for _, l := range s.ledgers {
+			for i := range buckets {
+				n := l.Egress.LatencyBuckets[t][i].Load()
+				buckets[i] += n
+				count += n
+			}
+			sum += l.Egress.LatencySumNs[t].Load()
+		}
+		typ := (event.KLogin + event.Kind(t)).String()
+		var cum uint64
+		for i := range ledger.LatencyBuckets - 1 {
+			cum += buckets[i]
+			e.sample(fmt.Sprintf(`hongbao_latency_seconds_bucket{type=%q,le="%g"}`, typ, float64(uint64(1)<<i)/1e6), cum)
+		}
+		e.sample(fmt.Sprintf(`hongbao_latency_seconds_bucket{type=%q,le="+Inf"}`, typ), count)
+		fmt.Fprintf(e.w, "hongbao_latency_seconds_sum{type=%q} %g\n", typ, float64(sum)/1e9)
+		e.sample(fmt.Sprintf(`hongbao_latency_seconds_count{type=%q}`, typ), count)
+	}
+}
+
+// writeRuntimeMetrics writes the Go runtime and process metrics of
+// VictoriaMetrics/metrics with their TYPE lines, put to convention where the
+// library falls short of it: its HELP lines carry no text (runtimeHelp has
+// it), it types the cumulative process_io_*_total families as gauges, and it
+// names three families against the convention (runtimeRenames).
+func writeRuntimeMetrics(w io.Writer) {
+	var b bytes.Buffer
+	metrics.WriteProcessMetrics(&b)
+	for line := range strings.Lines(b.String()) {
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name := renamed(strings.TrimSpace(rest))
+			fmt.Fprintf(w, "# HELP %s %s\n", name, runtimeHelp[name])
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(strings.TrimSpace(rest), " ")
+			if name = renamed(name); strings.HasSuffix(name, "_total") {
+				typ = "counter"
+			}
+			fmt.Fprintf(w, "# TYPE %s %s\n", name, typ)
+			continue
+		}
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			if to, ok := runtimeRenames[line[:i]]; ok {
+				line = to + line[i:]
+			}
+		}
+		io.WriteString(w, line)
+	}
+}
+
+// runtimeRenames: a counter's name ends in _total, and only a histogram's or
+// a summary's series end in _count.
+var runtimeRenames = map[string]string{
+	"go_cgo_calls_count": "go_cgo_calls_total",
+	"go_gc_forced_count": "go_gc_forced_total",
+	"go_cpu_count":       "go_cpus",
+}
+
+func renamed(name string) string {
+	if to, ok := runtimeRenames[name]; ok {
+		return to
+	}
+	return name
+}
+
+// runtimeHelp is the HELP text of each runtime and process family, by its
+// name as exposed. A family missing here has an empty HELP, which the lint
+// test of /metrics reports.
+var runtimeHelp = map[string]string{
+	"go_sched_latencies_seconds":                    "Time goroutines spent runnable before running (runtime/metrics /sched/latencies:seconds).",
+	"go_mutex_wait_seconds_total":                   "Time goroutines spent blocked on a sync.Mutex, sync.RWMutex or runtime-internal lock.",
+	"go_gc_mark_assist_cpu_seconds_total":           "CPU time goroutines spent assisting the GC's marking.",
+	"go_gc_cpu_seconds_total":                       "CPU time spent on the GC.",
+	"go_gc_pauses_seconds":                          "Stop-the-world pauses of the GC (runtime/metrics /gc/pauses:seconds).",
+	"go_scavenge_cpu_seconds_total":                 "CPU time spent returning unused memory to the operating system.",
+	"go_memlimit_bytes":                             "The Go runtime's soft memory limit (GOMEMLIMIT).",
+	"go_memstats_alloc_bytes":                       "Bytes of heap objects allocated and not yet freed (runtime.MemStats.Alloc).",
+	"go_memstats_alloc_bytes_total":                 "Bytes allocated for heap objects (runtime.MemStats.TotalAlloc).",
+	"go_memstats_buck_hash_sys_bytes":               "Bytes of memory in the profiling bucket hash tables.",
+	"go_memstats_frees_total":                       "Heap objects freed.",
+	"go_memstats_gc_cpu_fraction":                   "Fraction of the CPU time available since the program started that the GC used.",
+	"go_memstats_gc_sys_bytes":                      "Bytes of memory in GC metadata.",
+	"go_memstats_heap_alloc_bytes":                  "Bytes of heap objects allocated and not yet freed (runtime.MemStats.HeapAlloc).",
+	"go_memstats_heap_idle_bytes":                   "Bytes in idle (unused) heap spans.",
+	"go_memstats_heap_inuse_bytes":                  "Bytes in in-use heap spans.",
+	"go_memstats_heap_objects":                      "Heap objects allocated and not yet freed.",
+	"go_memstats_heap_released_bytes":               "Bytes of physical memory returned to the operating system.",
+	"go_memstats_heap_sys_bytes":                    "Bytes of heap memory obtained from the operating system.",
+	"go_memstats_last_gc_time_seconds":              "When the last GC finished, in seconds since the Unix epoch.",
+	"go_memstats_lookups_total":                     "Pointer lookups performed by the runtime.",
+	"go_memstats_mallocs_total":                     "Heap objects allocated.",
+	"go_memstats_mcache_inuse_bytes":                "Bytes of allocated mcache structures.",
+	"go_memstats_mcache_sys_bytes":                  "Bytes of memory obtained from the operating system for mcache structures.",
+	"go_memstats_mspan_inuse_bytes":                 "Bytes of allocated mspan structures.",
+	"go_memstats_mspan_sys_bytes":                   "Bytes of memory obtained from the operating system for mspan structures.",
+	"go_memstats_next_gc_bytes":                     "The heap size the next GC aims at.",
+	"go_memstats_other_sys_bytes":                   "Bytes of memory in miscellaneous off-heap runtime allocations.",
+	"go_memstats_stack_inuse_bytes":                 "Bytes in stack spans.",
+	"go_memstats_stack_sys_bytes":                   "Bytes of stack memory obtained from the operating system.",
+	"go_memstats_sys_bytes":                         "Bytes of memory obtained from the operating system in all.",
+	"go_cgo_calls_total":                            "Calls from Go to C.",
+	"go_cpus":                                       "Logical CPUs usable by the process (runtime.NumCPU).",
+	"go_gc_duration_seconds":                        "Stop-the-world pause durations of the GC cycles.",
+	"go_gc_forced_total":                            "GC cycles forced by the application calling runtime.GC.",
+	"go_gomaxprocs":                                 "GOMAXPROCS: the most OS threads that run Go code at once.",
+	"go_goroutines":                                 "Goroutines that exist now.",
+	"go_threads":                                    "OS threads the Go runtime created.",
+	"go_info":                                       "The Go version, in its label. Always 1.",
+	"go_info_ext":                                   "The compiler, GOARCH, GOOS and GOROOT, in its labels. Always 1.",
+	"process_cpu_seconds_system_total":              "CPU time of the process in the kernel.",
+	"process_cpu_seconds_total":                     "CPU time of the process, user and kernel.",
+	"process_cpu_seconds_user_total":                "CPU time of the process in user space.",
+	"process_major_pagefaults_total":                "Page faults of the process that needed a disk read.",
+	"process_minor_pagefaults_total":                "Page faults of the process that needed no disk read.",
+	"process_num_threads":                           "Threads of the process.",
+	"process_resident_memory_bytes":                 "Resident memory of the process (RSS).",
+	"process_start_time_seconds":                    "When the process started, in seconds since the Unix epoch.",
+	"process_virtual_memory_bytes":                  "Virtual memory of the process.",
+	"process_virtual_memory_peak_bytes":             "Peak virtual memory of the process.",
+	"process_resident_memory_peak_bytes":            "Peak resident memory of the process.",
+	"process_resident_memory_anon_bytes":            "Resident anonymous memory of the process.",
+	"process_resident_memory_file_bytes":            "Resident file-backed memory of the process.",
+	"process_resident_memory_shared_bytes":          "Resident shared memory of the process.",
+	"process_io_read_bytes_total":                   "Bytes the process read through read-like system calls, disk or not.",
+	"process_io_written_bytes_total":                "Bytes the process wrote through write-like system calls, disk or not.",
+	"process_io_read_syscalls_total":                "Read-like system calls of the process.",
+	"process_io_write_syscalls_total":               "Write-like system calls of the process.",
+	"process_io_storage_read_bytes_total":           "Bytes the process caused to be read from storage.",
+	"process_io_storage_written_bytes_total":        "Bytes the process caused to be written to storage.",
+	"process_pressure_cpu_waiting_seconds_total":    "Time some of the process's cgroup's tasks waited for a CPU (PSI).",
+	"process_pressure_cpu_stalled_seconds_total":    "Time all of the process's cgroup's tasks waited for a CPU (PSI).",
+	"process_pressure_io_waiting_seconds_total":     "Time some of the process's cgroup's tasks waited for I/O (PSI).",
+	"process_pressure_io_stalled_seconds_total":     "Time all of the process's cgroup's tasks waited for I/O (PSI).",
+	"process_pressure_memory_waiting_seconds_total": "Time some of the process's cgroup's tasks waited for memory (PSI).",
+	"process_pressure_memory_stalled_seconds_total": "Time all of the process's cgroup's tasks waited for memory (PSI).",
+	"process_cgroup_cpu_throttled_seconds_total":    "Time the process's cgroup was throttled by its CPU limit.",
+}
