@@ -16,13 +16,15 @@ import (
 // counter, an ENVELOPE pushed to the shaker every pushEvery SHAKEs, OPEN_RESULT 0 with
 // openAmount for an envelope pushed to the opener (1 when opened before, 2 when not its
 // own), SEND_ACK 0 with pushes to the online recipients, CHAT_ACK and CHAT_DELIVER. Its
-// /stats tells the totals it counted, got_amount less underReport.
+// /stats tells the totals it counted, got_amount less underReport. With loginStatus set it
+// refuses every LOGIN with that status instead.
 type fakeServer struct {
 	t           *testing.T
 	ln          net.Listener
 	admin       *httptest.Server
 	pushEvery   int
 	underReport int64
+	loginStatus uint8
 
 	mu           sync.Mutex
 	conns        map[uint32]*fakeConn
@@ -161,7 +163,10 @@ func (s *fakeServer) serve(c *fakeConn) {
 			if k == 0 {
 				break
 			}
-			if f.Type == proto.Login {
+			if f.Type == proto.Login && s.loginStatus != proto.LoginOK {
+				u, _ := f.Login()
+				out = proto.AppendLoginAck(out, f.Stamp, s.loginStatus, u)
+			} else if f.Type == proto.Login {
 				user, _ = f.Login()
 				s.mu.Lock()
 				s.conns[user] = c
