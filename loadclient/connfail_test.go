@@ -79,7 +79,9 @@ func TestConnectRefusedReason(t *testing.T) {
 // against a working server reports no connect failure at all.
 func TestLoginRefusedReason(t *testing.T) {
 	fake := newFakeServer(t, 0)
+	fake.mu.Lock()
 	fake.loginStatus = proto.LoginBadToken
+	fake.mu.Unlock()
 	cfg := config(t, "-server", fake.addr(), "-users", "1-6", "-qps", "10", "-duration", "1s", "-grace", "100ms", "-loops", "2")
 	r, err, _ := run(t, cfg, 20*time.Second)
 	if err == nil {

@@ -24,9 +24,9 @@ type fakeServer struct {
 	admin       *httptest.Server
 	pushEvery   int
 	underReport int64
-	loginStatus uint8
 
 	mu           sync.Mutex
+	loginStatus  uint8 // the LOGIN_ACK status for every LOGIN: LoginOK logs users in
 	conns        map[uint32]*fakeConn
 	all          map[net.Conn]bool
 	nextEnv      uint64
@@ -163,16 +163,17 @@ func (s *fakeServer) serve(c *fakeConn) {
 			if k == 0 {
 				break
 			}
-			if f.Type == proto.Login && s.loginStatus != proto.LoginOK {
+			if f.Type == proto.Login {
 				u, _ := f.Login()
-				out = proto.AppendLoginAck(out, f.Stamp, s.loginStatus, u)
-			} else if f.Type == proto.Login {
-				user, _ = f.Login()
 				s.mu.Lock()
-				s.conns[user] = c
-				s.logins++
+				st := s.loginStatus
+				if st == proto.LoginOK {
+					user = u
+					s.conns[user] = c
+					s.logins++
+				}
 				s.mu.Unlock()
-				out = proto.AppendLoginAck(out, f.Stamp, proto.LoginOK, user)
+				out = proto.AppendLoginAck(out, f.Stamp, st, u)
 			} else if user == 0 {
 				out = proto.AppendError(out, f.Stamp, proto.ErrCodeNotLoggedIn)
 			} else {
