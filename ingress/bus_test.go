@@ -14,8 +14,8 @@ import (
 	"hongbao/conn"
 	"hongbao/envelope"
 	"hongbao/event"
-	"hongbao/internal/proctcp"
 	"hongbao/ingress"
+	"hongbao/internal/proctcp"
 	"hongbao/proto"
 )
 
