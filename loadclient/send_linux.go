@@ -91,32 +91,34 @@ func (l *loop) sendDue() {
 			l.sent(c, reqShake)
 		}
 	}
+	l.sendPaced(&l.sendP, reqSend)
+	l.sendPaced(&l.chatP, reqChat)
+}
+
+// sendPaced sends the requests of kind r (reqSend or reqChat) that pacer p has due, each
+// from a random user of this loop.
+func (l *loop) sendPaced(p *pacer, r int) {
 	for range sendBudget {
-		c, idx, stamp, more := l.randomDue(&l.sendP)
+		c, idx, stamp, more := l.randomDue(p)
 		if !more {
 			break
 		}
 		if c == nil {
 			continue
 		}
-		l.pickRecipients(c.user)
+		var to uint32
+		if r == reqSend {
+			l.pickRecipients(c.user)
+		} else {
+			to = l.randomUser(c.user)
+		}
 		if b := l.outBuf(c, idx); b != nil {
-			*b = proto.AppendSend(*b, stamp, l.plan.cfg.SendTotal, l.rcpt)
-			l.sent(c, reqSend)
-		}
-	}
-	for range sendBudget {
-		c, idx, stamp, more := l.randomDue(&l.chatP)
-		if !more {
-			break
-		}
-		if c == nil {
-			continue
-		}
-		to := l.randomUser(c.user)
-		if b := l.outBuf(c, idx); b != nil {
-			*b = proto.AppendChat(*b, stamp, to, l.plan.chatText)
-			l.sent(c, reqChat)
+			if r == reqSend {
+				*b = proto.AppendSend(*b, stamp, l.plan.cfg.SendTotal, l.rcpt)
+			} else {
+				*b = proto.AppendChat(*b, stamp, to, l.plan.chatText)
+			}
+			l.sent(c, r)
 		}
 	}
 }

@@ -17,9 +17,9 @@ import (
 	"hongbao/server"
 )
 
-// The steady-load fixture of the hostile tests: an in-process
-// server with an auth secret serving well-behaved users driven by the load
-// client as a library, while an attack runs beside them. Each phase is one
+// The steady-load fixture of the hostile tests: an in-process server with an
+// auth secret serving well-behaved users driven by the load client as a
+// library, while an attack runs beside them. Each phase is one
 // loadclient.Run: the attack starts once the run's SHAKEs reach the server,
 // and the run is stopped when the attack is over (and no sooner than a
 // minimum window), so its report's latencies are those of the users under
