@@ -31,6 +31,9 @@ func TestConnectRefusedReason(t *testing.T) {
 	if err == nil {
 		t.Fatal("Run: got no error; want connect errors")
 	}
+	if want := "connect failures mostly ECONNREFUSED ×"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "connect "+addr+": connection refused") {
+		t.Errorf("Run: %v; want it to say %q and quote the first refusal", err, want)
+	}
 	cf := r.ConnectFailures
 	if len(cf.Kinds) != 1 || cf.Kinds[0].Kind != "ECONNREFUSED" {
 		t.Fatalf("connect failures %+v; want ECONNREFUSED only", cf)
