@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"hongbao/envelope"
 	"hongbao/event"
 	"hongbao/ingress"
+	"hongbao/internal/proctcp"
 	"hongbao/proto"
 )
 
@@ -314,15 +313,13 @@ func TestResetWhileStalled(t *testing.T) {
 // loopback connection from client port cli has closed (TCP_CLOSE, as after a
 // reset), from /proc/net/tcp.
 func serverSocketClosed(t testing.TB, srv, cli int) bool {
-	b, err := os.ReadFile("/proc/net/tcp")
+	socks, err := proctcp.Sockets()
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, peer := fmt.Sprintf(":%04X", srv), fmt.Sprintf(":%04X", cli)
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) > 3 && strings.HasSuffix(f[1], local) && strings.HasSuffix(f[2], peer) {
-			return f[3] == "07"
+	for _, s := range socks {
+		if s.LocalPort == srv && s.RemotePort == cli {
+			return s.State == proctcp.Close
 		}
 	}
 	return true // gone altogether

@@ -83,6 +83,8 @@ type counters struct {
 	ShakeAmount uint64 // Σ SHAKE_RESULT status 1 amounts
 	OpenAmount  uint64 // Σ OPEN_RESULT status 0 amounts
 	Errors      [nErr]uint64
+
+	ConnectFailures connFailures // why connects and logins failed, by kind
 }
 
 // add adds o to c.
@@ -110,6 +112,7 @@ func (c *counters) add(o *counters) {
 	for e := range nErr {
 		c.Errors[e] += o.Errors[e]
 	}
+	c.ConnectFailures.add(&o.ConnectFailures)
 }
 
 // answered returns the answers of kind r.

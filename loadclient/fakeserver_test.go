@@ -16,7 +16,8 @@ import (
 // counter, an ENVELOPE pushed to the shaker every pushEvery SHAKEs, OPEN_RESULT 0 with
 // openAmount for an envelope pushed to the opener (1 when opened before, 2 when not its
 // own), SEND_ACK 0 with pushes to the online recipients, CHAT_ACK and CHAT_DELIVER. Its
-// /stats tells the totals it counted, got_amount less underReport.
+// /stats tells the totals it counted, got_amount less underReport. With loginStatus set it
+// refuses every LOGIN with that status instead.
 type fakeServer struct {
 	t           *testing.T
 	ln          net.Listener
@@ -25,6 +26,7 @@ type fakeServer struct {
 	underReport int64
 
 	mu           sync.Mutex
+	loginStatus  uint8 // the LOGIN_ACK status for every LOGIN: LoginOK logs users in
 	conns        map[uint32]*fakeConn
 	all          map[net.Conn]bool
 	nextEnv      uint64
@@ -162,12 +164,16 @@ func (s *fakeServer) serve(c *fakeConn) {
 				break
 			}
 			if f.Type == proto.Login {
-				user, _ = f.Login()
+				u, _ := f.Login()
 				s.mu.Lock()
-				s.conns[user] = c
-				s.logins++
+				st := s.loginStatus
+				if st == proto.LoginOK {
+					user = u
+					s.conns[user] = c
+					s.logins++
+				}
 				s.mu.Unlock()
-				out = proto.AppendLoginAck(out, f.Stamp, proto.LoginOK, user)
+				out = proto.AppendLoginAck(out, f.Stamp, st, u)
 			} else if user == 0 {
 				out = proto.AppendError(out, f.Stamp, proto.ErrCodeNotLoggedIn)
 			} else {

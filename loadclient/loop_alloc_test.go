@@ -13,9 +13,10 @@ import (
 )
 
 // TestLoopAllocs checks that the per-message work of a loop allocates nothing once warm:
-// answering a SHAKE_RESULT, opening a pushed ENVELOPE, and sending a scheduled SHAKE.
+// answering a SHAKE_RESULT, opening a pushed ENVELOPE, and sending a scheduled SHAKE and
+// the paced SENDs and CHATs.
 func TestLoopAllocs(t *testing.T) {
-	cfg := &Config{Users: Range{1, 10}, QPS: 1000, Duration: time.Minute}
+	cfg := &Config{Users: Range{1, 10}, QPS: 1000, Duration: time.Minute, SendRate: 1000, ChatRate: 1000}
 	cfg.Fill()
 	plan, err := newRunPlan(cfg, time.Now().UnixNano())
 	if err != nil {
@@ -72,6 +73,9 @@ func TestLoopAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("sendDue: got %v allocations; want 0", allocs)
+	}
+	if l.c.Sent[reqSend] == 0 || l.c.Sent[reqChat] == 0 {
+		t.Errorf("sendDue sent %d SENDs and %d CHATs; want some of each", l.c.Sent[reqSend], l.c.Sent[reqChat])
 	}
 	c.fd = -1
 	unix.Close(l.evfd)

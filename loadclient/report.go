@@ -15,23 +15,24 @@ import (
 // scheduled send time, not from when it went out, so a stalled client or server cannot hide
 // the stall (coordinated omission); OPENs, which answer pushes, count from when they were sent.
 type Report struct {
-	Start          time.Time                 `json:"start"`
-	Seconds        float64                   `json:"duration_s"`
-	Users          int64                     `json:"users"`
-	Procs          int                       `json:"procs"`
-	ConnectionsMax int64                     `json:"connections_max"` // the most logged in at a tick
-	Connects       uint64                    `json:"connects"`        // successful TCP connects
-	Churned        uint64                    `json:"churned"`         // connections closed on purpose (-churn) to reconnect
-	Requests       map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
-	Pushes         map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
-	DeliverLatency LatencyReport             `json:"chat_deliver_latency"`
-	ShakeAmount    uint64                    `json:"shake_amount"` // Σ SHAKE_RESULT status 1 amounts, fen
-	OpenAmount     uint64                    `json:"open_amount"`  // Σ OPEN_RESULT status 0 amounts, fen
-	Skipped        uint64                    `json:"skipped_not_connected"`
-	Backlog        uint64                    `json:"dropped_backlog"`
-	Errors         map[string]uint64         `json:"errors"` // connect, reset, timeout, protocol, overload
-	Memory         *MemoryReport             `json:"memory,omitempty"`
-	Reconcile      *ReconcileReport          `json:"reconcile,omitempty"`
+	Start           time.Time                 `json:"start"`
+	Seconds         float64                   `json:"duration_s"`
+	Users           int64                     `json:"users"`
+	Procs           int                       `json:"procs"`
+	ConnectionsMax  int64                     `json:"connections_max"` // the most logged in at a tick
+	Connects        uint64                    `json:"connects"`        // successful TCP connects
+	Churned         uint64                    `json:"churned"`         // connections closed on purpose (-churn) to reconnect
+	Requests        map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
+	Pushes          map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
+	DeliverLatency  LatencyReport             `json:"chat_deliver_latency"`
+	ShakeAmount     uint64                    `json:"shake_amount"` // Σ SHAKE_RESULT status 1 amounts, fen
+	OpenAmount      uint64                    `json:"open_amount"`  // Σ OPEN_RESULT status 0 amounts, fen
+	Skipped         uint64                    `json:"skipped_not_connected"`
+	Backlog         uint64                    `json:"dropped_backlog"`
+	Errors          map[string]uint64         `json:"errors"`           // connect, reset, timeout, protocol, overload
+	ConnectFailures ConnectFailuresReport     `json:"connect_failures"` // why connects and logins failed
+	Memory          *MemoryReport             `json:"memory,omitempty"`
+	Reconcile       *ReconcileReport          `json:"reconcile,omitempty"`
 }
 
 // RequestReport is one kind of request.
@@ -75,23 +76,24 @@ func latencyOf(h *LatencyHistogram) LatencyReport {
 func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileReport, mem *MemoryReport) *Report {
 	c := &res.counters
 	r := &Report{
-		Start:          time.Unix(0, rep.startNs),
-		Seconds:        cfg.Duration.Seconds(),
-		Users:          c.Users,
-		Procs:          cfg.Procs,
-		ConnectionsMax: rep.maxUp,
-		Connects:       c.Connects,
-		Churned:        c.Churned,
-		Requests:       map[string]*RequestReport{},
-		Pushes:         map[string]uint64{},
-		DeliverLatency: latencyOf(res.hists[histDeliver]),
-		ShakeAmount:    c.ShakeAmount,
-		OpenAmount:     c.OpenAmount,
-		Skipped:        c.Skipped,
-		Backlog:        c.Backlog,
-		Errors:         map[string]uint64{},
-		Memory:         mem,
-		Reconcile:      rec,
+		Start:           time.Unix(0, rep.startNs),
+		Seconds:         cfg.Duration.Seconds(),
+		Users:           c.Users,
+		Procs:           cfg.Procs,
+		ConnectionsMax:  rep.maxUp,
+		Connects:        c.Connects,
+		Churned:         c.Churned,
+		Requests:        map[string]*RequestReport{},
+		Pushes:          map[string]uint64{},
+		DeliverLatency:  latencyOf(res.hists[histDeliver]),
+		ShakeAmount:     c.ShakeAmount,
+		OpenAmount:      c.OpenAmount,
+		Skipped:         c.Skipped,
+		Backlog:         c.Backlog,
+		Errors:          map[string]uint64{},
+		ConnectFailures: c.ConnectFailures.reportOf(rep.startNs),
+		Memory:          mem,
+		Reconcile:       rec,
 	}
 	for k := range nReq {
 		rr := &RequestReport{
@@ -152,6 +154,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "money: SHAKE got %d fen, OPEN got %d fen\n", r.ShakeAmount, r.OpenAmount)
 	fmt.Fprintf(w, "errors: connect %d, reset %d, timeout %d, protocol %d, overload %d; skipped (not connected) %d, dropped (backlog) %d\n",
 		r.Errors["connect"], r.Errors["reset"], r.Errors["timeout"], r.Errors["protocol"], r.Errors["overload"], r.Skipped, r.Backlog)
+	r.ConnectFailures.writeSummary(w)
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "memory: heap %.1f MiB + stacks %.1f MiB for %d users: %.0f B/user\n",
 			float64(m.HeapInuse)/(1<<20), float64(m.StackInuse)/(1<<20), m.Users, m.PerUser)

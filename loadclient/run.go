@@ -223,8 +223,12 @@ func finish(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileReport, m
 	}
 	c := &res.counters
 	if n := c.failures(); n > 0 {
-		errs = append(errs, fmt.Errorf("%d errors: connect %d, reset %d, timeout %d, protocol %d",
-			n, c.Errors[errConnect], c.Errors[errReset], c.Errors[errTimeout], c.Errors[errProtocol]))
+		err := fmt.Errorf("%d errors: connect %d, reset %d, timeout %d, protocol %d",
+			n, c.Errors[errConnect], c.Errors[errReset], c.Errors[errTimeout], c.Errors[errProtocol])
+		if k := r.ConnectFailures.Kinds; len(k) > 0 {
+			err = fmt.Errorf("%w; connect failures mostly %s ×%s, the first: %s", err, k[0].Kind, thousands(k[0].Count), k[0].First)
+		}
+		errs = append(errs, err)
 	}
 	if rec != nil && !rec.OK {
 		errs = append(errs, errors.New(rec.Summary()))

@@ -1,21 +1,13 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,9 +17,9 @@ import (
 	"hongbao/server"
 )
 
-// The steady-load fixture of the hostile tests (issue #7): an in-process
-// server with an auth secret serving well-behaved users driven by the load
-// client as a library, while an attack runs beside them. Each phase is one
+// The steady-load fixture of the hostile tests: an in-process server with an
+// auth secret serving well-behaved users driven by the load client as a
+// library, while an attack runs beside them. Each phase is one
 // loadclient.Run: the attack starts once the run's SHAKEs reach the server,
 // and the run is stopped when the attack is over (and no sooner than a
 // minimum window), so its report's latencies are those of the users under
@@ -288,226 +280,4 @@ func (l *steadyLoad) check(what string) {
 	}
 	t.Logf("%s: after: %v (baseline %v); ledger exact: got_amount %d, opened_amount %d, created %d + %d fen",
 		what, now, l.base, st.Shake.GotAmount, st.Envelopes.OpenedAmount, st.Shake.CreatedAmount, st.Envelopes.CreatedAmount)
-}
-
-// ---- attackers ----
-//
-// An attack runs in a process of its own: this test binary started again
-// with only TestHostileAttacker and the attack's name in its environment.
-// In the server's process its goroutines would queue in the same Go
-// scheduler as the server's loops and stages (a storm's thousands of
-// goroutines ahead of every ingress loop woken from epoll_wait), which
-// measures the scheduler, not the server; and the server's goroutines and
-// descriptors could not be counted apart from the attacker's. The operating
-// system shares the two cores between the processes as it would between a
-// server and its clients.
-//
-// The attacker talks to the test on its stdout and stdin, one line each:
-// "hostile-sync TAG" waits for the test to do what TAG asks (measure the
-// server, say) and answer "ok"; "hostile-money SHAKE OPEN" reports the fen
-// its clients read, for the ledger; every other line is its log.
-
-const (
-	attackerEnv  = "HONGBAO_ATTACKER" // the attack to run; unset: not an attacker process
-	attackSrvEnv = "HONGBAO_ATTACK_SERVER"
-	attackAdmEnv = "HONGBAO_ATTACK_ADMIN"
-	attackSzEnv  = "HONGBAO_ATTACK_SIZES"
-	syncLine     = "hostile-sync "
-	moneyLine    = "hostile-money "
-)
-
-// attacker is what an attack works with, in the attacker process.
-type attacker struct {
-	t           *testing.T
-	ts          *testServer // addr and admin only: the server is in the test's process
-	sz          hostileSizes
-	shake, open atomic.Uint64 // fen its clients read
-	in          *bufio.Reader
-}
-
-// sync waits until the test has done what tag asks.
-func (a *attacker) sync(tag string) {
-	a.t.Helper()
-	fmt.Printf("%s%s\n", syncLine, tag)
-	if line, err := a.in.ReadString('\n'); err != nil || line != "ok\n" {
-		a.t.Fatalf("sync %q: read %q, %v; want ok", tag, line, err)
-	}
-}
-
-// TestHostileAttacker is the attacker process of TestHostileUnderLoad; run
-// by itself, it skips.
-func TestHostileAttacker(t *testing.T) {
-	name := os.Getenv(attackerEnv)
-	if name == "" {
-		t.Skip("the attacker process of TestHostileUnderLoad")
-	}
-	a := &attacker{t: t, in: bufio.NewReader(os.Stdin),
-		ts: &testServer{t: t, addr: os.Getenv(attackSrvEnv), admin: os.Getenv(attackAdmEnv), hc: &http.Client{Timeout: waitTime}}}
-	if err := json.Unmarshal([]byte(os.Getenv(attackSzEnv)), &a.sz); err != nil {
-		t.Fatalf("$%s: %v", attackSzEnv, err)
-	}
-	attack, ok := attacks[name]
-	if !ok {
-		t.Fatalf("no attack %q", name)
-	}
-	attack(a)
-	fmt.Printf("%s%d %d\n", moneyLine, a.shake.Load(), a.open.Load())
-}
-
-// attack runs the attack name in an attacker process and waits for it.
-func (l *steadyLoad) attack(name string, sz hostileSizes) {
-	t := l.t
-	t.Helper()
-	var hook func(string)
-	if h := attackHooks[name]; h != nil {
-		hook = h(l, sz)
-	}
-	szs, _ := json.Marshal(sz)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHostileAttacker$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), attackerEnv+"="+name, attackSrvEnv+"="+l.ts.addr, attackAdmEnv+"="+l.ts.admin,
-		attackSzEnv+"="+string(szs))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting the attacker: %v", err)
-	}
-	var log []string
-	money := false
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, syncLine):
-			if hook != nil {
-				hook(strings.TrimPrefix(line, syncLine))
-			}
-			io.WriteString(stdin, "ok\n")
-		case strings.HasPrefix(line, moneyLine):
-			var shake, open uint64
-			if _, err := fmt.Sscan(strings.TrimPrefix(line, moneyLine), &shake, &open); err != nil {
-				t.Errorf("attacker %s: %q: %v", name, line, err)
-			}
-			l.attShake.Add(shake)
-			l.attOpen.Add(open)
-			money = true
-		case strings.HasPrefix(line, "    "): // its t.Log lines
-			log = append(log, strings.TrimSpace(line))
-		}
-	}
-	stdin.Close()
-	err = cmd.Wait()
-	for _, line := range log {
-		t.Logf("attacker %s: %s", name, line)
-	}
-	if err != nil || !money {
-		t.Errorf("attacker %s: %v (money reported: %v)\n%s", name, err, money, stderr.String())
-	}
-}
-
-// attackDial connects to ts.
-func attackDial(ts *testServer) (*loadclient.Conn, error) {
-	return loadclient.Dial(ts.addr, waitTime)
-}
-
-// attackLogin connects and logs in as user with a good token.
-func attackLogin(ts *testServer, user uint32) (*loadclient.Conn, error) {
-	c, err := attackDial(ts)
-	if err != nil {
-		return nil, err
-	}
-	c.SetWriteDeadline(time.Now().Add(waitTime))
-	if st, err := c.Login(user, tokenFor(user), waitTime); err != nil || st != proto.LoginOK {
-		c.Close()
-		return nil, fmt.Errorf("LOGIN user %d: status %d, %v", user, st, err)
-	}
-	return c, nil
-}
-
-// expectErrorClose reads until ERROR code, skipping frames skip allows, then
-// requires the close.
-func expectErrorClose(c *loadclient.Conn, code uint8, skip func(proto.Frame) bool) error {
-	for {
-		f, err := c.Next(waitTime)
-		if err != nil {
-			return fmt.Errorf("waiting for ERROR %d: %w", code, err)
-		}
-		if skip != nil && skip(f) {
-			continue
-		}
-		if f.Type != proto.Error || f.ErrorCode() != code {
-			return fmt.Errorf("got %s; want ERROR %d", describe(f), code)
-		}
-		return expectEOF(c)
-	}
-}
-
-// expectEOF requires the server to close c with no further frame.
-func expectEOF(c *loadclient.Conn) error {
-	f, err := c.Next(waitTime)
-	switch {
-	case err == nil:
-		return fmt.Errorf("got %s; want the close", describe(f))
-	case !isClosed(err):
-		return fmt.Errorf("%w; want EOF or a reset", err)
-	}
-	return nil
-}
-
-// reset closes c with a TCP reset: SO_LINGER 0, then close.
-func reset(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	c.Close()
-}
-
-// swarm runs fn(i) for i in [0, n) on at most workers goroutines and
-// returns how many failed and the first few errors.
-func swarm(n, workers int, fn func(i int) error) (failed int, err error) {
-	var (
-		next atomic.Int64
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if e := fn(i); e != nil {
-					mu.Lock()
-					failed++
-					if len(errs) < 3 {
-						errs = append(errs, fmt.Errorf("#%d: %w", i, e))
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return failed, errors.Join(errs...)
-}
-
-// drainAll reads c to its end and returns its frames and how it ended.
-func drainAll(c *loadclient.Conn) ([]proto.Frame, error) {
-	var fs []proto.Frame
-	for {
-		f, err := c.Next(waitTime)
-		if err != nil {
-			return fs, err
-		}
-		fs = append(fs, f)
-	}
 }
