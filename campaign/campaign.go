@@ -270,7 +270,7 @@ func (r *Runner) Start(p Params) (*Campaign, error) {
 		pacer:   envelope.NewPacer(now.UnixNano(), p.Rate, p.Total),
 		dealer:  dealer,
 		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(r.nextID)),
-		perTick: max(1, perTick(p.Rate, r.tick)),
+		perTick: max(1, perTick(p.Rate, envelope.TickInterval)),
 	}
 	r.running = append(r.running, c)
 	r.byID[c.ID] = c

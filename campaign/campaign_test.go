@@ -3,6 +3,7 @@ package campaign
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -187,6 +188,39 @@ func TestPoolBudget(t *testing.T) {
 	}
 }
 
+// TestCatchUp: a campaign that waited for room deals what falls due and one
+// tick's worth of its backlog a tick, never the whole backlog at once.
+func TestCatchUp(t *testing.T) {
+	var taken atomic.Uint64
+	r, s := newRunner(t, 2, Config{MaxPool: 1000, Taken: taken.Load})
+	c, err := r.Start(Params{Kind: Shake, Rate: 10_000, Total: 1 << 20, Min: 1, Max: 1}) // 100 a tick
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func(i int) uint64 {
+		before := c.Status().Dealt
+		tickAll(r, c.Started.Add(time.Duration(i)*10*time.Millisecond))
+		return c.Status().Dealt - before
+	}
+	for i := 1; i <= 50; i++ { // the pool fills at tick 10; 40 ticks of backlog
+		tick(i)
+	}
+	if st := c.Status(); st.Dealt != 1000 || st.Waiting != "pool full" {
+		t.Fatalf("%+v; want 1000 dealt, waiting", st)
+	}
+	taken.Store(1000) // all shaken: room for 1000
+	for i := 51; i <= 55; i++ {
+		if n := tick(i); n != 200 {
+			t.Fatalf("tick %d after the pool emptied: %d dealt; want 200 (100 due, 100 of the backlog)", i, n)
+		}
+		taken.Store(c.Status().Dealt)
+	}
+	if st := c.Status(); st.Waiting != "" {
+		t.Errorf("%+v; want not waiting once dealing again", st)
+	}
+	s.settle(t, r)
+}
+
 func TestHeldBudget(t *testing.T) {
 	var held atomic.Uint64
 	r, s := newRunner(t, 2, Config{MaxHeld: 50, Held: held.Load})
@@ -272,7 +306,11 @@ func TestFinishedBounded(t *testing.T) {
 	live, _ := r.Start(Params{Kind: Shake, Rate: 1, Total: 100, Min: 1, Max: 1})
 	list := r.List()
 	if len(list) != 11 || list[0].ID != 16 || list[9].ID != 25 || list[10].ID != live.ID || list[10].State != Running {
-		t.Fatalf("List: %d campaigns %+v; want the last 10 cancelled (16..25) and the running one", len(list), list)
+		var ids []string
+		for _, st := range list {
+			ids = append(ids, fmt.Sprintf("%d %s", st.ID, st.State))
+		}
+		t.Fatalf("List: %d campaigns %v; want the last 10 cancelled (16..25) and the running one", len(list), ids)
 	}
 	if _, err := r.Cancel(15); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Cancel of a forgotten campaign: %v; want ErrNotFound", err)
