@@ -144,14 +144,15 @@ func (o *Options) Fill() {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = defaultShutdown
 	}
-	if o.MaxCampaigns == 0 {
-		o.MaxCampaigns = DefaultMaxCampaigns
-	}
-	if o.MaxPool == 0 {
-		o.MaxPool = DefaultMaxPool
-	}
-	if o.MaxEnvelopes == 0 {
-		o.MaxEnvelopes = DefaultMaxEnvelopes
+	for _, d := range []struct {
+		p *int
+		v int
+	}{
+		{&o.MaxCampaigns, DefaultMaxCampaigns}, {&o.MaxPool, DefaultMaxPool}, {&o.MaxEnvelopes, DefaultMaxEnvelopes},
+	} {
+		if *d.p == 0 {
+			*d.p = d.v
+		}
 	}
 }
 
@@ -232,14 +233,13 @@ func (o *Options) Validate() error {
 	if o.AdminToken != "" && o.AdminTokenFile != "" {
 		bad("admin-token-file", "give the token by one means only (-admin-token is also set)")
 	}
-	if o.MaxCampaigns < 1 {
-		bad("max-campaigns", "%d is not at least 1", o.MaxCampaigns)
-	}
-	if o.MaxPool < 1 {
-		bad("max-pool", "%d is not at least 1", o.MaxPool)
-	}
-	if o.MaxEnvelopes < 1 {
-		bad("max-envelopes", "%d is not at least 1", o.MaxEnvelopes)
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}, {"max-envelopes", o.MaxEnvelopes}} {
+		if b.v < 1 {
+			bad(b.flag, "%d is not at least 1", b.v)
+		}
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("log-format", "%q: want text or json", o.LogFormat)
@@ -292,7 +292,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "client `addresses`, comma-separated host:port")
 	fs.StringVar(&o.Admin, "admin", DefaultAdmin, "admin HTTP `address` (/metrics, /stats, /campaigns, /debug/pprof); off to disable")
 	fs.StringVar(&o.AdminToken, "admin-token", "", "if set, every admin request must carry Authorization: Bearer `TOKEN` (visible in ps: prefer -admin-token-file or $"+AdminTokenEnv+")")
-	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "read the admin token from this `file` (its first line; an empty file is an error)")
+	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "read the admin token from this `file` (less a final line break; an empty file is an error: it would turn the check off)")
 	fs.IntVar(&o.Sets, "sets", DefaultSets, "number of SETs (shards): each owns its users, one ring and its stages")
 	fs.IntVar(&o.Ring, "ring", DefaultRing, "`slots` per SET ring, a power of two; a full ring answers overloaded")
 	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll)")
