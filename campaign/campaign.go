@@ -1,11 +1,25 @@
 // Package campaign runs the admin API's campaigns: producers that create
 // envelopes off the hot path, paced exactly (envelope.Pacer), and deal them
 // round-robin over the SETs (envelope.Dealer), one ring event per batch.
+//
+// One goroutine drives every campaign: each envelope.TickInterval it deals
+// what each running campaign's pacer says is due. A goroutine and a ticker
+// per campaign cost the scheduler a wake-up per campaign per tick, which
+// thousands of campaigns turn into both cores.
+//
+// Campaigns are bounded three ways: at most Config.MaxRunning run at once;
+// shake campaigns deal only while the pools (and the deals on their way to
+// them) hold fewer than Config.MaxPool envelopes, send campaigns only while
+// fewer than Config.MaxHeld group envelopes are in memory; and only the last
+// Config.KeepFinished finished or cancelled campaigns are remembered.
 package campaign
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,14 +82,49 @@ func (p Params) Validate(l Limits) error {
 	return nil
 }
 
-// Campaign is one running or finished campaign. Safe for concurrent use.
+// State is where a campaign is in its life.
+type State string
+
+const (
+	Running   State = "running"
+	Finished  State = "finished"  // every envelope dealt
+	Cancelled State = "cancelled" // by Runner.Cancel: what was dealt stays dealt
+)
+
+var states = [...]State{Running, Finished, Cancelled}
+
+// Why a running campaign deals less than its pacer says is due.
+const (
+	notWaiting = iota
+	waitPool
+	waitHeld
+)
+
+var waitings = [...]string{notWaiting: "", waitPool: "pool full", waitHeld: "envelopes full"}
+
+// Campaign is one running, finished or cancelled campaign. Safe for
+// concurrent use.
 type Campaign struct {
 	ID      int
 	Params  Params
 	Started time.Time
+
+	// Owned by the runner's goroutine, under mu.
+	pacer   envelope.Pacer
+	dealer  *envelope.Dealer
+	rnd     envelope.Rand
+	perTick uint64 // envelopes due in one tick at the campaign's rate, at least 1
+	lastDue uint64 // the pacer's Due at the last tick
+	n       uint64 // envelopes dealt
+
+	// mu is held while the runner deals c and by Cancel, so that nothing is
+	// dealt once Cancel has returned.
+	mu      sync.Mutex
 	dealt   atomic.Uint64 // envelopes handed to the SETs so far
 	amount  atomic.Uint64 // their amounts (shake) or totals (send)
-	done    atomic.Bool
+	state   atomic.Uint32 // index into states
+	waiting atomic.Uint32 // index into waitings
+	ended   atomic.Int64  // unix ns when it finished or was cancelled
 }
 
 // Status is a campaign's progress, for GET /campaigns.
@@ -85,69 +134,229 @@ type Status struct {
 	Started time.Time `json:"started"`
 	Dealt   uint64    `json:"dealt"`
 	Amount  uint64    `json:"amount"`
-	Done    bool      `json:"done"`
+	Done    bool      `json:"done"` // nothing more will be dealt: finished or cancelled
+	State   State     `json:"state"`
+	// Waiting says why a running campaign deals less than its pacer says is
+	// due: "pool full" (shake: the pools hold Config.MaxPool envelopes) or
+	// "envelopes full" (send: Config.MaxHeld group envelopes in memory).
+	Waiting string    `json:"waiting,omitempty"`
+	Ended   time.Time `json:"ended,omitzero"` // when it finished or was cancelled
 }
 
 // Status snapshots c.
 func (c *Campaign) Status() Status {
-	return Status{ID: c.ID, Params: c.Params, Started: c.Started, Dealt: c.dealt.Load(),
-		Amount: c.amount.Load(), Done: c.done.Load()}
+	st := Status{ID: c.ID, Params: c.Params, Started: c.Started, Dealt: c.dealt.Load(),
+		Amount: c.amount.Load(), State: c.State(), Waiting: waitings[c.waiting.Load()]}
+	st.Done = st.State != Running
+	if ns := c.ended.Load(); ns != 0 {
+		st.Ended = time.Unix(0, ns)
+	}
+	return st
 }
 
-// Runner starts and tracks campaigns. Safe for concurrent use.
-type Runner struct {
-	bus    *event.Bus
-	limits Limits
-	now    func() time.Time
-	tick   time.Duration
+// State is c's state now.
+func (c *Campaign) State() State { return states[c.state.Load()] }
 
-	mu     sync.Mutex
-	list   []*Campaign
-	ids    envelope.IDGen // shake ids: one generator, shared under mu (per tick, not per envelope)
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	closed bool
+// end moves a running c to s; the caller holds c.mu.
+func (c *Campaign) end(s State, now time.Time) {
+	c.ended.Store(now.UnixNano())
+	c.waiting.Store(notWaiting)
+	c.state.Store(uint32(slices.Index(states[:], s)))
+}
+
+// Config configures a Runner. The zero values of the bounds mean: no bound.
+type Config struct {
+	Limits
+	// MaxRunning is the most campaigns running at once: Start refuses more
+	// with a TooManyError.
+	MaxRunning int
+	// KeepFinished is how many finished and cancelled campaigns List still
+	// shows, the latest ones; older ones are forgotten. Default 1,000.
+	KeepFinished int
+	// MaxPool bounds the shake envelopes in the SETs' pools: a shake
+	// campaign deals only while the envelopes it dealt, less Taken, are
+	// fewer. Those are the pools plus the deals still on their way to them,
+	// so the pools never exceed MaxPool, except by envelopes that SHAKE
+	// answers give back after Taken was read.
+	MaxPool uint64
+	// Taken is the shake envelopes taken from the SETs' pools and not given
+	// back, summed over the SETs (the ledgers' Popped − Returned).
+	Taken func() uint64
+	// MaxHeld bounds the group envelopes in memory: a send campaign deals
+	// only while Held is below it, at most MaxHeld − Held a tick.
+	MaxHeld uint64
+	// Held is the group envelopes the SETs hold, summed (the ledgers'
+	// Split.Held).
+	Held func() uint64
+}
+
+// DefaultKeepFinished is Config.KeepFinished's default: GET /campaigns stays
+// ~400 KB at most.
+const DefaultKeepFinished = 1000
+
+// TooManyError is Start's answer when Config.MaxRunning campaigns run.
+type TooManyError struct{ Max int }
+
+func (e *TooManyError) Error() string {
+	return fmt.Sprintf("%d campaigns running, the most allowed (-max-campaigns=%d): wait for one to finish or cancel one", e.Max, e.Max)
+}
+
+var (
+	ErrNotFound = errors.New("no such campaign")
+	ErrFinished = errors.New("campaign already finished")
+	ErrClosed   = errors.New("server is shutting down")
+)
+
+// Runner starts and tracks campaigns, and deals for all of them from one
+// goroutine. Safe for concurrent use.
+type Runner struct {
+	bus  *event.Bus
+	cfg  Config
+	now  func() time.Time
+	tick time.Duration
+
+	// Owned by the dealing goroutine.
+	ids        envelope.IDGen // shake ids
+	shakeDealt uint64         // shake envelopes published in all
+	rotate     int            // the campaign dealt first at the next tick: each gets the first share of the room in turn
+
+	mu       sync.Mutex
+	nextID   int
+	running  []*Campaign
+	finished []*Campaign // oldest first, at most cfg.KeepFinished
+	byID     map[int]*Campaign
+	started  bool // the dealing goroutine
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
 }
 
 // NewRunner returns a Runner dealing into bus's SETs.
-func NewRunner(bus *event.Bus, l Limits) (*Runner, error) {
+func NewRunner(bus *event.Bus, cfg Config) (*Runner, error) {
 	ids, err := envelope.NewShakeIDGen(0, time.Now().UnixNano())
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{bus: bus, limits: l, now: time.Now, tick: time.Duration(envelope.TickInterval),
-		ids: ids, stop: make(chan struct{})}, nil
+	if cfg.KeepFinished == 0 {
+		cfg.KeepFinished = DefaultKeepFinished
+	}
+	if cfg.MaxPool > 0 && cfg.Taken == nil || cfg.MaxHeld > 0 && cfg.Held == nil {
+		return nil, errors.New("campaign: a MaxPool needs Taken and a MaxHeld needs Held")
+	}
+	return &Runner{bus: bus, cfg: cfg, now: time.Now, tick: time.Duration(envelope.TickInterval),
+		ids: ids, byID: map[int]*Campaign{}, stop: make(chan struct{})}, nil
 }
 
 // Start validates p and starts a campaign.
 func (r *Runner) Start(p Params) (*Campaign, error) {
-	if err := p.Validate(r.limits); err != nil {
+	if err := p.Validate(r.cfg.Limits); err != nil {
+		return nil, err
+	}
+	dealer, err := envelope.NewDealer(r.bus.Sets(), MaxBatch)
+	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return nil, fmt.Errorf("server is shutting down")
+	switch {
+	case r.closed:
+		return nil, ErrClosed
+	case r.cfg.MaxRunning > 0 && len(r.running) >= r.cfg.MaxRunning:
+		return nil, &TooManyError{Max: r.cfg.MaxRunning}
 	}
-	c := &Campaign{ID: len(r.list) + 1, Params: p, Started: r.now()}
-	r.list = append(r.list, c)
-	r.wg.Add(1)
-	go r.run(c)
+	r.nextID++
+	now := r.now()
+	c := &Campaign{ID: r.nextID, Params: p, Started: now,
+		pacer:   envelope.NewPacer(now.UnixNano(), p.Rate, p.Total),
+		dealer:  dealer,
+		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(r.nextID)),
+		perTick: max(1, perTick(p.Rate, envelope.TickInterval)),
+	}
+	r.running = append(r.running, c)
+	r.byID[c.ID] = c
+	if !r.started {
+		r.started = true
+		r.wg.Add(1)
+		go r.loop()
+	}
 	return c, nil
 }
 
-// List returns every campaign's status, oldest first.
+// perTick is ⌈rate·tick/1s⌉: what falls due in one tick.
+func perTick(rate uint64, tick time.Duration) uint64 {
+	return (rate*uint64(tick) + uint64(time.Second) - 1) / uint64(time.Second)
+}
+
+// List returns the status of every running campaign and of the latest
+// finished or cancelled ones, by id.
 func (r *Runner) List() []Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Status, len(r.list))
-	for i, c := range r.list {
-		out[i] = c.Status()
+	out := make([]Status, 0, len(r.running)+len(r.finished))
+	for _, c := range r.finished {
+		out = append(out, c.Status())
 	}
+	for _, c := range r.running {
+		out = append(out, c.Status())
+	}
+	slices.SortFunc(out, func(a, b Status) int { return a.ID - b.ID })
 	return out
 }
 
-// Close stops every campaign and waits for its producer to return.
+// Running is the number of campaigns running.
+func (r *Runner) Running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
+}
+
+// Cancel stops campaign id: once it returns nothing more is dealt; what was
+// dealt stays in the SETs. It returns the campaign's status, and ErrNotFound
+// for an id never started or long forgotten, ErrFinished (with the status)
+// for a campaign that dealt everything. Cancelling a cancelled campaign
+// returns its status again.
+func (r *Runner) Cancel(id int) (Status, error) {
+	r.mu.Lock()
+	c := r.byID[id]
+	r.mu.Unlock()
+	if c == nil {
+		return Status{}, ErrNotFound
+	}
+	c.mu.Lock()
+	switch c.State() {
+	case Finished:
+		c.mu.Unlock()
+		return c.Status(), ErrFinished
+	case Running:
+		c.end(Cancelled, r.now())
+		c.mu.Unlock()
+		r.retire(c)
+	default:
+		c.mu.Unlock()
+	}
+	return c.Status(), nil
+}
+
+// retire moves c from the running to the finished list, forgetting the
+// oldest finished campaign past cfg.KeepFinished.
+func (r *Runner) retire(c *Campaign) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := slices.Index(r.running, c)
+	if i < 0 {
+		return
+	}
+	r.running = slices.Delete(r.running, i, i+1)
+	r.finished = append(r.finished, c)
+	if drop := len(r.finished) - r.cfg.KeepFinished; drop > 0 {
+		for _, old := range r.finished[:drop] {
+			delete(r.byID, old.ID)
+		}
+		r.finished = slices.Delete(r.finished, 0, drop)
+	}
+}
+
+// Close stops dealing and waits for the dealing goroutine to return.
 func (r *Runner) Close() {
 	r.mu.Lock()
 	if !r.closed {
@@ -158,77 +367,155 @@ func (r *Runner) Close() {
 	r.wg.Wait()
 }
 
-// run is a campaign's producer: every tick it deals what the pacer says is due.
-func (r *Runner) run(c *Campaign) {
+// loop is the dealing goroutine: every tick, each running campaign deals
+// what its pacer says is due, within the budgets.
+func (r *Runner) loop() {
 	defer r.wg.Done()
-	defer c.done.Store(true)
-	pacer := envelope.NewPacer(c.Started.UnixNano(), c.Params.Rate, c.Params.Total)
-	dealer, err := envelope.NewDealer(r.bus.Sets(), MaxBatch)
-	if err != nil {
-		panic("BUG: " + err.Error())
-	}
-	rnd := envelope.NewRand(uint64(c.Started.UnixNano()) ^ uint64(c.ID))
 	t := time.NewTicker(r.tick)
 	defer t.Stop()
-	for dealt := uint64(0); dealt < c.Params.Total; {
+	var running []*Campaign
+	for {
 		select {
 		case <-r.stop:
 			return
-		case now := <-t.C:
-			due := pacer.Due(now.UnixNano())
-			if due > dealt {
-				r.deal(c, dealer, &rnd, due-dealt)
-				dealt = due
+		case <-t.C:
+			r.mu.Lock()
+			running = append(running[:0], r.running...)
+			r.mu.Unlock()
+			if len(running) > 0 {
+				r.dealTick(running, r.now())
 			}
 		}
 	}
 }
 
-func (r *Runner) deal(c *Campaign, dealer *envelope.Dealer, rnd *envelope.Rand, n uint64) {
+// room is what a budget still allows this tick: max − used, and unbounded
+// (MaxUint64) when max is 0.
+func room(max, used uint64) uint64 {
+	switch {
+	case max == 0:
+		return math.MaxUint64
+	case used >= max:
+		return 0
+	}
+	return max - used
+}
+
+// dealTick deals one tick for every campaign in cs.
+func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
+	var pool, held uint64 = math.MaxUint64, math.MaxUint64
+	if r.cfg.MaxPool > 0 {
+		// Read once a tick: Taken only grows meanwhile, so the estimate
+		// (what was dealt less what was taken) errs on the full side.
+		taken := r.cfg.Taken()
+		pool = room(r.cfg.MaxPool, r.shakeDealt-min(taken, r.shakeDealt))
+	}
+	if r.cfg.MaxHeld > 0 {
+		held = room(r.cfg.MaxHeld, r.cfg.Held())
+	}
+	r.rotate %= len(cs)
+	first := r.rotate
+	r.rotate++
+	for i := range cs {
+		c := cs[(first+i)%len(cs)]
+		budget, why := &pool, uint32(waitPool)
+		if c.Params.Kind == Send {
+			budget, why = &held, waitHeld
+		}
+		if r.step(c, now, budget, why) {
+			c.mu.Lock()
+			if c.State() == Running {
+				c.end(Finished, now)
+			}
+			c.mu.Unlock()
+			r.retire(c)
+		}
+	}
+}
+
+// step deals c's share of this tick from *budget and reports whether c has
+// dealt everything. A campaign deals what fell due since the last tick and
+// at most a tick's worth of what it was due earlier but could not deal
+// within the budget: a campaign that waited catches up at twice its rate,
+// never in one burst. Without a wait this is exactly the pacer's Due.
+func (r *Runner) step(c *Campaign, now time.Time, budget *uint64, why uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.State() != Running {
+		return false
+	}
+	due := c.pacer.Due(now.UnixNano())
+	fresh, behind := due-c.lastDue, c.lastDue-c.n
+	c.lastDue = due
+	want := fresh + min(behind, c.perTick)
+	give := min(want, *budget)
+	if give < want {
+		c.waiting.Store(why)
+	} else {
+		c.waiting.Store(notWaiting)
+	}
+	if give > 0 {
+		*budget -= give
+		r.deal(c, give)
+	}
+	return c.n == c.Params.Total
+}
+
+func (r *Runner) deal(c *Campaign, n uint64) {
 	p := c.Params
 	span := uint64(p.Max-p.Min) + 1
-	draw := func() uint32 { return p.Min + uint32(rnd.Uint64n(span)) }
-	dealer.Deal(n, func(set int, count uint32) {
+	draw := func() uint32 { return p.Min + uint32(c.rnd.Uint64n(span)) }
+	c.dealer.Deal(n, func(set int, count uint32) {
 		switch p.Kind {
 		case Shake: // one event carries the whole batch
 			var sum uint64
-			r.publish(set, func(ev *event.Event) {
+			if !r.publish(set, func(ev *event.Event) {
 				ev.Kind, ev.N = event.KDeal, uint16(count)
-				r.mu.Lock()
 				ev.Env = r.ids.Reserve(uint64(count))
-				r.mu.Unlock()
 				ev.Buf = bytebufferpool.Get()
 				for range count {
 					a := draw()
 					ev.Buf.B = binary.BigEndian.AppendUint32(ev.Buf.B, a)
 					sum += uint64(a)
 				}
-			})
-			c.amount.Add(sum)
+			}) {
+				return
+			}
+			r.shakeDealt += uint64(count)
+			c.dealtN(uint64(count), sum)
 		case Send: // one event per envelope: the SET picks each one's recipients among its online users
 			for range count {
 				total := draw()
-				r.publish(set, func(ev *event.Event) {
+				if !r.publish(set, func(ev *event.Event) {
 					ev.Kind, ev.N, ev.Total = event.KSystemSend, p.Recipients, total
-				})
-				c.amount.Add(uint64(total))
+				}) {
+					return
+				}
+				c.dealtN(1, uint64(total))
 			}
 		}
-		c.dealt.Add(uint64(count))
 	})
+}
+
+// dealtN counts n envelopes of the given amount as dealt.
+func (c *Campaign) dealtN(n, amount uint64) {
+	c.n += n
+	c.amount.Add(amount)
+	c.dealt.Add(n)
 }
 
 // publish claims a slot in set's ring, waiting for room if need be (a
 // producer may wait; no stage ever waits for a producer), fills and publishes
-// it. It gives up only when the ring is closing.
-func (r *Runner) publish(set int, fill func(*event.Event)) {
+// it. It gives up (false) only when the ring is closing.
+func (r *Runner) publish(set int, fill func(*event.Event)) bool {
 	rg := r.bus.Ring(set)
 	seq, err := rg.Claim(1)
 	if err != nil {
-		return
+		return false
 	}
 	ev := rg.At(seq)
 	*ev = event.Event{}
 	fill(ev)
 	rg.Publish(seq, seq)
+	return true
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -21,7 +22,12 @@ func (s *Server) listenAdmin() error {
 	if err != nil {
 		return fmt.Errorf("-admin: %w", err)
 	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && s.opts.AdminToken == "" {
+	token, err := s.opts.adminToken()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && token == "" {
 		s.log.Warn("admin API bound beyond loopback without -admin-token: anyone who reaches it can start campaigns and read profiles", "admin", ln.Addr())
 	}
 	mux := http.NewServeMux()
@@ -29,13 +35,23 @@ func (s *Server) listenAdmin() error {
 	mux.HandleFunc("GET /stats", s.serveStats)
 	mux.HandleFunc("GET /campaigns", s.serveCampaigns)
 	mux.HandleFunc("POST /campaigns/{kind}", s.startCampaign)
+	mux.HandleFunc("DELETE /campaigns/{id}", s.cancelCampaign)
+	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.adminLn = ln
-	s.admin = &http.Server{Handler: s.authorize(mux), ReadHeaderTimeout: 5 * time.Second}
+	s.adminCtx, s.adminCancel = context.WithCancel(context.Background())
+	s.admin = &http.Server{Handler: s.authorize(token, writeDeadline(mux)),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second, // no admin request has a body worth more
+		IdleTimeout:       time.Minute,      // keep-alive: a scraper comes back within its interval
+		// No WriteTimeout: writeDeadline sets one per request, long enough
+		// for the profile or trace asked for.
+		BaseContext: func(net.Listener) context.Context { return s.adminCtx },
+	}
 	// TYPE lines for the runtime and process metrics (a process-wide
 	// setting of the library); serveMetrics gives them their HELP text.
 	metrics.ExposeMetadata(true)
@@ -43,11 +59,11 @@ func (s *Server) listenAdmin() error {
 }
 
 // authorize requires the admin token on every request when one is set.
-func (s *Server) authorize(next http.Handler) http.Handler {
-	if s.opts.AdminToken == "" {
+func (s *Server) authorize(token string, next http.Handler) http.Handler {
+	if token == "" {
 		return next
 	}
-	want := []byte("Bearer " + s.opts.AdminToken)
+	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hongbao admin"`)
@@ -126,6 +142,9 @@ func (s *Server) startCampaign(w http.ResponseWriter, r *http.Request) {
 		if c, bad = s.camps.Start(p); bad == nil {
 			s.log.Info("campaign started", "id", c.ID, "kind", p.Kind, "rate", p.Rate, "total", p.Total)
 			writeJSON(w, http.StatusOK, c.Status())
+			return
+		}
+		if s.refuseCampaign(w, bad) {
 			return
 		}
 	}

@@ -41,6 +41,10 @@ type Options struct {
 	ShutdownTimeout time.Duration // -shutdown-timeout
 	LogFormat       string        // -log-format: text | json
 	LogLevel        string        // -log-level: debug | info | warn | error
+	AdminTokenFile  string        // -admin-token-file
+	MaxCampaigns    int           // -max-campaigns: running at once
+	MaxPool         int           // -max-pool: shake envelopes in all pools
+	MaxEnvelopes    int           // -max-envelopes: group envelopes in memory, for send campaigns
 }
 
 // Defaults, each with its reason.
@@ -71,6 +75,22 @@ const (
 	// CPU per SHAKE of pipelined at 30,000 QPS and a lower p99 at 60,000
 	// (make perf-compare, README).
 	DefaultStages = "fused"
+)
+
+// Defaults of the campaign and admin bounds, each with its reason.
+const (
+	AdminTokenEnv = "HONGBAO_ADMIN_TOKEN"
+	// DefaultMaxCampaigns: the operators' campaigns are few; the bound is
+	// against a script gone wrong, not a limit anyone should meet.
+	DefaultMaxCampaigns = 64
+	// DefaultMaxPool: a pooled shake envelope costs ~12 bytes
+	// (envelope/pool_test.go), so 4,194,304 of them ~48 MiB; at the
+	// fastest campaign rate (10^6/s) that is 4 s of dealing nobody shook.
+	DefaultMaxPool = 1 << 22
+	// DefaultMaxEnvelopes: a group envelope in memory costs up to ~1 KiB
+	// (its shares and recipients), so 262,144 of them ~256 MiB; a send
+	// campaign at 200/s takes 20 min with nobody opening to reach it.
+	DefaultMaxEnvelopes = 1 << 18
 )
 
 // Fill gives every unset field its default.
@@ -123,6 +143,16 @@ func (o *Options) Fill() {
 	o.OpenedRetention = min(o.OpenedRetention, o.EnvelopeTTL)
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = defaultShutdown
+	}
+	for _, d := range []struct {
+		p *int
+		v int
+	}{
+		{&o.MaxCampaigns, DefaultMaxCampaigns}, {&o.MaxPool, DefaultMaxPool}, {&o.MaxEnvelopes, DefaultMaxEnvelopes},
+	} {
+		if *d.p == 0 {
+			*d.p = d.v
+		}
 	}
 }
 
@@ -200,6 +230,17 @@ func (o *Options) Validate() error {
 	if o.AuthSecret != "" && o.AuthSecretFile != "" {
 		bad("auth-secret-file", "give the secret by one means only (-auth-secret is also set)")
 	}
+	if o.AdminToken != "" && o.AdminTokenFile != "" {
+		bad("admin-token-file", "give the token by one means only (-admin-token is also set)")
+	}
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}, {"max-envelopes", o.MaxEnvelopes}} {
+		if b.v < 1 {
+			bad(b.flag, "%d is not at least 1", b.v)
+		}
+	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("log-format", "%q: want text or json", o.LogFormat)
 	}
@@ -213,17 +254,35 @@ func (o *Options) Validate() error {
 
 // secret returns the auth secret from the flag, the file or the environment.
 func (o *Options) secret() ([]byte, error) {
+	v, err := readSecret(o.AuthSecret, "auth-secret-file", o.AuthSecretFile, AuthSecretEnv)
+	return []byte(v), err
+}
+
+// adminToken returns the admin token from the flag, the file or the
+// environment; "" for none.
+func (o *Options) adminToken() (string, error) {
+	return readSecret(o.AdminToken, "admin-token-file", o.AdminTokenFile, AdminTokenEnv)
+}
+
+// readSecret returns value if set, else the content of file (less its final
+// line break; flag names the file's flag in errors), else $env. A file that
+// is empty is an error: it would silently turn the protection off.
+func readSecret(value, flag, file, env string) (string, error) {
 	switch {
-	case o.AuthSecret != "":
-		return []byte(o.AuthSecret), nil
-	case o.AuthSecretFile != "":
-		b, err := os.ReadFile(o.AuthSecretFile)
+	case value != "":
+		return value, nil
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("-auth-secret-file: %w", err)
+			return "", fmt.Errorf("-%s: %w", flag, err)
 		}
-		return []byte(strings.TrimRight(string(b), "\r\n")), nil
+		v := strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return "", fmt.Errorf("-%s: %s is empty", flag, file)
+		}
+		return v, nil
 	}
-	return []byte(os.Getenv(AuthSecretEnv)), nil
+	return os.Getenv(env), nil
 }
 
 // ParseFlags parses the server's command line into Options, validated and
@@ -232,7 +291,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	var o Options
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "client `addresses`, comma-separated host:port")
 	fs.StringVar(&o.Admin, "admin", DefaultAdmin, "admin HTTP `address` (/metrics, /stats, /campaigns, /debug/pprof); off to disable")
-	fs.StringVar(&o.AdminToken, "admin-token", "", "if set, every admin request must carry Authorization: Bearer `TOKEN`")
+	fs.StringVar(&o.AdminToken, "admin-token", "", "if set, every admin request must carry Authorization: Bearer `TOKEN` (visible in ps: prefer -admin-token-file or $"+AdminTokenEnv+")")
+	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "read the admin token from this `file` (less a final line break; an empty file is an error: it would turn the check off)")
 	fs.IntVar(&o.Sets, "sets", DefaultSets, "number of SETs (shards), 1..4096: each owns its users, one ring and its stages")
 	fs.IntVar(&o.Ring, "ring", DefaultRing, "`slots` per SET ring, a power of two in 16..1048576; a full ring answers overloaded")
 	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll), 1..1024")
@@ -252,7 +312,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"All but ring exist for comparison (make perf-compare)")
 	fs.StringVar(&o.Egress, "egress", "batch", "how egress writes answers: batch (one write per connection per batch, the default)\n"+
 		"or frame (one write per answer frame, at once; for comparison: make perf-compare)")
-	fs.IntVar(&o.MaxConns, "max-conns", 0, "connections beyond this are closed at accept (0: no limit but the open-files limit)")
+	fs.IntVar(&o.MaxConns, "max-conns", 0, fmt.Sprintf("client connections beyond this are closed at accept and counted (0: the open-files limit less %d descriptors\n"+
+		"kept for the admin API and the server's own files; a larger value is lowered to that, with a warning)", FDReserve))
 	fs.DurationVar(&o.LoginTimeout, "login-timeout", 10*time.Second, "a connection that sends no LOGIN by then gets ERROR 7 and is closed")
 	fs.IntVar(&o.MaxPending, "max-pending", DefaultPending, "`bytes` of unwritten output a connection may have before ERROR 6 and close")
 	fs.StringVar(&o.AuthSecret, "auth-secret", "", "HMAC secret for LOGIN tokens (visible in ps: prefer -auth-secret-file or $"+AuthSecretEnv+")")
@@ -264,6 +325,12 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.DurationVar(&o.OpenedRetention, "opened-retention", DefaultRetention, "a fully opened group envelope is kept this long, so that a repeated OPEN answers 1 (already opened) with its share; later OPENs answer 3 (no such envelope), as after -envelope-ttl, which also bounds it")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
+	fs.IntVar(&o.MaxCampaigns, "max-campaigns", DefaultMaxCampaigns, "most campaigns running at once; more answer 429 (a bound against a runaway script: operators run a few)")
+	fs.IntVar(&o.MaxPool, "max-pool", DefaultMaxPool, "shake `envelopes` the SETs' pools may hold in all: shake campaigns deal only while the pools hold fewer,\n"+
+		"and wait (\"waiting\": \"pool full\") meanwhile; ~12 bytes an envelope, so the default is ~48 MiB,\n"+
+		"4 s of the fastest campaign that nobody shakes")
+	fs.IntVar(&o.MaxEnvelopes, "max-envelopes", DefaultMaxEnvelopes, "group `envelopes` in memory (live, or opened and retained) past which send campaigns wait\n"+
+		"(\"waiting\": \"envelopes full\"); up to ~1 KiB each, so the default is ~256 MiB")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hongbao/campaign"
@@ -44,6 +45,13 @@ type Server struct {
 	tickDone chan struct{}
 	ticking  bool // Start started tick: Shutdown waits for tickDone only then
 
+	maxConns int         // client connections admitted: -max-conns within the open-files limit
+	stopping atomic.Bool // Shutdown has begun: /healthz answers 503
+	// adminCtx is every admin request's context, cancelled at shutdown so
+	// that profiles and traces in flight end instead of holding it.
+	adminCtx    context.Context
+	adminCancel context.CancelFunc
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -58,6 +66,14 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{})}
+	maxConns, clamped, err := connLimit(o.MaxConns)
+	s.maxConns = maxConns
+	if err != nil {
+		return nil, err
+	}
+	if clamped {
+		log.Warn("-max-conns above the open-files limit less the descriptors kept for the admin API: lowered", "max_conns", o.MaxConns, "now", maxConns, "reserve", FDReserve)
+	}
 	if o.Pipeline != "none" {
 		if err := s.buildSETs(); err != nil {
 			return nil, err
@@ -68,7 +84,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		Mode:         o.Ingress,
 		Loops:        o.Loops,
 		ReusePort:    o.ReusePort,
-		MaxConns:     o.MaxConns,
+		MaxConns:     maxConns,
 		LoginTimeout: o.LoginTimeout,
 		AuthSecret:   secret,
 		Bus:          s.bus,
@@ -81,8 +97,13 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if s.bus != nil {
-		s.camps, err = campaign.NewRunner(s.bus, campaign.Limits{MaxRate: 1_000_000, MaxTotal: 1 << 32,
-			MaxShares: uint16(o.MaxShares), MaxAmount: uint32(o.MaxTotal)})
+		s.camps, err = campaign.NewRunner(s.bus, campaign.Config{
+			Limits: campaign.Limits{MaxRate: 1_000_000, MaxTotal: 1 << 32,
+				MaxShares: uint16(o.MaxShares), MaxAmount: uint32(o.MaxTotal)},
+			MaxRunning: o.MaxCampaigns,
+			MaxPool:    uint64(o.MaxPool), Taken: s.shakeTaken,
+			MaxHeld: uint64(o.MaxEnvelopes), Held: s.envelopesHeld,
+		})
 		if err != nil {
 			s.ing.Close()
 			s.closeRings()
@@ -165,7 +186,7 @@ func (s *Server) Start() error {
 			"stage_goroutines", goroutines, "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
 	s.log.Info("serving", "listen", s.Addrs(), "admin", s.AdminAddr(), "sets", s.opts.Sets, "ring", s.opts.Ring,
-		"ingress", s.opts.Ingress, "loops", s.opts.Loops, "pipeline", s.opts.Pipeline, "egress", s.opts.Egress, "wait", s.opts.Wait, "spins", s.opts.Spins, "yields", s.opts.Yields, "stages", s.opts.Stages)
+		"ingress", s.opts.Ingress, "max_conns", s.maxConns, "loops", s.opts.Loops, "pipeline", s.opts.Pipeline, "egress", s.opts.Egress, "wait", s.opts.Wait, "spins", s.opts.Spins, "yields", s.opts.Yields, "stages", s.opts.Stages)
 	return nil
 }
 
@@ -219,6 +240,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) shutdown(ctx context.Context) error {
+	s.stopping.Store(true)
 	s.log.Info("shutting down", "conns", s.ing.Conns())
 	s.ing.StopAccepting()
 	if s.camps != nil {
@@ -270,8 +292,7 @@ stop:
 		errs = append(errs, s.bus.Close())
 	}
 	if s.admin != nil {
-		errs = append(errs, s.admin.Shutdown(ctx))
-		s.adminLn.Close() // Shutdown closes only listeners that Serve got: not one Start never reached
+		s.stopAdmin(ctx)
 	}
 	return errors.Join(errs...)
 }

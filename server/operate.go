@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"hongbao/campaign"
+)
+
+// cancelCampaign serves DELETE /campaigns/{id}: 200 with the cancelled
+// campaign's status (again for one already cancelled), 404 for an id never
+// started or forgotten, 409 for a campaign that dealt everything.
+func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
+	v := r.PathValue("id")
+	id, err := strconv.Atoi(v)
+	if err != nil || id < 1 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("id=%q: not a campaign id (a whole number from 1)", v)})
+		return
+	}
+	if s.camps == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: no campaigns with -pipeline=none", id)})
+		return
+	}
+	st, err := s.camps.Cancel(id)
+	switch {
+	case errors.Is(err, campaign.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: never started, or finished before the last %d", id, campaign.DefaultKeepFinished)})
+	case errors.Is(err, campaign.ErrFinished):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("campaign %d already finished: every envelope was dealt", id), "campaign": st})
+	default:
+		s.log.Info("campaign cancelled", "id", id, "dealt", st.Dealt, "total", st.Total)
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// refuseCampaign answers the campaign.Runner.Start errors that are not a bad
+// parameter, and reports whether err was one.
+func (s *Server) refuseCampaign(w http.ResponseWriter, err error) bool {
+	var tooMany *campaign.TooManyError
+	switch {
+	case errors.As(err, &tooMany):
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": err.Error(), "max_campaigns": tooMany.Max})
+	case errors.Is(err, campaign.ErrClosed):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	default:
+		return false
+	}
+	return true
+}
+
+// serveHealth serves GET /healthz: 200 {"status":"ok"} while the server
+// serves, else 503 {"status":"unavailable","reason":…}.
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	if reason := s.unhealthy(); reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// unhealthy says why the server does not serve, or "".
+func (s *Server) unhealthy() string {
+	if s.stopping.Load() {
+		return "shutting down"
+	}
+	if s.bus != nil {
+		for i := 0; i < s.bus.Sets(); i++ {
+			if err := s.bus.Ring(i).Err(); err != nil {
+				return fmt.Sprintf("SET %d stopped: a stage failed: %v", i, err)
+			}
+		}
+	}
+	return ""
+}
+
+// adminWriteTime bounds writing an admin answer; a profile or trace gets its
+// duration more.
+const adminWriteTime = 30 * time.Second
+
+// pprofDefaultSeconds is net/http/pprof's profile duration when the request
+// names none.
+const pprofDefaultSeconds = 30
+
+// writeDeadline sets each admin request's write deadline: the server-wide
+// WriteTimeout would have to cover the longest profile for every request
+// (and net/http/pprof refuses a profile longer than it).
+func writeDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := adminWriteTime
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64)
+			if err != nil || sec <= 0 {
+				sec = pprofDefaultSeconds
+			}
+			d += time.Duration(min(sec, 1e6) * float64(time.Second))
+		}
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// adminGrace is how long admin requests in flight at shutdown get to answer
+// once their contexts are cancelled.
+const adminGrace = time.Second
+
+// stopAdmin stops the admin API within ctx: profiles and traces in flight
+// see their request contexts cancelled and answer what they have; whatever
+// still runs after adminGrace is cut off. Neither is an error: the shutdown
+// is of the clients' server, and a profile must not hold it.
+func (s *Server) stopAdmin(ctx context.Context) {
+	s.adminCancel()
+	gctx, cancel := context.WithTimeout(ctx, adminGrace)
+	defer cancel()
+	if err := s.admin.Shutdown(gctx); err != nil {
+		s.log.Warn("admin requests still running at shutdown: cut off", "err", err)
+		s.admin.Close()
+	}
+	s.adminLn.Close() // Shutdown closes only listeners that Serve got: not one Start never reached
+}
+
+// shakeTaken is the shake envelopes taken from the SETs' pools and not given
+// back, for the campaigns' pool budget. Returned is read before Popped, so
+// that the difference never goes below zero.
+func (s *Server) shakeTaken() uint64 {
+	var popped, returned uint64
+	for _, l := range s.ledgers {
+		returned += l.Shake.Returned.Load()
+	}
+	for _, l := range s.ledgers {
+		popped += l.Shake.Popped.Load()
+	}
+	return popped - min(returned, popped)
+}
+
+// envelopesHeld is the group envelopes the SETs hold, for the campaigns'
+// envelope budget.
+func (s *Server) envelopesHeld() uint64 {
+	var n int64
+	for _, l := range s.ledgers {
+		n += l.Split.Held.Load()
+	}
+	return uint64(max(n, 0))
+}
