@@ -191,6 +191,45 @@ func TestOpenAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("documented error statuses", func(t *testing.T) {
+		// 404: a campaign kind outside the enum; 409: no campaigns with -pipeline=none.
+		var op *operation
+		for i := range ops {
+			if ops[i].path == "/campaigns/{kind}" && ops[i].method == http.MethodPost {
+				op = &ops[i]
+			}
+		}
+		if op == nil {
+			t.Fatalf("%s does not document POST /campaigns/{kind}", specPath)
+		}
+		q := op.query(t, nil)
+		bare := startServer(t, func(o *server.Options) { o.AdminToken, o.Pipeline, o.Egress = adminToken, "none", "batch" })
+		for _, c := range []struct {
+			base, path string
+			code       int
+		}{
+			{ts.admin, "/campaigns/foo" + q, http.StatusNotFound},
+			{bare.admin, op.paths(t, true)[0] + q, http.StatusConflict},
+		} {
+			req, _ := http.NewRequest(http.MethodPost, c.base+c.path, nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			what := "POST " + c.path
+			if r := op.response(c.code); r == nil {
+				t.Errorf("%s: %d not documented", what, c.code)
+			} else if resp.StatusCode != c.code {
+				t.Errorf("%s: %d %s; want %d", what, resp.StatusCode, trim(body), c.code)
+			} else {
+				sp.checkBody(t, what, r, resp, body)
+			}
+		}
+	})
+
 	t.Run("every registered pattern documented", func(t *testing.T) {
 		for _, pat := range muxPatterns(t) {
 			method, path, ok := strings.Cut(pat, " ")
