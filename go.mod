@@ -12,6 +12,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
