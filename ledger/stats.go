@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Stats is the ledger of GET /stats: PROTOCOL.md's fields, and more. Its JSON
+// Stats is the ledger of GET /stats: docs/PROTOCOL.md's fields, and more. Its JSON
 // is a contract with the clients that reconcile against it. Each figure is a
 // sum over the SETs of counters that one stage writes (Sum), except the
 // connections and the overloaded requests, which the ingress counts and its

@@ -11,7 +11,7 @@ import (
 	"hongbao/proto"
 )
 
-// TestAppendWireBytes pins every frame to bytes written out by hand from PROTOCOL.md, so a
+// TestAppendWireBytes pins every frame to bytes written out by hand from docs/PROTOCOL.md, so a
 // mistake made the same way in the encoder and the decoder cannot hide behind a round trip.
 func TestAppendWireBytes(t *testing.T) {
 	const stamp = 0x0102030405060708

@@ -27,7 +27,7 @@ func garbageCode(b []byte) uint8 {
 	return proto.ErrCodeUnknownType
 }
 
-// attackMalformed sends every malformed frame of PROTOCOL.md before and
+// attackMalformed sends every malformed frame of docs/PROTOCOL.md before and
 // after LOGIN, garbage, zero bytes, and connections that close (or reset)
 // without a byte: each must get its ERROR and the close.
 func attackMalformed(a *attacker) {
@@ -105,7 +105,7 @@ func attackMalformed(a *attacker) {
 		return nil
 	})
 	if failed > 0 {
-		t.Errorf("malformed: %d of %d connections not answered as PROTOCOL.md says: %v", failed, n, err)
+		t.Errorf("malformed: %d of %d connections not answered as docs/PROTOCOL.md says: %v", failed, n, err)
 	}
 	t.Logf("malformed: %d connections (%d kinds × %d), %d answered ERROR then closed", n, len(jobs), sz.Rounds, cases.Load())
 }

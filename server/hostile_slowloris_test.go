@@ -18,7 +18,7 @@ import (
 // attackSlowloris runs three kinds of slow connections at once: LOGINs
 // trickled a byte a second and connections that send nothing (both must get
 // ERROR 7 at the login timeout, however busy they look), and logged-in
-// connections holding half a frame. PROTOCOL.md sets no deadline after
+// connections holding half a frame. docs/PROTOCOL.md sets no deadline after
 // LOGIN, so those are held as long as the peer likes: they must cost no
 // goroutine (epoll ingress) and little memory, and the frame, completed
 // later, must be answered.

@@ -218,7 +218,7 @@ func cutOff(t *testing.T, keepSending bool) (frames []proto.Frame, read uint64, 
 }
 
 // TestHostileCutOff checks a reader that never reads, cut off past
-// -max-pending, against PROTOCOL.md: it gets ERROR 6 then the close, and the
+// -max-pending, against docs/PROTOCOL.md: it gets ERROR 6 then the close, and the
 // SHAKE_RESULTs it can read add up to what the server counts as got.
 func TestHostileCutOff(t *testing.T) {
 	t.Run("quiet reader: its money", func(t *testing.T) {

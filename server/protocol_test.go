@@ -18,7 +18,7 @@ import (
 	"hongbao/server"
 )
 
-// These tests speak PROTOCOL.md byte for byte to a whole server over TCP, with
+// These tests speak docs/PROTOCOL.md byte for byte to a whole server over TCP, with
 // no envelopes involved. Users u and u+4 share a SET (Sets: 4, SET = u mod 4).
 
 func TestLoginWithSecret(t *testing.T) {
@@ -231,7 +231,7 @@ func TestChat(t *testing.T) {
 	}
 }
 
-// malformedCase is a frame that breaks PROTOCOL.md and the ERROR it earns.
+// malformedCase is a frame that breaks docs/PROTOCOL.md and the ERROR it earns.
 type malformedCase struct {
 	name  string
 	frame []byte
@@ -709,7 +709,7 @@ func TestShutdownWithoutStart(t *testing.T) {
 	}
 }
 
-// TestTrailingBytesAndFlagsIgnored checks PROTOCOL.md's room for later
+// TestTrailingBytesAndFlagsIgnored checks docs/PROTOCOL.md's room for later
 // versions: bytes after a type's fields, up to len, are ignored, and so are
 // the flags.
 func TestTrailingBytesAndFlagsIgnored(t *testing.T) {

@@ -237,7 +237,7 @@ func (o *fakeOwner) Release(c *conn.Conn) {
 func (p *pipeline) stats() ledger.Stats { return ledger.Sum(p.ledgers) }
 
 // checkInvariants waits for the pipeline to go quiet, then checks
-// PROTOCOL.md's two ledger invariants exactly.
+// docs/PROTOCOL.md's two ledger invariants exactly.
 func (p *pipeline) checkInvariants() {
 	p.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

@@ -17,7 +17,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: server [flags]\n\nThe hongbao red-envelope server: clients speak PROTOCOL.md on -listen, operators use the admin API on -admin.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: server [flags]\n\nThe hongbao red-envelope server: clients speak the protocol of docs/PROTOCOL.md on -listen, operators use the admin API on -admin.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	version := fs.Bool("version", false, "print the version and exit")

@@ -133,7 +133,7 @@ func startCampaigns(a *harness.Admin, cfg config, end time.Time, clientDone chan
 }
 
 // checkLedger reads /stats and /campaigns, writes them to stats.json and
-// campaigns.json, and checks PROTOCOL.md's invariants and that the server
+// campaigns.json, and checks docs/PROTOCOL.md's invariants and that the server
 // created what the campaigns dealt. Stages may still be passing the last
 // events on, so it retries for a second before it reports a mismatch.
 func checkLedger(a *harness.Admin, started []harness.Campaign, w io.Writer, path func(string) string) error {

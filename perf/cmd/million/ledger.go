@@ -10,7 +10,7 @@ type check = harness.LedgerCheck
 
 func allOK(cs []check) bool { return len(harness.FailedChecks(cs)) == 0 }
 
-// ledgerChecks are one server's invariants (PROTOCOL.md's, and the
+// ledgerChecks are one server's invariants (docs/PROTOCOL.md's, and the
 // campaigns' amounts against what the server created) after its load client
 // has gone and its campaigns are done.
 func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []check {

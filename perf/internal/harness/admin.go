@@ -48,7 +48,7 @@ func (a *Admin) do(method, path string) ([]byte, error) {
 	return body, nil
 }
 
-// Stats is the part of GET /stats that the perf tools read (PROTOCOL.md's
+// Stats is the part of GET /stats that the perf tools read (docs/PROTOCOL.md's
 // fields and the server's extras).
 type Stats struct {
 	Connections int64 `json:"connections"`

@@ -23,7 +23,7 @@ func (c LedgerCheck) String() string {
 	return fmt.Sprintf("%s: %d = %d %s", c.Name, c.Left, c.Right, v)
 }
 
-// LedgerChecks returns PROTOCOL.md's two invariants and, given the server's
+// LedgerChecks returns docs/PROTOCOL.md's two invariants and, given the server's
 // campaigns, that it created what they dealt. The campaign checks assume the
 // load sends no SEND of its own (every group envelope is a campaign's) unless
 // a SET skipped one for lack of online users, when only the counts are
