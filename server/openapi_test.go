@@ -38,6 +38,9 @@ const specPath = "../docs/openapi.yaml"
 //     with the Error shape naming the parameter first;
 //   - every operation answers 401 with the Error shape without the token or
 //     with a wrong one, and documents 401;
+//   - the error statuses documented for starting and cancelling campaigns
+//     and for /healthz (404, 409, 400, 429, 503) answer as documented, each
+//     on a server in the state that causes it;
 //   - every route the admin mux serves, found by probing documented and
 //     likely paths with an unknown method (405 lists the methods in Allow),
 //     is documented: each allowed method (HEAD by GET), and a path that
@@ -72,13 +75,31 @@ func TestOpenAPI(t *testing.T) {
 		return resp, body
 	}
 
-	// A shake and a send campaign, so that GET /campaigns lists both shapes.
-	ts.startCampaign("shake", "rate=1&total=1&min=1&max=1")
+	// A shake and a send campaign, so that GET /campaigns lists both shapes,
+	// and a running one for the valid DELETE to cancel.
+	finished := ts.startCampaign("shake", "rate=1&total=1&min=1&max=1")
 	ts.startCampaign("send", "rate=1&total=1&min=1&max=1&recipients=1")
+	running := ts.startCampaign("shake", "rate=1&total=4294967296&min=1&max=1")
 
 	ops := sp.operations(t)
 	if len(ops) == 0 {
 		t.Fatalf("%s documents no operation", specPath)
+	}
+	find := func(method, path string) *operation {
+		t.Helper()
+		for i := range ops {
+			if ops[i].path == path && ops[i].method == method {
+				return &ops[i]
+			}
+		}
+		t.Fatalf("%s does not document %s %s", specPath, method, path)
+		return nil
+	}
+	start, cancel, health := find(http.MethodPost, "/campaigns/{campaign}"),
+		find(http.MethodDelete, "/campaigns/{campaign}"), find(http.MethodGet, "/healthz")
+	list := find(http.MethodGet, "/campaigns")
+	if p := cancel.paths(t, true)[0]; p != fmt.Sprintf("/campaigns/%d", running.ID) {
+		t.Fatalf("%s: the example of DELETE makes %s; want the id of the campaign this test starts to cancel, %d", specPath, p, running.ID)
 	}
 
 	t.Run("valid requests", func(t *testing.T) {
@@ -192,26 +213,21 @@ func TestOpenAPI(t *testing.T) {
 	})
 
 	t.Run("documented error statuses", func(t *testing.T) {
-		// 404: a campaign kind outside the enum; 409: no campaigns with -pipeline=none.
-		var op *operation
-		for i := range ops {
-			if ops[i].path == "/campaigns/{kind}" && ops[i].method == http.MethodPost {
-				op = &ops[i]
-			}
-		}
-		if op == nil {
-			t.Fatalf("%s does not document POST /campaigns/{kind}", specPath)
-		}
-		q := op.query(t, nil)
+		q := start.query(t, nil)
+		ts.waitCampaign(finished.ID)
 		bare := startServer(t, func(o *server.Options) { o.AdminToken, o.Pipeline, o.Egress = adminToken, "none", "batch" })
-		for _, c := range []struct {
+		// One campaign at most, and a pool of one envelope: it soon waits.
+		capped := startServer(t, func(o *server.Options) { o.AdminToken, o.MaxCampaigns, o.MaxPool = adminToken, 1, 1 })
+		waiting := capped.startCampaign("shake", "rate=1000&total=4294967296&min=1&max=1")
+		waitFor(t, "a campaign over -max-pool to wait", func() bool { return capped.campaignStatus(waiting.ID).Waiting != "" })
+		type errCase struct {
+			op         *operation
 			base, path string
 			code       int
-		}{
-			{ts.admin, "/campaigns/foo" + q, http.StatusNotFound},
-			{bare.admin, op.paths(t, true)[0] + q, http.StatusConflict},
-		} {
-			req, _ := http.NewRequest(http.MethodPost, c.base+c.path, nil)
+		}
+		check := func(t *testing.T, c errCase) []byte {
+			t.Helper()
+			req, _ := http.NewRequest(c.op.method, c.base+c.path, nil)
 			req.Header.Set("Authorization", "Bearer "+adminToken)
 			resp, err := hc.Do(req)
 			if err != nil {
@@ -219,14 +235,48 @@ func TestOpenAPI(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			what := "POST " + c.path
-			if r := op.response(c.code); r == nil {
+			what := c.op.method + " " + c.path
+			if r := c.op.response(c.code); r == nil {
 				t.Errorf("%s: %d not documented", what, c.code)
 			} else if resp.StatusCode != c.code {
 				t.Errorf("%s: %d %s; want %d", what, resp.StatusCode, trim(body), c.code)
 			} else {
 				sp.checkBody(t, what, r, resp, body)
 			}
+			return body
+		}
+		for _, c := range []errCase{
+			{start, ts.admin, "/campaigns/foo" + q, http.StatusNotFound},          // a kind outside the enum
+			{start, bare.admin, start.paths(t, true)[0] + q, http.StatusConflict}, // no campaigns with -pipeline=none
+			{start, capped.admin, start.paths(t, true)[0] + q, http.StatusTooManyRequests},
+			{cancel, ts.admin, fmt.Sprintf("/campaigns/%d", finished.ID), http.StatusConflict},
+			{cancel, ts.admin, "/campaigns/999999", http.StatusNotFound},
+			{cancel, ts.admin, "/campaigns/x", http.StatusBadRequest},
+			{cancel, ts.admin, "/campaigns/0", http.StatusBadRequest},
+			{cancel, bare.admin, cancel.paths(t, true)[0], http.StatusNotFound},
+			{list, capped.admin, "/campaigns", http.StatusOK}, // with "waiting"
+		} {
+			check(t, c)
+		}
+		// Cancelling again answers the same status.
+		first := check(t, errCase{cancel, ts.admin, cancel.paths(t, true)[0], http.StatusOK})
+		if again := check(t, errCase{cancel, ts.admin, cancel.paths(t, true)[0], http.StatusOK}); string(again) != string(first) {
+			t.Errorf("DELETE %s twice: %s, then %s; want the same status", cancel.paths(t, true)[0], trim(first), trim(again))
+		}
+		// A shutdown that waits for a client: /healthz and POST answer 503.
+		stopping := startServer(t, func(o *server.Options) { o.AdminToken = adminToken })
+		c := login(t, stopping, 1)
+		stopped := make(chan error, 1)
+		go func() { stopped <- stopping.shutdown() }()
+		waitFor(t, "POST to refuse campaigns once the shutdown began", func() bool {
+			code, _ := stopping.do(http.MethodPost, start.paths(t, true)[0]+q, adminToken)
+			return code != http.StatusOK
+		})
+		check(t, errCase{health, stopping.admin, "/healthz", http.StatusServiceUnavailable})
+		check(t, errCase{start, stopping.admin, start.paths(t, true)[0] + q, http.StatusServiceUnavailable})
+		c.c.Close()
+		if err := <-stopped; err != nil {
+			t.Errorf("Shutdown: %v", err)
 		}
 	})
 
@@ -236,7 +286,7 @@ func TestOpenAPI(t *testing.T) {
 			if !ok {
 				method, path = "", pat
 			}
-			item, _ := sp.paths[path].(map[string]any)
+			item := sp.templateItem(path)
 			switch {
 			case item == nil:
 				t.Errorf("pattern %q: path %s not documented in %s", pat, path, specPath)
@@ -411,6 +461,27 @@ func (sp *spec) pathItem(path string) map[string]any {
 			} else {
 				match = match && ts[i] == segs[i]
 			}
+		}
+		if match {
+			return item.(map[string]any)
+		}
+	}
+	return nil
+}
+
+// templateItem returns the path item documented for the mux pattern path:
+// the same literal segments, and a {param} wherever path has one, whatever
+// its name (OpenAPI has one template per path, as the mux has one route).
+func (sp *spec) templateItem(path string) map[string]any {
+	segs := strings.Split(path, "/")
+	for tmpl, item := range sp.paths {
+		ts := strings.Split(tmpl, "/")
+		if len(ts) != len(segs) {
+			continue
+		}
+		match := true
+		for i := range ts {
+			match = match && (ts[i] == segs[i] || isParam(ts[i]) && isParam(segs[i]))
 		}
 		if match {
 			return item.(map[string]any)
