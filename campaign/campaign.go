@@ -436,8 +436,9 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 // step deals c's share of this tick from *budget and reports whether c has
 // dealt everything. A campaign deals what fell due since the last tick and
 // at most a tick's worth of what it was due earlier but could not deal
-// within the budget: a campaign that waited catches up at twice its rate,
-// never in one burst. Without a wait this is exactly the pacer's Due.
+// within the budget (perTick: ⌈rate × tick⌉, at least one envelope), so a
+// campaign that waited catches up at about twice its rate (at least one
+// envelope a tick at low rates), never in one burst. Without a wait this is exactly the pacer's Due.
 func (r *Runner) step(c *Campaign, now time.Time, budget *uint64, why uint32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
