@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"hongbao/ring"
+	"hongbao/stages"
 )
 
 // Options configures a Server. Fill leaves set fields alone and gives every
@@ -41,6 +42,10 @@ type Options struct {
 	ShutdownTimeout time.Duration // -shutdown-timeout
 	LogFormat       string        // -log-format: text | json
 	LogLevel        string        // -log-level: debug | info | warn | error
+	SendRate        float64       // -send-rate: SENDs a second per user
+	SendBurst       int           // -send-burst
+	MaxLivePerUser  int           // -max-live-per-user
+	MaxEnvelopes    int           // -max-envelopes: live group envelopes, server-wide
 }
 
 // Defaults, each with its reason.
@@ -71,6 +76,24 @@ const (
 	// CPU per SHAKE of pipelined at 30,000 QPS and a lower p99 at 60,000
 	// (make perf-compare, README).
 	DefaultStages = "fused"
+	// DefaultSendRate, DefaultSendBurst: a person sends a red envelope every
+	// few seconds at most; 10 a second with 20 at once leaves any client
+	// room for a retry storm while one connection can no longer create
+	// thousands a second.
+	DefaultSendRate  = 10
+	DefaultSendBurst = 20
+	// DefaultMaxLivePerUser: each live envelope is held until opened or its
+	// TTL (24 h): 100 per user keeps one account's share of memory at
+	// ~100 KiB and is more than anyone waits on at once.
+	DefaultMaxLivePerUser = 100
+	// DefaultMaxEnvelopes is derived from memory: a live group envelope of
+	// 100 recipients holds ~1 KiB (MaxEnvelopeBytes), so 1 Mi of them is
+	// ~1 GiB; each push kept for an offline recipient adds ~16 bytes more.
+	DefaultMaxEnvelopes = 1 << 20
+	// MaxEnvelopeBytes is the memory of one live group envelope of 100
+	// recipients, with its map entry and queue slots (measured by
+	// stages.TestBudgetBoundsMemory).
+	MaxEnvelopeBytes = 1024
 )
 
 // Fill gives every unset field its default.
@@ -123,6 +146,18 @@ func (o *Options) Fill() {
 	o.OpenedRetention = min(o.OpenedRetention, o.EnvelopeTTL)
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = defaultShutdown
+	}
+	if o.SendRate == 0 {
+		o.SendRate = DefaultSendRate
+	}
+	if o.SendBurst == 0 {
+		o.SendBurst = DefaultSendBurst
+	}
+	if o.MaxLivePerUser == 0 {
+		o.MaxLivePerUser = DefaultMaxLivePerUser
+	}
+	if o.MaxEnvelopes == 0 {
+		o.MaxEnvelopes = DefaultMaxEnvelopes
 	}
 }
 
@@ -197,6 +232,18 @@ func (o *Options) Validate() error {
 	if o.ShutdownTimeout < 0 {
 		bad("shutdown-timeout", "%v is negative", o.ShutdownTimeout)
 	}
+	if !(o.SendRate > 0 && o.SendRate <= 1e9) {
+		bad("send-rate", "%v is not in (0, 1e9] SENDs a second", o.SendRate)
+	}
+	if o.SendBurst < 1 {
+		bad("send-burst", "%d is below 1", o.SendBurst)
+	}
+	if o.MaxLivePerUser < 1 {
+		bad("max-live-per-user", "%d is below 1", o.MaxLivePerUser)
+	}
+	if o.MaxEnvelopes < 1 {
+		bad("max-envelopes", "%d is below 1", o.MaxEnvelopes)
+	}
 	if o.AuthSecret != "" && o.AuthSecretFile != "" {
 		bad("auth-secret-file", "give the secret by one means only (-auth-secret is also set)")
 	}
@@ -263,6 +310,14 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
 	fs.DurationVar(&o.OpenedRetention, "opened-retention", DefaultRetention, "a fully opened group envelope is kept this long, so that a repeated OPEN answers 1 (already opened) with its share; later OPENs answer 3 (no such envelope), as after -envelope-ttl, which also bounds it")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
+	fs.Float64Var(&o.SendRate, "send-rate", DefaultSendRate, "SENDs a second one user may make on average (a token bucket per user, kept across\n"+
+		"reconnects); past it SEND_ACK 3. A person sends one every few seconds at most; one client cannot create thousands a second")
+	fs.IntVar(&o.SendBurst, "send-burst", DefaultSendBurst, "SENDs one user may make at once (its bucket's size): room for a client's retries")
+	fs.IntVar(&o.MaxLivePerUser, "max-live-per-user", DefaultMaxLivePerUser, "group envelopes one user may have live (not fully opened, not expired); past it\n"+
+		"SEND_ACK 3. Each is held until opened or -envelope-ttl: 100 keeps one account at ~100 KiB")
+	fs.IntVar(&o.MaxEnvelopes, "max-envelopes", DefaultMaxEnvelopes, fmt.Sprintf("live group envelopes of the whole server (users' and campaigns'), split evenly over the SETs;\n"+
+		"past it SEND_ACK 3. Derived from memory: ~%d bytes a live envelope of 100 recipients (plus ~16 bytes\n"+
+		"per push kept for an offline recipient), so the default holds ~1 GiB", MaxEnvelopeBytes))
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -273,4 +328,13 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	}
 	o.Fill()
 	return o, o.Validate()
+}
+
+// limits are the SEND limits of every SET. Each SET creates the envelopes of
+// its own senders and campaign deals, so each gets an even share of the
+// server's budget, rounded up.
+func (o Options) limits() stages.Limits {
+	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
+		SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
+		MaxEnvelopes: (o.MaxEnvelopes + o.Sets - 1) / o.Sets}
 }

@@ -26,7 +26,6 @@ import (
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/set"
-	"hongbao/stages"
 )
 
 // Stats is the ledger of GET /stats (package ledger has its invariants).
@@ -128,7 +127,7 @@ func (o Options) setOptions() set.Options {
 		Yields:     o.Yields,
 		Fused:      o.Stages == "fused",
 		Egress:     mode,
-		Limits:     stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention},
+		Limits:     o.limits(),
 		MaxPending: o.MaxPending,
 		Seed:       uint64(time.Now().UnixNano()),
 	}
