@@ -247,9 +247,9 @@ func TestBudgetBoundsMemory(t *testing.T) {
 		}
 	}
 	if st[proto.SendOK] != budget || st[proto.SendLimited] != attempts-budget {
-		t.Fatalf("%d SENDs: %d ok, %d limited; want the budget, %d, and %d", attempts, st[proto.SendOK], st[proto.SendLimited], budget, attempts-budget)
+		t.Errorf("%d SENDs: %d ok, %d limited; want the budget, %d, and %d", attempts, st[proto.SendOK], st[proto.SendLimited], budget, attempts-budget)
 	}
-	waitFor(t, "every push to be kept", func() bool { return p.stats().Envelopes.Pending.Waiting == int64(budget*shares) })
+	waitFor(t, "every push to be kept", func() bool { return p.stats().Envelopes.Pending.Waiting == int64(budget*shares) }) // the ring holds a budget's worth
 	after := heap()
 	grown := int64(after) - int64(before)
 	e := p.stats().Envelopes
