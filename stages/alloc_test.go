@@ -3,6 +3,7 @@ package stages_test
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -65,4 +66,44 @@ func TestAllocsPerRequest(t *testing.T) {
 	}
 	f("SHAKE", func() { a.shake(3) })
 	f("OPEN across SETs", func() { a.request(event.KOpen, 0, 4, func(ev *event.Event) { ev.Env = env }) })
+}
+
+// TestAllocsPerLimitedSend: the SENDs a flood is answered 3 for, over the
+// rate or over the budget, allocate nothing: the per-user state is a map
+// sized by the first ones.
+func TestAllocsPerLimitedSend(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	lim := defaultLimits
+	lim.SendRate, lim.SendBurst, lim.MaxEnvelopes, lim.TTL = 0.001, 1, 1, time.Hour
+	p := newPipeline(t, 2, 256, lim, nil)
+	a, b := p.login(1), p.login(3) // both SET 1
+	if st, _ := a.sendStatus(10, []uint32{5}); st != 0 {
+		t.Fatalf("first SEND: status %d", st) // the SET's budget of 1 is used up
+	}
+	sink(a)
+	sink(b)
+	acks := &p.ledgers[1].Egress.Frames[ledger.FrameIndex(byte(proto.SendAck))]
+	limited := func(cl *client) func() {
+		return func() {
+			before := acks.Load()
+			cl.send(10, []uint32{5, 7}, 9)
+			for acks.Load() == before {
+				runtime.Gosched()
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  func()
+	}{{"SEND over the rate", limited(a)}, {"SEND over the budget", limited(b)}} {
+		tc.req() // warm up
+		if allocs := testing.AllocsPerRun(2000, tc.req); allocs != 0 {
+			t.Errorf("%s: %v allocations per request; want 0", tc.name, allocs)
+		}
+	}
+	if by := p.stats().Envelopes.SendLimitedBy; by.Rate < 2000 || by.Budget < 2000 {
+		t.Errorf("send_limited_by %+v; want ≥ 2000 by the rate and by the budget", by)
+	}
 }
