@@ -330,10 +330,10 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	return o, o.Validate()
 }
 
-// limits are the SEND limits of every SET. Each SET creates the envelopes of
+// Limits are the SEND limits of every SET. Each SET creates the envelopes of
 // its own senders and campaign deals, so each gets an even share of the
 // server's budget, rounded up.
-func (o Options) limits() stages.Limits {
+func (o Options) Limits() stages.Limits {
 	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
 		SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
 		MaxEnvelopes: (o.MaxEnvelopes + o.Sets - 1) / o.Sets}

@@ -127,7 +127,7 @@ func (o Options) setOptions() set.Options {
 		Yields:     o.Yields,
 		Fused:      o.Stages == "fused",
 		Egress:     mode,
-		Limits:     o.limits(),
+		Limits:     o.Limits(),
 		MaxPending: o.MaxPending,
 		Seed:       uint64(time.Now().UnixNano()),
 	}
