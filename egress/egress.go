@@ -10,7 +10,9 @@
 //
 // It owns the output side of the SET's connections and nothing else: it
 // decides no money. A shake envelope or an OPEN share whose answer never
-// reached its client goes back to the stage that owns it (KReturn, KUnopen);
+// reached its client goes back to the stage that owns it (KReturn, KUnopen),
+// and an ENVELOPE push that never reached its client goes back to the
+// session, which keeps it for the next login (KPush, PushUndelivered);
 // the egress writes only its own group of the SET's counters (package
 // ledger), and it never reads a socket: the connection's owner (the ingress)
 // does.

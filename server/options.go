@@ -83,17 +83,24 @@ const (
 	DefaultSendRate  = 10
 	DefaultSendBurst = 20
 	// DefaultMaxLivePerUser: each live envelope is held until opened or its
-	// TTL (24 h): 100 per user keeps one account's share of memory at
-	// ~100 KiB and is more than anyone waits on at once.
+	// TTL (24 h): 100 per user keep one account's share of memory within
+	// ~100 KiB (~600 KiB with pushes kept for 100 offline recipients each)
+	// and are more than anyone waits on at once.
 	DefaultMaxLivePerUser = 100
 	// DefaultMaxEnvelopes is derived from memory: a live group envelope of
-	// 100 recipients holds ~1 KiB (MaxEnvelopeBytes), so 1 Mi of them is
-	// ~1 GiB; each push kept for an offline recipient adds ~16 bytes more.
+	// 100 recipients holds ~1 KiB (MaxEnvelopeBytes), so 1 Mi of them hold
+	// ~1 GiB. A push kept for an offline recipient adds up to ~50 bytes
+	// (PendingPushBytes): ~6 GiB at worst, every recipient of every envelope
+	// a distinct user who never logs in (stages.TestBudgetBoundsMemory
+	// measures ~5.9 KiB an envelope then).
 	DefaultMaxEnvelopes = 1 << 20
 	// MaxEnvelopeBytes is the memory of one live group envelope of 100
-	// recipients, with its map entry and queue slots (measured by
-	// stages.TestBudgetBoundsMemory).
+	// recipients: the group with its recipients and shares, its map entry,
+	// its expiry queue slot.
 	MaxEnvelopeBytes = 1024
+	// PendingPushBytes is the memory of one push kept for an offline
+	// recipient: its ring slot and, at most, its user's map entry.
+	PendingPushBytes = 50
 )
 
 // Fill gives every unset field its default.
@@ -310,14 +317,16 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
 	fs.DurationVar(&o.OpenedRetention, "opened-retention", DefaultRetention, "a fully opened group envelope is kept this long, so that a repeated OPEN answers 1 (already opened) with its share; later OPENs answer 3 (no such envelope), as after -envelope-ttl, which also bounds it")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
-	fs.Float64Var(&o.SendRate, "send-rate", DefaultSendRate, "SENDs a second one user may make on average (a token bucket per user, kept across\n"+
-		"reconnects); past it SEND_ACK 3. A person sends one every few seconds at most; one client cannot create thousands a second")
+	fs.Float64Var(&o.SendRate, "send-rate", DefaultSendRate, "SENDs a second one user may make on average, past its burst; past it SEND_ACK 3.\n"+
+		"A token bucket per user, kept across reconnects. A person sends one every few seconds at most;\n"+
+		"10 lets no client create thousands a second")
 	fs.IntVar(&o.SendBurst, "send-burst", DefaultSendBurst, "SENDs one user may make at once (its bucket's size): room for a client's retries")
 	fs.IntVar(&o.MaxLivePerUser, "max-live-per-user", DefaultMaxLivePerUser, "group envelopes one user may have live (not fully opened, not expired); past it\n"+
-		"SEND_ACK 3. Each is held until opened or -envelope-ttl: 100 keeps one account at ~100 KiB")
+		"SEND_ACK 3. Each is held until opened or -envelope-ttl: 100 keep one account within ~100 KiB\n"+
+		"(~600 KiB if all its recipients are offline), more than anyone waits on at once")
 	fs.IntVar(&o.MaxEnvelopes, "max-envelopes", DefaultMaxEnvelopes, fmt.Sprintf("live group envelopes of the whole server (users' and campaigns'), split evenly over the SETs;\n"+
-		"past it SEND_ACK 3. Derived from memory: ~%d bytes a live envelope of 100 recipients (plus ~16 bytes\n"+
-		"per push kept for an offline recipient), so the default holds ~1 GiB", MaxEnvelopeBytes))
+		"past it SEND_ACK 3. Derived from memory: ~%d bytes a live envelope of 100 recipients, plus up to\n"+
+		"~%d bytes per ENVELOPE push kept for an offline recipient: the default holds ~1 GiB (~6 GiB at worst)", MaxEnvelopeBytes, PendingPushBytes))
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
