@@ -1,6 +1,10 @@
 package stages
 
-import "hongbao/ledger"
+import (
+	"math"
+
+	"hongbao/ledger"
+)
 
 // DefaultPendingPerUser is how many ENVELOPE pushes are kept for one offline
 // recipient: the newest. A user who has been sent more while away can still
@@ -59,7 +63,7 @@ func newPending(lim Limits, c *ledger.SessionCounters) pending {
 		// Every kept push names a live envelope of some SET (a recipient who
 		// has not logged in since cannot have opened it): the budget bounds
 		// them at MaxShares a live envelope, spread over the recipients' SETs.
-		p.total = lim.MaxEnvelopes * max(int(lim.MaxShares), 1)
+		p.total = min(lim.MaxEnvelopes*max(int(lim.MaxShares), 1), math.MaxInt32) // slots are int32
 	}
 	return p
 }
