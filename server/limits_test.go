@@ -65,13 +65,7 @@ func TestSendLimits(t *testing.T) {
 		if from != 1 || total != 100 || n != 2 || int64(p.Stamp) < before || int64(p.Stamp) > after {
 			t.Errorf("ENVELOPE at login: %s; want from 1, 100 fen, 2 shares, stamped within [%d, %d]", describe(p), before, after)
 		}
-		s := r.nextStamp()
-		r.send(proto.AppendOpen(nil, s, env))
-		st, _, amount := r.answer(s).OpenResult()
-		if st != proto.OpenOK {
-			t.Fatalf("OPEN %#x: status %d; want 0", env, st)
-		}
-		opened += uint64(amount)
+		opened += uint64(openOK(r, env))
 	}
 
 	// SET 1 holds user 1's 5 envelopes, live until user 6 opens them: at its
@@ -126,4 +120,16 @@ func TestLimitFlags(t *testing.T) {
 			t.Errorf("-max-envelopes %d over %d SETs: %d a SET; want %d", tc.envelopes, tc.sets, got, tc.perSET)
 		}
 	}
+}
+
+// openOK has c OPEN env, requires status 0 and returns the share.
+func openOK(c *client, env uint64) uint32 {
+	c.t.Helper()
+	s := c.nextStamp()
+	c.send(proto.AppendOpen(nil, s, env))
+	st, _, amount := c.answer(s).OpenResult()
+	if st != proto.OpenOK {
+		c.t.Fatalf("user %d: OPEN %#x: status %d; want 0", c.user, env, st)
+	}
+	return amount
 }

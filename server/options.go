@@ -154,17 +154,17 @@ func (o *Options) Fill() {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = defaultShutdown
 	}
-	if o.SendRate == 0 {
-		o.SendRate = DefaultSendRate
-	}
-	if o.SendBurst == 0 {
-		o.SendBurst = DefaultSendBurst
-	}
-	if o.MaxLivePerUser == 0 {
-		o.MaxLivePerUser = DefaultMaxLivePerUser
-	}
-	if o.MaxEnvelopes == 0 {
-		o.MaxEnvelopes = DefaultMaxEnvelopes
+	fillZero(&o.SendRate, DefaultSendRate)
+	fillZero(&o.SendBurst, DefaultSendBurst)
+	fillZero(&o.MaxLivePerUser, DefaultMaxLivePerUser)
+	fillZero(&o.MaxEnvelopes, DefaultMaxEnvelopes)
+}
+
+// fillZero sets *p to v if *p is unset (zero).
+func fillZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
 	}
 }
 
@@ -242,14 +242,13 @@ func (o *Options) Validate() error {
 	if !(o.SendRate > 0 && o.SendRate <= 1e9) {
 		bad("send-rate", "%v is not in (0, 1e9] SENDs a second", o.SendRate)
 	}
-	if o.SendBurst < 1 {
-		bad("send-burst", "%d is below 1", o.SendBurst)
-	}
-	if o.MaxLivePerUser < 1 {
-		bad("max-live-per-user", "%d is below 1", o.MaxLivePerUser)
-	}
-	if o.MaxEnvelopes < 1 {
-		bad("max-envelopes", "%d is below 1", o.MaxEnvelopes)
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes}} {
+		if c.n < 1 {
+			bad(c.flag, "%d is below 1", c.n)
+		}
 	}
 	if o.AuthSecret != "" && o.AuthSecretFile != "" {
 		bad("auth-secret-file", "give the secret by one means only (-auth-secret is also set)")

@@ -59,6 +59,26 @@ func (cl *client) openShare(env uint64) (uint8, uint32) {
 	return st, share
 }
 
+// wantSend has cl SEND 10 fen to rcpt, fails the test (saying when) unless
+// the SEND_ACK status is want, and returns the envelope id.
+func (cl *client) wantSend(want uint8, when string, rcpt ...uint32) uint64 {
+	cl.p.t.Helper()
+	st, env := cl.sendStatus(10, rcpt)
+	if st != want {
+		cl.p.t.Errorf("user %d's SEND %s: status %d; want %d", cl.user, when, st, want)
+	}
+	return env
+}
+
+// wantOpen has cl OPEN env and fails the test (saying when) unless the
+// OPEN_RESULT status is want.
+func (cl *client) wantOpen(env uint64, want uint8, when string) {
+	cl.p.t.Helper()
+	if st, _ := cl.openShare(env); st != want {
+		cl.p.t.Errorf("user %d's OPEN %s: status %d; want %d", cl.user, when, st, want)
+	}
+}
+
 // logout closes cl's connection as the ingress does and waits for its release.
 func (cl *client) logout() {
 	cl.p.t.Helper()
@@ -95,16 +115,10 @@ func TestSendRateLimit(t *testing.T) {
 	// A new connection gets the bucket the user left, not a full one.
 	s.logout()
 	s = p.login(1)
-	if st, _ := s.sendStatus(10, []uint32{100}); st != proto.SendLimited {
-		t.Errorf("SEND after reconnecting: status %d; want 3: a reconnect must not refill the bucket", st)
-	}
+	s.wantSend(proto.SendLimited, "after reconnecting (a reconnect must not refill the bucket)", 100)
 	now.Add(int64(100 * time.Millisecond))
-	if st, _ := s.sendStatus(10, []uint32{100}); st != proto.SendOK {
-		t.Errorf("SEND a token's time later: status %d; want 0", st)
-	}
-	if st, _ := s.sendStatus(10, []uint32{100}); st != proto.SendLimited {
-		t.Errorf("the SEND after: status %d; want 3", st)
-	}
+	s.wantSend(proto.SendOK, "a token's time later", 100)
+	s.wantSend(proto.SendLimited, "right after", 100)
 	p.checkInvariants()
 
 	// A full bucket is forgotten: it is the same as none.
@@ -126,35 +140,18 @@ func TestLiveCapPerUser(t *testing.T) {
 	s, r := p.login(1), p.login(2)
 	var envs []uint64
 	for range 3 {
-		st, env := s.sendStatus(10, []uint32{2})
-		if st != proto.SendOK {
-			t.Fatalf("SEND below the cap: status %d", st)
-		}
+		envs = append(envs, s.wantSend(proto.SendOK, "below the cap", 2))
 		r.expect(proto.Envelope)
-		envs = append(envs, env)
 	}
-	if st, _ := s.sendStatus(10, []uint32{2}); st != proto.SendLimited {
-		t.Errorf("SEND at the cap of 3 live: status %d; want 3", st)
-	}
-	if st, _ := r.openShare(envs[0]); st != proto.OpenOK {
-		t.Fatalf("OPEN: status %d", st)
-	}
-	if st, _ := s.sendStatus(10, []uint32{2}); st != proto.SendOK {
-		t.Errorf("SEND once one envelope is fully opened: status %d; want 0", st)
-	}
+	s.wantSend(proto.SendLimited, "at the cap of 3 live", 2)
+	r.wantOpen(envs[0], proto.OpenOK, "of the only share")
+	s.wantSend(proto.SendOK, "once one envelope is fully opened", 2)
 	r.expect(proto.Envelope)
-	if st, _ := s.sendStatus(10, []uint32{2}); st != proto.SendLimited {
-		t.Errorf("SEND at the cap again: status %d; want 3", st)
-	}
-	// Another user is not held back by this one's cap.
-	if st, _ := r.sendStatus(10, []uint32{1}); st != proto.SendOK {
-		t.Errorf("another user's SEND: status %d; want 0", st)
-	}
+	s.wantSend(proto.SendLimited, "at the cap again", 2)
+	r.wantSend(proto.SendOK, "(another user, not held back by this one's cap)", 1)
 	s.expect(proto.Envelope)
 	now.Add(int64(time.Minute)) // every envelope expires
-	if st, _ := s.sendStatus(10, []uint32{2}); st != proto.SendOK {
-		t.Errorf("SEND after its envelopes expired: status %d; want 0", st)
-	}
+	s.wantSend(proto.SendOK, "after its envelopes expired", 2)
 	if e := p.stats().Envelopes; e.SendLimitedBy.LiveCap != 2 || e.SendLimited != 2 {
 		t.Errorf("send_limited_by.live_cap %d, send_limited %d; want 2, 2", e.SendLimitedBy.LiveCap, e.SendLimited)
 	}
@@ -172,33 +169,18 @@ func TestBudget(t *testing.T) {
 	a, b, r := p.login(1), p.login(2), p.login(3)
 	var envs []uint64
 	for _, cl := range []*client{a, a, b, b} {
-		st, env := cl.sendStatus(10, []uint32{3})
-		if st != proto.SendOK {
-			t.Fatalf("SEND within the budget: status %d", st)
-		}
+		envs = append(envs, cl.wantSend(proto.SendOK, "within the budget", 3))
 		r.expect(proto.Envelope)
-		envs = append(envs, env)
 	}
-	for _, cl := range []*client{a, b} {
-		if st, _ := cl.sendStatus(10, []uint32{3}); st != proto.SendLimited {
-			t.Errorf("user %d's SEND with the SET at its budget: status %d; want 3", cl.user, st)
-		}
-	}
+	a.wantSend(proto.SendLimited, "with the SET at its budget", 3)
+	b.wantSend(proto.SendLimited, "with the SET at its budget", 3)
 	p.publish(0, func(ev *event.Event) { ev.Kind, ev.N, ev.Total = event.KSystemSend, 1, 100 })
 	waitFor(t, "the system send to be skipped", func() bool { return p.stats().Envelopes.SystemOverBudget == 1 })
-	if st, _ := r.openShare(envs[0]); st != proto.OpenOK {
-		t.Fatalf("OPEN: status %d", st)
-	}
-	if st, _ := r.openShare(envs[0]); st != proto.OpenAlready {
-		t.Errorf("repeated OPEN within the retention: status %d; want 1", st)
-	}
-	if st, _ := b.sendStatus(10, []uint32{3}); st != proto.SendOK {
-		t.Errorf("SEND once an envelope is fully opened: status %d; want 0", st)
-	}
+	r.wantOpen(envs[0], proto.OpenOK, "of the only share")
+	r.wantOpen(envs[0], proto.OpenAlready, "again within the retention")
+	b.wantSend(proto.SendOK, "once an envelope is fully opened", 3)
 	r.expect(proto.Envelope)
-	if st, _ := r.openShare(envs[0]); st != proto.OpenNoSuch {
-		t.Errorf("repeated OPEN of the envelope forgotten for room: status %d; want 3", st)
-	}
+	r.wantOpen(envs[0], proto.OpenNoSuch, "again, the envelope forgotten early for room")
 	c := &p.ledgers[0].Split
 	if held, live, ev := c.Held.Load(), c.Live.Load(), c.Evicted.Load(); held != 4 || live != 4 || ev != 1 {
 		t.Errorf("held %d, live %d, evicted %d; want 4, 4, 1", held, live, ev)
