@@ -2,6 +2,7 @@ package stages_test
 
 import (
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +106,47 @@ func TestAllocsPerLimitedSend(t *testing.T) {
 	}
 	if by := p.stats().Envelopes.SendLimitedBy; by.Rate < 2000 || by.Budget < 2000 {
 		t.Errorf("send_limited_by %+v; want ≥ 2000 by the rate and by the budget", by)
+	}
+}
+
+// TestAllocsPerSendOpened: a SEND within every limit, its push and its OPEN
+// allocate nothing in the steady state: the group of an envelope forgotten
+// after its retention is reused, and the per-user state, the queues and the
+// maps are sized by the first rounds.
+func TestAllocsPerSendOpened(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	lim := defaultLimits
+	lim.SendRate, lim.SendBurst, lim.MaxLive, lim.MaxEnvelopes = 1, 1, 1, 2
+	lim.TTL, lim.Retain = 4*time.Second, time.Second
+	p := newPipeline(t, 2, 256, lim, now.Load)
+	a, b := p.login(1), p.login(3) // both SET 1
+	_, env := a.sendStatus(10, []uint32{3})
+	b.expect(proto.Envelope)
+	b.wantOpen(env, proto.OpenOK, "of the only share")
+	sink(a)
+	sink(b)
+	opens := &p.ledgers[1].Egress.Frames[ledger.FrameIndex(byte(proto.OpenResult))]
+	round := func() {
+		now.Add(int64(2 * time.Second)) // a token refilled, the last envelope past its retention
+		env++                           // a SET's ids count up by one
+		before := opens.Load()
+		a.send(10, []uint32{3}, 7)
+		b.open(env, 8)
+		for opens.Load() == before {
+			runtime.Gosched()
+		}
+	}
+	for range 100 {
+		round() // warm up: maps, queues and the free groups sized
+	}
+	if allocs := testing.AllocsPerRun(2000, round); allocs != 0 {
+		t.Errorf("SEND, its push and its OPEN: %v allocations per round; want 0", allocs)
+	}
+	if e := p.stats().Envelopes; e.Opened != 2102 || e.SendLimited != 0 || e.Held > 2 {
+		t.Errorf("envelopes %+v; want 2,102 opened (a first, 100 to warm up, 2,001 measured), none limited, at most 2 held", e)
 	}
 }

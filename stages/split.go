@@ -45,7 +45,7 @@ type group struct {
 	remaining  uint32
 	sharesLeft uint16
 	expires    int64
-	recipients []uint32
+	recipients []uint32 // with shares, one array: recipients at its start (its capacity is the whole array's)
 	shares     []uint32 // recipients[i]'s share; 0 until opened
 }
 
@@ -72,6 +72,7 @@ type Split struct {
 	live    int        // envelopes of groups not fully opened and not expired
 	expiry  []expiring // in creation order: TTLs are equal, so also in expiry order
 	spent   []expiring // fully opened, in that order: retentions are equal, so also in forgetting order
+	free    []*group   // forgotten groups, for reuse (newGroup)
 	senders senders
 }
 
@@ -218,8 +219,8 @@ func (s *Split) valid(sender, total uint32, rcpt []byte) bool {
 func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 	n := len(rcpt) / 4
 	id := s.ids.Next()
-	g := &group{sender: sender, total: total, remaining: total, sharesLeft: uint16(n),
-		expires: now + int64(s.limits.TTL), recipients: make([]uint32, n), shares: make([]uint32, n)}
+	g := s.newGroup(n)
+	g.sender, g.total, g.remaining, g.sharesLeft, g.expires = sender, total, total, uint16(n), now+int64(s.limits.TTL)
 	for i := range g.recipients {
 		g.recipients[i] = binary.BigEndian.Uint32(rcpt[4*i:])
 	}
@@ -392,8 +393,36 @@ func (s *Split) expire(now int64) {
 }
 
 func (s *Split) forget(id uint64) {
+	if len(s.free) < freeGroups {
+		s.free = append(s.free, s.groups[id])
+	}
 	delete(s.groups, id)
 	s.c.Held.Add(-1)
+}
+
+// freeGroups is how many forgotten groups a split stage keeps for reuse: as
+// many as a SET creates and forgets in a burst, so that steady traffic
+// allocates nothing, and few enough (~230 KiB of 100-recipient groups) that
+// a spike does not stay held once it is over.
+const freeGroups = 256
+
+// newGroup returns a group for n recipients, zeroed: a forgotten one if
+// any, its recipients and shares in one array reused when large enough.
+func (s *Split) newGroup(n int) *group {
+	var g *group
+	if k := len(s.free); k > 0 {
+		g, s.free[k-1] = s.free[k-1], nil
+		s.free = s.free[:k-1]
+	} else {
+		g = new(group)
+	}
+	buf := g.recipients[:cap(g.recipients)]
+	if cap(buf) < 2*n {
+		buf = make([]uint32, 2*n)
+	}
+	clear(buf[n : 2*n])
+	*g = group{recipients: buf[:n], shares: buf[n : 2*n : 2*n]}
+	return g
 }
 
 // dropHead removes the first n entries of q in place.
