@@ -14,16 +14,28 @@ import (
 )
 
 // sink reads everything sent to cl into a fixed buffer, allocating nothing,
-// so that allocation counts measure the server side alone.
+// so that allocation counts measure the server side alone. It stops before
+// the test closes cl's descriptor: a reader left behind could read from the
+// next test's socket once the number is reused.
 func sink(cl *client) {
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		b := make([]byte, 64<<10)
 		for {
-			if n, err := unix.Read(cl.fd, b); n <= 0 || err != nil {
+			n, err := unix.Read(cl.fd, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
 				return
 			}
 		}
 	}()
+	cl.p.t.Cleanup(func() { // before login's cleanup closes cl.fd: cleanups run last first
+		unix.Shutdown(cl.fd, unix.SHUT_RDWR)
+		<-done
+	})
 }
 
 func TestAllocsPerRequest(t *testing.T) {
