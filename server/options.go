@@ -95,8 +95,8 @@ const (
 	// measures ~5.9 KiB an envelope then).
 	DefaultMaxEnvelopes = 1 << 20
 	// MaxEnvelopeBytes is the memory of one live group envelope of 100
-	// recipients: the group with its recipients and shares, its map entry,
-	// its expiry queue slot.
+	// recipients: the group with its recipients and shares (800 bytes), its
+	// map entry, its expiry queue slot.
 	MaxEnvelopeBytes = 1024
 	// PendingPushBytes is the memory of one push kept for an offline
 	// recipient: its ring slot and, at most, its user's map entry.
