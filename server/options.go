@@ -78,7 +78,7 @@ const (
 	DefaultStages = "fused"
 	// DefaultSendRate, DefaultSendBurst: a person sends a red envelope every
 	// few seconds at most; 10 a second with 20 at once leaves any client
-	// room for a retry storm while one connection can no longer create
+	// room for a retry storm while one connection cannot create
 	// thousands a second.
 	DefaultSendRate  = 10
 	DefaultSendBurst = 20

@@ -60,9 +60,10 @@ func newPending(lim Limits, c *ledger.SessionCounters) pending {
 		p.perUser = DefaultPendingPerUser
 	}
 	if lim.MaxEnvelopes > 0 {
-		// Every kept push names a live envelope of some SET (a recipient who
-		// has not logged in since cannot have opened it): the budget bounds
-		// them at MaxShares a live envelope, spread over the recipients' SETs.
+		// A kept push names an envelope its user has not opened (it has not
+		// logged in since): of the live ones, the budget allows MaxShares
+		// pushes each, spread over the recipients' SETs. The rest are of
+		// expired envelopes, the oldest, which go first.
 		p.total = min(lim.MaxEnvelopes*max(int(lim.MaxShares), 1), math.MaxInt32) // slots are int32
 	}
 	return p
