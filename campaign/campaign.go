@@ -10,7 +10,7 @@
 // Campaigns are bounded three ways: at most Config.MaxRunning run at once;
 // shake campaigns deal only while the pools (and the deals on their way to
 // them) hold fewer than Config.MaxPool envelopes, send campaigns only while
-// fewer than Config.MaxHeld group envelopes are in memory; and only the last
+// fewer than Config.MaxLive group envelopes are live; and only the last
 // Config.KeepFinished finished or cancelled campaigns are remembered.
 package campaign
 
@@ -138,7 +138,7 @@ type Status struct {
 	State   State     `json:"state"`
 	// Waiting says why a running campaign deals less than its pacer says is
 	// due: "pool full" (shake: the pools hold Config.MaxPool envelopes) or
-	// "envelopes full" (send: Config.MaxHeld group envelopes in memory).
+	// "envelopes full" (send: Config.MaxLive group envelopes live).
 	Waiting string    `json:"waiting,omitempty"`
 	Ended   time.Time `json:"ended,omitzero"` // when it finished or was cancelled
 }
@@ -182,12 +182,12 @@ type Config struct {
 	// Taken is the shake envelopes taken from the SETs' pools and not given
 	// back, summed over the SETs (the ledgers' Popped − Returned).
 	Taken func() uint64
-	// MaxHeld bounds the group envelopes in memory: a send campaign deals
-	// only while Held is below it, at most MaxHeld − Held a tick.
-	MaxHeld uint64
-	// Held is the group envelopes the SETs hold, summed (the ledgers'
-	// Split.Held).
-	Held func() uint64
+	// MaxLive bounds the live group envelopes: a send campaign deals only
+	// while Live is below it, at most MaxLive − Live a tick.
+	MaxLive uint64
+	// Live is the live group envelopes of the SETs, summed (the ledgers'
+	// Split.Live).
+	Live func() uint64
 }
 
 // DefaultKeepFinished is Config.KeepFinished's default: GET /campaigns stays
@@ -240,8 +240,8 @@ func NewRunner(bus *event.Bus, cfg Config) (*Runner, error) {
 	if cfg.KeepFinished == 0 {
 		cfg.KeepFinished = DefaultKeepFinished
 	}
-	if cfg.MaxPool > 0 && cfg.Taken == nil || cfg.MaxHeld > 0 && cfg.Held == nil {
-		return nil, errors.New("campaign: a MaxPool needs Taken and a MaxHeld needs Held")
+	if cfg.MaxPool > 0 && cfg.Taken == nil || cfg.MaxLive > 0 && cfg.Live == nil {
+		return nil, errors.New("campaign: a MaxPool needs Taken and a MaxLive needs Live")
 	}
 	return &Runner{bus: bus, cfg: cfg, now: time.Now, tick: time.Duration(envelope.TickInterval),
 		ids: ids, byID: map[int]*Campaign{}, stop: make(chan struct{})}, nil
@@ -410,8 +410,8 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 		taken := r.cfg.Taken()
 		pool = room(r.cfg.MaxPool, r.shakeDealt-min(taken, r.shakeDealt))
 	}
-	if r.cfg.MaxHeld > 0 {
-		held = room(r.cfg.MaxHeld, r.cfg.Held())
+	if r.cfg.MaxLive > 0 {
+		held = room(r.cfg.MaxLive, r.cfg.Live())
 	}
 	r.rotate %= len(cs)
 	first := r.rotate

@@ -223,7 +223,7 @@ func TestCatchUp(t *testing.T) {
 
 func TestHeldBudget(t *testing.T) {
 	var held atomic.Uint64
-	r, s := newRunner(t, 2, Config{MaxHeld: 50, Held: held.Load})
+	r, s := newRunner(t, 2, Config{MaxLive: 50, Live: held.Load})
 	c, err := r.Start(Params{Kind: Send, Rate: 10_000, Total: 1000, Min: 3, Max: 30, Recipients: 3})
 	if err != nil {
 		t.Fatal(err)

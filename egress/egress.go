@@ -10,7 +10,9 @@
 //
 // It owns the output side of the SET's connections and nothing else: it
 // decides no money. A shake envelope or an OPEN share whose answer never
-// reached its client goes back to the stage that owns it (KReturn, KUnopen);
+// reached its client goes back to the stage that owns it (KReturn, KUnopen),
+// and an ENVELOPE push that never reached its client goes back to the
+// session, which keeps it for the next login (KPush, PushUndelivered);
 // the egress writes only its own group of the SET's counters (package
 // ledger), and it never reads a socket: the connection's owner (the ingress)
 // does.
@@ -195,8 +197,29 @@ func answered(t proto.Type) (event.Kind, bool) {
 // answer writes the answer frame a stage made, if any.
 func (e *Egress) answer(ev *event.Event) {
 	if ev.OutLen > 0 && !e.write(ev.Conn, ev.Frame()) {
+		if ev.Kind == event.KPush {
+			if ev.Conn.C != nil { // not a push to someone offline: the session has kept that one
+				e.undelivered(ev.User, ev.Conn, ev.Frame())
+			}
+			return
+		}
 		e.lost(ev.User, ev.Frame())
 	}
+}
+
+// undelivered sends an ENVELOPE push that never reached user's connection h
+// back to the session, which keeps it for user's next login as it keeps a
+// push to someone offline: the user may still open that envelope.
+func (e *Egress) undelivered(user uint32, h conn.Handle, frame []byte) {
+	f, n, err := proto.NextResponse(frame)
+	if n == 0 || err != nil || f.Type != proto.Envelope {
+		return
+	}
+	env, _, _, _ := f.Envelope()
+	r := e.out.Put(e.set) // a push is routed to its user's SET: this one
+	r.Kind, r.Status, r.User, r.Env, r.Conn = event.KPush, event.PushUndelivered, user, env, h
+	r.SetFrame(append(r.Out[:0], frame...))
+	e.out.Done()
 }
 
 // shake writes a SHAKE_RESULT. An envelope whose connection is gone goes back
@@ -401,7 +424,7 @@ func (e *Egress) endDrains(now int64) {
 // unsent returns to the pool every shake envelope whose SHAKE_RESULT had not
 // been written whole when c went away, and uncounts it: a user never loses an
 // envelope the server counted as handed out. OPEN shares likewise go back to
-// their envelopes.
+// their envelopes, and ENVELOPE pushes to the session, for the next login.
 func (e *Egress) unsent(c *conn.Conn) {
 	if c.Out == nil {
 		return
@@ -422,6 +445,8 @@ func (e *Egress) unsent(c *conn.Conn) {
 				}
 			case proto.OpenResult:
 				e.lost(c.User, buf[off:off+n])
+			case proto.Envelope:
+				e.undelivered(c.User, conn.HandleOf(c), buf[off:off+n])
 			}
 		}
 		off += n

@@ -29,7 +29,7 @@ const (
 
 	// Between stages and SETs.
 	KAnswer     // → Conn's SET: write Out to Conn (an answer made in another SET); or Buf: answers the ingress refused "overloaded", one after another
-	KPush       // → User's SET: write Out to User's connection, if online
+	KPush       // → User's SET: write Out (the ENVELOPE of Env) to User's connection, or keep it for User's next login; Status PushUndelivered: egress could not write it to Conn
 	KDeal       // campaign → SET: N shake envelopes, ids Env..Env+N-1; Buf: N × amount u32 BE
 	KReturn     // egress → its own SET: shake envelope Env of Amount goes back to the pool
 	KSystemSend // campaign → SET: a system group envelope of Total fen, N recipients picked in this SET
@@ -37,10 +37,17 @@ const (
 	KShutdown   // server → SET: egress sends ERROR 8 to every connection of the SET and cuts it off
 	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
+	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
 )
 
+// PushUndelivered is the Status of a KPush that egress sends back to the
+// session: its ENVELOPE could not be written to Conn (gone, or cut off), so
+// the session keeps it for the user's next login like a push to someone
+// offline.
+const PushUndelivered uint8 = 1
+
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off", "repush"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

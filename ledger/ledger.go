@@ -29,6 +29,12 @@ type SessionCounters struct {
 	ChatOffline                    atomic.Uint64
 	Pushes, PushesOffline          atomic.Uint64
 	SystemPicks, SystemPicksFailed atomic.Uint64 // send campaign envelopes given / refused recipients
+	// ENVELOPE pushes kept for a recipient who was offline, until it logs in.
+	PendingPushes     atomic.Int64  // gauge: pushes kept
+	PendingUsers      atomic.Int64  // gauge: users with pushes kept
+	PendingDropped    atomic.Uint64 // kept pushes dropped for room: the user's oldest past its cap, or the SET's oldest
+	PendingRechecked  atomic.Uint64 // kept pushes sent back to their envelope's SET at the user's login
+	PushesUndelivered atomic.Uint64 // pushes egress could not write (the connection went): kept like offline ones
 }
 
 // ShakeCounters are written by the shake stage.
@@ -51,6 +57,12 @@ type SplitCounters struct {
 	SendInvalid              atomic.Uint64
 	TakenBack, TakeBackLost  atomic.Uint64    // shares egress sent back (KUnopen): put back in their envelopes, or found their envelope gone
 	OpenStatus               [6]atomic.Uint64 // OPEN answers by status
+	// SENDs answered 3 (limited), by the first limit they hit.
+	SendLimitedRate, SendLimitedLive, SendLimitedBudget atomic.Uint64
+	SystemOverBudget                                    atomic.Uint64 // send campaign envelopes not created: the SET was at its budget
+	Evicted                                             atomic.Uint64 // fully opened envelopes forgotten before their retention, to make room
+	Senders                                             atomic.Int64  // gauge: users with SEND state (a bucket not yet full, or live envelopes)
+	Repushed, RepushStale                               atomic.Uint64 // kept pushes rechecked at login: pushed again, or no longer openable by the user
 }
 
 // EgressCounters are written by the egress stage.

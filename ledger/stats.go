@@ -36,7 +36,27 @@ type Stats struct {
 		RefundedAmount    uint64 `json:"refunded_amount"`
 		Overload          uint64 `json:"overload"` // OPEN and SEND answered overloaded
 		SendInvalid       uint64 `json:"send_invalid"`
-		SystemSkipped     uint64 `json:"system_skipped"` // campaign envelopes a SET lacked online users for
+		SystemSkipped     uint64 `json:"system_skipped"` // campaign envelopes not created: a SET lacked online users for them, or was at its budget
+		Live              uint64 `json:"live"`           // gauge: envelopes not fully opened and not expired: what -max-envelopes caps
+		Held              int64  `json:"held"`           // gauge: envelopes in memory: live, or fully opened and kept for -opened-retention
+		SendLimited       uint64 `json:"send_limited"`   // SENDs answered 3: send_limited_by's sum
+		SendLimitedBy     struct {
+			Rate    uint64 `json:"rate"`     // over the sender's -send-rate / -send-burst
+			LiveCap uint64 `json:"live_cap"` // the sender at -max-live-per-user
+			Budget  uint64 `json:"budget"`   // its SET at its share of -max-envelopes
+		} `json:"send_limited_by"`
+		SystemOverBudget uint64 `json:"system_over_budget"` // of system_skipped: for the budget
+		Evicted          uint64 `json:"evicted"`            // fully opened envelopes forgotten before -opened-retention for room
+		Senders          int64  `json:"senders"`            // gauge: users with per-user SEND state
+		Pending          struct {
+			Waiting     int64  `json:"waiting"`     // gauge: ENVELOPE pushes kept for recipients who were offline
+			Users       int64  `json:"users"`       // gauge: users they are kept for
+			Dropped     uint64 `json:"dropped"`     // dropped for room (per user, the newest are kept)
+			Rechecked   uint64 `json:"rechecked"`   // sent to their envelope at the user's login
+			Repushed    uint64 `json:"repushed"`    // of those, pushed: the user could still open it
+			Stale       uint64 `json:"stale"`       // of those, not pushed: expired, fully opened or opened by the user
+			Undelivered uint64 `json:"undelivered"` // live pushes whose connection went before they were written: kept
+		} `json:"pending_pushes"`
 	} `json:"envelopes"`
 	Chat struct {
 		Received  uint64 `json:"received"`
@@ -69,12 +89,30 @@ func Sum(ls []*Ledger) Stats {
 		st.Envelopes.Refunded += e.Refunded.Load()
 		st.Envelopes.RefundedAmount += e.RefundedAmount.Load()
 		st.Envelopes.SendInvalid += e.SendInvalid.Load()
-		st.Envelopes.SystemSkipped += l.Session.SystemPicksFailed.Load()
+		st.Envelopes.SystemSkipped += l.Session.SystemPicksFailed.Load() + e.SystemOverBudget.Load()
+		st.Envelopes.Live += e.Live.Load()
+		st.Envelopes.Held += e.Held.Load()
+		st.Envelopes.SendLimitedBy.Rate += e.SendLimitedRate.Load()
+		st.Envelopes.SendLimitedBy.LiveCap += e.SendLimitedLive.Load()
+		st.Envelopes.SendLimitedBy.Budget += e.SendLimitedBudget.Load()
+		st.Envelopes.SystemOverBudget += e.SystemOverBudget.Load()
+		st.Envelopes.Evicted += e.Evicted.Load()
+		st.Envelopes.Senders += e.Senders.Load()
+		pp, ss := &st.Envelopes.Pending, &l.Session
+		pp.Waiting += ss.PendingPushes.Load()
+		pp.Users += ss.PendingUsers.Load()
+		pp.Dropped += ss.PendingDropped.Load()
+		pp.Rechecked += ss.PendingRechecked.Load()
+		pp.Repushed += e.Repushed.Load()
+		pp.Stale += e.RepushStale.Load()
+		pp.Undelivered += ss.PushesUndelivered.Load()
 		st.Chat.Received += l.Session.ChatReceived.Load()
 		st.Chat.Delivered += l.Session.ChatDelivered.Load()
 		st.Chat.Offline += l.Session.ChatOffline.Load()
 	}
 	st.Envelopes.OutstandingAmount = st.Envelopes.LiveAmount + st.Envelopes.RefundedAmount
+	by := st.Envelopes.SendLimitedBy
+	st.Envelopes.SendLimited = by.Rate + by.LiveCap + by.Budget
 	return st
 }
 

@@ -138,6 +138,7 @@ const (
 	SendOK         uint8 = 0 // envelope is the new envelope's id
 	SendInvalid    uint8 = 1 // outside the server's limits on n and total, or a bad recipient
 	SendOverloaded uint8 = 2
+	SendLimited    uint8 = 3 // over the sender's SEND rate or live-envelope cap, or the server's envelope budget: try later
 )
 
 // CHAT_ACK status.

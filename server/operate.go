@@ -137,12 +137,13 @@ func (s *Server) shakeTaken() uint64 {
 	return popped - min(returned, popped)
 }
 
-// envelopesHeld is the group envelopes the SETs hold, for the campaigns'
-// envelope budget.
-func (s *Server) envelopesHeld() uint64 {
-	var n int64
+// envelopesLive is the live group envelopes of the SETs, for the campaigns'
+// envelope budget: the one the split stages hold SENDs to (-max-envelopes),
+// which forget fully opened envelopes early to stay within it.
+func (s *Server) envelopesLive() uint64 {
+	var n uint64
 	for _, l := range s.ledgers {
-		n += l.Split.Held.Load()
+		n += l.Split.Live.Load()
 	}
-	return uint64(max(n, 0))
+	return n
 }

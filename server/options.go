@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"hongbao/ring"
+	"hongbao/stages"
 )
 
 // Options configures a Server. Fill leaves set fields alone and gives every
@@ -44,7 +45,10 @@ type Options struct {
 	AdminTokenFile  string        // -admin-token-file
 	MaxCampaigns    int           // -max-campaigns: running at once
 	MaxPool         int           // -max-pool: shake envelopes in all pools
-	MaxEnvelopes    int           // -max-envelopes: group envelopes in memory, for send campaigns
+	SendRate        float64       // -send-rate: SENDs a second per user
+	SendBurst       int           // -send-burst
+	MaxLivePerUser  int           // -max-live-per-user
+	MaxEnvelopes    int           // -max-envelopes: live group envelopes, server-wide (SENDs answer 3, send campaigns wait)
 }
 
 // Defaults, each with its reason.
@@ -75,6 +79,31 @@ const (
 	// CPU per SHAKE of pipelined at 30,000 QPS and a lower p99 at 60,000
 	// (make perf-compare, README).
 	DefaultStages = "fused"
+	// DefaultSendRate, DefaultSendBurst: a person sends a red envelope every
+	// few seconds at most; 10 a second with 20 at once leaves any client
+	// room for a retry storm while one connection cannot create
+	// thousands a second.
+	DefaultSendRate  = 10
+	DefaultSendBurst = 20
+	// DefaultMaxLivePerUser: each live envelope is held until opened or its
+	// TTL (24 h): 100 per user keep one account's share of memory within
+	// ~100 KiB (~600 KiB with pushes kept for 100 offline recipients each)
+	// and are more than anyone waits on at once.
+	DefaultMaxLivePerUser = 100
+	// DefaultMaxEnvelopes is derived from memory: a live group envelope of
+	// 100 recipients holds ~1 KiB (MaxEnvelopeBytes), so 1 Mi of them hold
+	// ~1 GiB. A push kept for an offline recipient adds up to ~50 bytes
+	// (PendingPushBytes): ~6 GiB at worst, every recipient of every envelope
+	// a distinct user who never logs in (stages.TestBudgetBoundsMemory
+	// measures ~5.9 KiB an envelope then).
+	DefaultMaxEnvelopes = 1 << 20
+	// MaxEnvelopeBytes is the memory of one live group envelope of 100
+	// recipients: the group with its recipients and shares (800 bytes), its
+	// map entry, its expiry queue slot.
+	MaxEnvelopeBytes = 1024
+	// PendingPushBytes is the memory of one push kept for an offline
+	// recipient: its ring slot and, at most, its user's map entry.
+	PendingPushBytes = 50
 )
 
 // Defaults of the campaign and admin bounds, each with its reason.
@@ -87,72 +116,45 @@ const (
 	// (envelope/pool_test.go), so 4,194,304 of them ~48 MiB; at the
 	// fastest campaign rate (10^6/s) that is 4 s of dealing nobody shook.
 	DefaultMaxPool = 1 << 22
-	// DefaultMaxEnvelopes: a group envelope in memory costs up to ~1 KiB
-	// (its shares and recipients), so 262,144 of them ~256 MiB; a send
-	// campaign at 200/s takes 20 min with nobody opening to reach it.
-	DefaultMaxEnvelopes = 1 << 18
 )
 
 // Fill gives every unset field its default.
 func (o *Options) Fill() {
-	def := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	def(&o.Listen, DefaultListen)
-	def(&o.Admin, DefaultAdmin)
-	def(&o.Ingress, "epoll")
-	def(&o.Wait, "park")
-	def(&o.Pipeline, "ring")
-	def(&o.Stages, DefaultStages)
-	def(&o.Egress, "batch")
-	def(&o.LogFormat, "text")
-	def(&o.LogLevel, "info")
-	if o.Sets == 0 {
-		o.Sets = DefaultSets
-	}
-	if o.Ring == 0 {
-		o.Ring = DefaultRing
-	}
-	if o.Loops == 0 {
-		o.Loops = runtime.GOMAXPROCS(0)
-	}
-	if o.Yields == 0 {
-		o.Yields = DefaultYields
-	}
-	if o.LoginTimeout == 0 {
-		o.LoginTimeout = 10 * time.Second
-	}
-	if o.MaxPending == 0 {
-		o.MaxPending = DefaultPending
-	}
-	if o.MaxShares == 0 {
-		o.MaxShares = DefaultShares
-	}
-	if o.MaxTotal == 0 {
-		o.MaxTotal = DefaultTotal
-	}
-	if o.EnvelopeTTL == 0 {
-		o.EnvelopeTTL = 24 * time.Hour
-	}
-	if o.OpenedRetention == 0 {
-		o.OpenedRetention = DefaultRetention
-	}
+	fillZero(&o.Listen, DefaultListen)
+	fillZero(&o.Admin, DefaultAdmin)
+	fillZero(&o.Ingress, "epoll")
+	fillZero(&o.Wait, "park")
+	fillZero(&o.Pipeline, "ring")
+	fillZero(&o.Stages, DefaultStages)
+	fillZero(&o.Egress, "batch")
+	fillZero(&o.LogFormat, "text")
+	fillZero(&o.LogLevel, "info")
+	fillZero(&o.Sets, DefaultSets)
+	fillZero(&o.Ring, DefaultRing)
+	fillZero(&o.Loops, runtime.GOMAXPROCS(0))
+	fillZero(&o.Yields, DefaultYields)
+	fillZero(&o.LoginTimeout, 10*time.Second)
+	fillZero(&o.MaxPending, DefaultPending)
+	fillZero(&o.MaxShares, DefaultShares)
+	fillZero(&o.MaxTotal, DefaultTotal)
+	fillZero(&o.EnvelopeTTL, 24*time.Hour)
+	fillZero(&o.OpenedRetention, DefaultRetention)
 	// Nothing outlives its TTL: a longer retention would mean the TTL.
 	o.OpenedRetention = min(o.OpenedRetention, o.EnvelopeTTL)
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = defaultShutdown
-	}
-	for _, d := range []struct {
-		p *int
-		v int
-	}{
-		{&o.MaxCampaigns, DefaultMaxCampaigns}, {&o.MaxPool, DefaultMaxPool}, {&o.MaxEnvelopes, DefaultMaxEnvelopes},
-	} {
-		if *d.p == 0 {
-			*d.p = d.v
-		}
+	fillZero(&o.ShutdownTimeout, defaultShutdown)
+	fillZero(&o.SendRate, DefaultSendRate)
+	fillZero(&o.SendBurst, DefaultSendBurst)
+	fillZero(&o.MaxLivePerUser, DefaultMaxLivePerUser)
+	fillZero(&o.MaxEnvelopes, DefaultMaxEnvelopes)
+	fillZero(&o.MaxCampaigns, DefaultMaxCampaigns)
+	fillZero(&o.MaxPool, DefaultMaxPool)
+}
+
+// fillZero sets *p to v if *p is unset (zero).
+func fillZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
 	}
 }
 
@@ -226,6 +228,17 @@ func (o *Options) Validate() error {
 	}
 	if o.ShutdownTimeout < 0 {
 		bad("shutdown-timeout", "%v is negative", o.ShutdownTimeout)
+	}
+	if !(o.SendRate > 0 && o.SendRate <= 1e9) {
+		bad("send-rate", "%v is not in (0, 1e9] SENDs a second", o.SendRate)
+	}
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes}} {
+		if c.n < 1 {
+			bad(c.flag, "%d is below 1", c.n)
+		}
 	}
 	if o.AuthSecret != "" && o.AuthSecretFile != "" {
 		bad("auth-secret-file", "give the secret by one means only (-auth-secret is also set)")
@@ -324,13 +337,21 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
 	fs.DurationVar(&o.OpenedRetention, "opened-retention", DefaultRetention, "a fully opened group envelope is kept this long, so that a repeated OPEN answers 1 (already opened) with its share; later OPENs answer 3 (no such envelope), as after -envelope-ttl, which also bounds it")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
+	fs.Float64Var(&o.SendRate, "send-rate", DefaultSendRate, "SENDs a second one user may make on average, past its burst; past it SEND_ACK 3.\n"+
+		"A token bucket per user, kept across reconnects. A person sends one every few seconds at most;\n"+
+		"10 lets no client create thousands a second")
+	fs.IntVar(&o.SendBurst, "send-burst", DefaultSendBurst, "SENDs one user may make at once (its bucket's size): room for a client's retries")
+	fs.IntVar(&o.MaxLivePerUser, "max-live-per-user", DefaultMaxLivePerUser, "group envelopes one user may have live (not fully opened, not expired); past it\n"+
+		"SEND_ACK 3. Each is held until opened or -envelope-ttl: 100 keep one account within ~100 KiB\n"+
+		"(~600 KiB if all its recipients are offline), more than anyone waits on at once")
+	fs.IntVar(&o.MaxEnvelopes, "max-envelopes", DefaultMaxEnvelopes, fmt.Sprintf("live group envelopes of the whole server (users' and campaigns'), split evenly over the SETs;\n"+
+		"past it SEND_ACK 3. Derived from memory: ~%d bytes a live envelope of 100 recipients, plus up to\n"+
+		"~%d bytes per ENVELOPE push kept for an offline recipient: the default holds ~1 GiB (~6 GiB at worst)", MaxEnvelopeBytes, PendingPushBytes))
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
 	fs.IntVar(&o.MaxCampaigns, "max-campaigns", DefaultMaxCampaigns, "most campaigns running at once; more answer 429 (a bound against a runaway script: operators run a few)")
 	fs.IntVar(&o.MaxPool, "max-pool", DefaultMaxPool, "shake `envelopes` the SETs' pools may hold in all: shake campaigns deal only while the pools hold fewer,\n"+
 		"and wait (\"waiting\": \"pool full\") meanwhile; ~12 bytes an envelope, so the default is ~48 MiB,\n"+
 		"4 s of the fastest campaign that nobody shakes")
-	fs.IntVar(&o.MaxEnvelopes, "max-envelopes", DefaultMaxEnvelopes, "group `envelopes` in memory (live, or opened and retained) past which send campaigns wait\n"+
-		"(\"waiting\": \"envelopes full\"); up to ~1 KiB each, so the default is ~256 MiB")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -345,4 +366,13 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	}
 	o.Fill()
 	return o, nil
+}
+
+// Limits are the SEND limits of every SET. Each SET creates the envelopes of
+// its own senders and campaign deals, so each gets an even share of the
+// server's budget, rounded up.
+func (o Options) Limits() stages.Limits {
+	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
+		SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
+		MaxEnvelopes: (o.MaxEnvelopes + o.Sets - 1) / o.Sets}
 }

@@ -25,7 +25,6 @@ import (
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/set"
-	"hongbao/stages"
 )
 
 // Stats is the ledger of GET /stats (package ledger has its invariants).
@@ -102,7 +101,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 				MaxShares: uint16(o.MaxShares), MaxAmount: uint32(o.MaxTotal)},
 			MaxRunning: o.MaxCampaigns,
 			MaxPool:    uint64(o.MaxPool), Taken: s.shakeTaken,
-			MaxHeld: uint64(o.MaxEnvelopes), Held: s.envelopesHeld,
+			MaxLive: uint64(o.MaxEnvelopes), Live: s.envelopesLive,
 		})
 		if err != nil {
 			s.ing.Close()
@@ -146,7 +145,7 @@ func (o Options) setOptions() set.Options {
 		Yields:     o.Yields,
 		Fused:      o.Stages == "fused",
 		Egress:     mode,
-		Limits:     stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention},
+		Limits:     o.Limits(),
 		MaxPending: o.MaxPending,
 		Seed:       uint64(time.Now().UnixNano()),
 	}

@@ -89,7 +89,7 @@ func (s *SET) AddStages(bus *event.Bus) error {
 		return err
 	}
 	name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
-	s.add(stages.NewSession(i, bus, l, o.Seed+uint64(2*i)), name("session"), 0)
+	s.add(stages.NewSession(i, bus, l, o.Limits, o.Seed+uint64(2*i)), name("session"), 0)
 	s.add(stages.NewShake(l), name("shake"), 0)
 	s.add(split, name("split"), 0)
 	s.add(egress.New(i, bus, l, o.MaxPending, o.Now, o.Egress), name("egress"), egressMaxBatch)

@@ -2,7 +2,9 @@ package stages_test
 
 import (
 	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -12,16 +14,28 @@ import (
 )
 
 // sink reads everything sent to cl into a fixed buffer, allocating nothing,
-// so that allocation counts measure the server side alone.
+// so that allocation counts measure the server side alone. It stops before
+// the test closes cl's descriptor: a reader left behind could read from the
+// next test's socket once the number is reused.
 func sink(cl *client) {
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		b := make([]byte, 64<<10)
 		for {
-			if n, err := unix.Read(cl.fd, b); n <= 0 || err != nil {
+			n, err := unix.Read(cl.fd, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
 				return
 			}
 		}
 	}()
+	cl.p.t.Cleanup(func() { // before login's cleanup closes cl.fd: cleanups run last first
+		unix.Shutdown(cl.fd, unix.SHUT_RDWR)
+		<-done
+	})
 }
 
 func TestAllocsPerRequest(t *testing.T) {
@@ -65,4 +79,86 @@ func TestAllocsPerRequest(t *testing.T) {
 	}
 	f("SHAKE", func() { a.shake(3) })
 	f("OPEN across SETs", func() { a.request(event.KOpen, 0, 4, func(ev *event.Event) { ev.Env = env }) })
+}
+
+// TestAllocsPerLimitedSend: the SENDs a flood is answered 3 for, over the
+// rate or over the budget, allocate nothing: the per-user state is a map
+// sized by the first ones.
+func TestAllocsPerLimitedSend(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	lim := defaultLimits
+	lim.SendRate, lim.SendBurst, lim.MaxEnvelopes, lim.TTL = 0.001, 1, 1, time.Hour
+	p := newPipeline(t, 2, 256, lim, nil)
+	a, b := p.login(1), p.login(3) // both SET 1
+	if st, _ := a.sendStatus(10, []uint32{5}); st != 0 {
+		t.Fatalf("first SEND: status %d", st) // the SET's budget of 1 is used up
+	}
+	sink(a)
+	sink(b)
+	acks := &p.ledgers[1].Egress.Frames[ledger.FrameIndex(byte(proto.SendAck))]
+	limited := func(cl *client) func() {
+		return func() {
+			before := acks.Load()
+			cl.send(10, []uint32{5, 7}, 9)
+			for acks.Load() == before {
+				runtime.Gosched()
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  func()
+	}{{"SEND over the rate", limited(a)}, {"SEND over the budget", limited(b)}} {
+		tc.req() // warm up
+		if allocs := testing.AllocsPerRun(2000, tc.req); allocs != 0 {
+			t.Errorf("%s: %v allocations per request; want 0", tc.name, allocs)
+		}
+	}
+	if by := p.stats().Envelopes.SendLimitedBy; by.Rate < 2000 || by.Budget < 2000 {
+		t.Errorf("send_limited_by %+v; want ≥ 2000 by the rate and by the budget", by)
+	}
+}
+
+// TestAllocsPerSendOpened: a SEND within every limit, its push and its OPEN
+// allocate nothing in the steady state: the group of an envelope forgotten
+// after its retention is reused, and the per-user state, the queues and the
+// maps are sized by the first rounds.
+func TestAllocsPerSendOpened(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	lim := defaultLimits
+	lim.SendRate, lim.SendBurst, lim.MaxLive, lim.MaxEnvelopes = 1, 1, 1, 2
+	lim.TTL, lim.Retain = 4*time.Second, time.Second
+	p := newPipeline(t, 2, 256, lim, now.Load)
+	a, b := p.login(1), p.login(3) // both SET 1
+	_, env := a.sendStatus(10, []uint32{3})
+	b.expect(proto.Envelope)
+	b.wantOpen(env, proto.OpenOK, "of the only share")
+	sink(a)
+	sink(b)
+	opens := &p.ledgers[1].Egress.Frames[ledger.FrameIndex(byte(proto.OpenResult))]
+	round := func() {
+		now.Add(int64(2 * time.Second)) // a token refilled, the last envelope past its retention
+		env++                           // a SET's ids count up by one
+		before := opens.Load()
+		a.send(10, []uint32{3}, 7)
+		b.open(env, 8)
+		for opens.Load() == before {
+			runtime.Gosched()
+		}
+	}
+	for range 100 {
+		round() // warm up: maps, queues and the free groups sized
+	}
+	if allocs := testing.AllocsPerRun(2000, round); allocs != 0 {
+		t.Errorf("SEND, its push and its OPEN: %v allocations per round; want 0", allocs)
+	}
+	if e := p.stats().Envelopes; e.Opened != 2102 || e.SendLimited != 0 || e.Held > 2 {
+		t.Errorf("envelopes %+v; want 2,102 opened (a first, 100 to warm up, 2,001 measured), none limited, at most 2 held", e)
+	}
 }

@@ -5,6 +5,24 @@
 // envelopes. Each writes its own group of the SET's counters (package
 // ledger) and no other.
 //
+// What a client can make the server hold is bounded where it is held:
+//
+//   - The session stage keeps the ENVELOPE pushes to users of its SET who
+//     were offline (pending.go): only it knows who is online. At a user's
+//     login it sends each back to its envelope's SET (KRepush), whose split
+//     stage pushes it again if the user can still open it. Kept: the newest
+//     PendingPerUser per user, and at most MaxEnvelopes × MaxShares in all
+//     (every kept push names a live envelope), the oldest dropped first.
+//   - The split stage holds the SEND limits (senders.go): a SEND is made in
+//     the sender's SET and its envelope lives there, so the stage that
+//     creates, opens and expires the envelopes also sees every SEND and
+//     every change of a sender's live envelopes. Per user a token bucket
+//     (SendRate, SendBurst), forgotten only once full, so reconnecting buys
+//     nothing, and a count of its live envelopes (MaxLive); per SET its
+//     share of the server's budget (MaxEnvelopes), which also bounds the
+//     fully opened envelopes kept for a repeated OPEN: the oldest are
+//     forgotten early for room. A SEND past any limit is answered 3.
+//
 // Stages never touch sockets: what a stage decides it writes into the event
 // (the answer frame, a resolved connection) for the egress stage downstream,
 // or publishes into another SET's ring through an event.Outbox. That keeps

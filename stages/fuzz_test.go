@@ -10,6 +10,7 @@ import (
 	"hongbao/envelope"
 	"hongbao/event"
 	"hongbao/proto"
+	"hongbao/stages"
 )
 
 // FuzzStages drives the SETs' stages with an arbitrary sequence of requests
@@ -22,6 +23,7 @@ func FuzzStages(f *testing.F) {
 	f.Add([]byte{48, 49, 50, 51, 32, 33, 34, 16, 17, 18, 19, 60, 61, 62, 100, 101, 102, 80, 81})
 	f.Add([]byte{0, 1, 2, 48, 48, 48, 16, 16, 16, 16, 40, 41, 42, 24, 25, 26, 27, 56, 57})
 	f.Add(richSequence)
+	f.Add(limitSequence)
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 64 {
 			ops = ops[:64]
@@ -46,6 +48,7 @@ var richSequence = []byte{
 // pseudo-random sequences, so every `go test` exercises it beyond the seeds.
 func TestStagesRandomSequences(t *testing.T) {
 	fuzzStages(t, richSequence)
+	fuzzStages(t, limitSequence)
 	rnd := envelope.NewRand(1)
 	n := 40
 	if testing.Short() {
@@ -73,8 +76,29 @@ type fuzzState struct {
 	stamp   uint64
 }
 
+// fuzzLimits are tight enough for a short sequence to meet the SEND rate
+// (at the wall clock), a SET's budget and the pushes kept per offline user.
+// The live cap is met in random sequences only (TestLiveCapPerUser meets it
+// for sure): below a burst of 2 and a budget of 3 it rarely binds.
+var fuzzLimits = stages.Limits{MaxShares: 100, MaxTotal: 20000, TTL: time.Hour,
+	SendRate: 20, SendBurst: 2, MaxLive: 3, MaxEnvelopes: 3, PendingPerUser: 2}
+
+// limitSequence meets the limits: users 1 and 4 (SET 1) send until the rate
+// and SET 1's budget answer 3, a system send finds SET 1 full, users 3, 5
+// and 6 log in to the pushes kept for them, open, and 5
+// goes offline and back.
+var limitSequence = []byte{
+	0, 0, 0, 1, 0, 3, // login 1, 2, 4
+	3, 24, 3, 30, 3, 42, // 1 sends to {4,3}, {4,5}, then over its burst
+	3, 33, 3, 39, 3, 51, // 4 sends to {5,6}, {5,2}: SET 1 at its budget
+	7, 1, // a system send to SET 1: over its budget
+	0, 4, 0, 2, 0, 5, // login 5, 3, 6: kept pushes rechecked
+	2, 0, 2, 1, 2, 2, 2, 3, 2, 4, 2, 5, 2, 10, 2, 11, 2, 16, 2, 17, // opens
+	5, 4, 3, 30, 3, 33, 0, 4, 2, 4, // 5 leaves, is sent more, comes back, opens
+}
+
 func fuzzStages(t *testing.T, ops []byte) {
-	s := &fuzzState{t: t, p: newPipeline(t, 3, 64, defaultLimits, nil), got: map[uint64]uint32{}, nextEnv: 1 << 40}
+	s := &fuzzState{t: t, p: newPipeline(t, 3, 64, fuzzLimits, nil), got: map[uint64]uint32{}, nextEnv: 1 << 40}
 	for i := 0; i+1 < len(ops); i += 2 {
 		op, arg := ops[i]%8, ops[i+1]
 		u := uint32(arg%fuzzUsers) + 1
@@ -140,6 +164,14 @@ func fuzzStages(t *testing.T, ops []byte) {
 func (s *fuzzState) settle() {
 	s.t.Helper()
 	s.p.checkInvariants()
+	for i, l := range s.p.ledgers {
+		if live, held := l.Split.Live.Load(), l.Split.Held.Load(); live > uint64(fuzzLimits.MaxEnvelopes) || held > int64(fuzzLimits.MaxEnvelopes) {
+			s.t.Fatalf("SET %d: %d envelopes live, %d held; its budget is %d", i, live, held, fuzzLimits.MaxEnvelopes)
+		}
+		if kept, users := l.Session.PendingPushes.Load(), l.Session.PendingUsers.Load(); kept < 0 || kept > users*int64(fuzzLimits.PendingPerUser) {
+			s.t.Fatalf("SET %d: %d pushes kept for %d users; at most %d each", i, kept, users, fuzzLimits.PendingPerUser)
+		}
+	}
 	time.Sleep(200 * time.Microsecond) // let egress flush what it has
 	for _, cl := range s.clients {
 		if cl != nil {

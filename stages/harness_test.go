@@ -208,15 +208,15 @@ type fakeOwner struct {
 // WatchWritable waits for c to drain, then tells c's SET, as epoll would.
 func (o *fakeOwner) WatchWritable(c *conn.Conn) {
 	o.watched.Add(1)
-	h := conn.HandleOf(c)
+	h, fd, set := conn.HandleOf(c), c.FD, int(c.SET) // read now: c may be released and recycled while it waits
 	go func() {
-		fds := []unix.PollFd{{Fd: int32(c.FD), Events: unix.POLLOUT}}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 		for {
 			if n, err := unix.Poll(fds, 1000); n == 1 || (err != nil && err != unix.EINTR) {
 				break
 			}
 		}
-		r := o.bus.Ring(int(c.SET))
+		r := o.bus.Ring(set)
 		seq, err := r.Claim(1)
 		if err != nil {
 			return

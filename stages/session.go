@@ -15,7 +15,8 @@ import (
 // Session is the first stage of a SET: it owns the table of the SET's online
 // users. It answers LOGIN (replacing an older connection of the same user),
 // forgets users on disconnect, resolves the recipient of a chat or a push to
-// a connection, and picks the recipients of system envelopes.
+// a connection, and picks the recipients of system envelopes. A push to a
+// user who is offline it keeps (pending) until the user logs in.
 type Session struct {
 	set    int
 	bus    *event.Bus
@@ -24,6 +25,7 @@ type Session struct {
 	users  map[uint32]int32 // user → index in online
 	online []onlineUser
 	rnd    envelope.Rand
+	pend   pending
 }
 
 type onlineUser struct {
@@ -31,10 +33,11 @@ type onlineUser struct {
 	h    conn.Handle
 }
 
-// NewSession returns the session stage of SET set.
-func NewSession(set int, bus *event.Bus, l *ledger.Ledger, seed uint64) *Session {
+// NewSession returns the session stage of SET set; lim bounds the pushes it
+// keeps for offline users.
+func NewSession(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, seed uint64) *Session {
 	return &Session{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Session,
-		users: make(map[uint32]int32), rnd: envelope.NewRand(seed)}
+		users: make(map[uint32]int32), rnd: envelope.NewRand(seed), pend: newPending(lim, &l.Session)}
 }
 
 // Handle implements ring.Handler.
@@ -52,15 +55,48 @@ func (s *Session) Handle(b event.Batch) {
 		case event.KChat:
 			s.chat(ev)
 		case event.KPush:
-			s.c.Pushes.Add(1)
-			ev.Conn = s.lookup(ev.User)
-			if ev.Conn.C == nil {
-				s.c.PushesOffline.Add(1)
-			}
+			s.push(ev)
 		case event.KSystemSend:
 			s.pick(ev)
 		}
 	}
+}
+
+// push resolves the recipient of an ENVELOPE push to its connection, or
+// keeps the push for the recipient's next login: it is offline, or the
+// connection egress could not write it to is the one still known.
+func (s *Session) push(ev *event.Event) {
+	h := s.lookup(ev.User)
+	if ev.Status == event.PushUndelivered {
+		s.c.PushesUndelivered.Add(1)
+		ev.Status = 0
+		if h.C != nil && h != ev.Conn { // logged in again since: push it there
+			ev.Conn = h
+			return
+		}
+		ev.Conn, ev.OutLen = conn.Handle{}, 0 // already counted dropped by egress
+		s.pend.keep(ev.User, ev.Env)
+		return
+	}
+	s.c.Pushes.Add(1)
+	if ev.Conn = h; h.C == nil {
+		s.c.PushesOffline.Add(1)
+		s.pend.keep(ev.User, ev.Env)
+	}
+}
+
+// repush sends each push kept for user, who has just logged in, back to its
+// envelope's SET, which pushes it again if user can still open it.
+func (s *Session) repush(user uint32) {
+	s.pend.take(user, func(env uint64) {
+		set := envelope.OwnerSET(env)
+		if set < 0 || set >= s.bus.Sets() {
+			return
+		}
+		r := s.out.Put(set)
+		r.Kind, r.User, r.Env = event.KRepush, user, env
+		s.out.Done()
+	})
 }
 
 func (s *Session) lookup(user uint32) conn.Handle {
@@ -84,6 +120,7 @@ func (s *Session) login(ev *event.Event) {
 		s.c.Online.Add(1)
 	}
 	ev.SetFrame(proto.AppendLoginAck(ev.Out[:0], ev.Stamp, proto.LoginOK, ev.User))
+	s.repush(ev.User)
 }
 
 func (s *Session) remove(user uint32, i int32) {

@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/binary"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -24,16 +25,27 @@ type Limits struct {
 	// it a server handing out 200 group envelopes a second would hold every
 	// one of them for the whole TTL. 0: TTL.
 	Retain time.Duration
+
+	// What one client may make the server hold. A SEND past any of them is
+	// answered SEND_ACK 3 (limited). 0: no limit.
+	SendRate     float64 // SENDs a second a user may make, on average (the refill of its token bucket)
+	SendBurst    int     // SENDs a user may make at once (its bucket's size); 0: 1 when SendRate is set
+	MaxLive      int     // live group envelopes (not fully opened, not expired) a user may have sent
+	MaxEnvelopes int     // live group envelopes of this SET, users' and system ones: its share of the server's budget
+	// PendingPerUser is how many ENVELOPE pushes are kept for a recipient
+	// who is offline, the newest; 0: DefaultPendingPerUser.
+	PendingPerUser int
 }
 
-// group is one group envelope, owned by the split stage of its SET.
+// group is one group envelope, owned by the split stage of its SET. Its
+// creation time, the stamp of its ENVELOPE pushes, is expires − TTL.
 type group struct {
 	sender     uint32
 	total      uint32
 	remaining  uint32
 	sharesLeft uint16
 	expires    int64
-	recipients []uint32
+	recipients []uint32 // with shares, one array: recipients at its start (its capacity is the whole array's)
 	shares     []uint32 // recipients[i]'s share; 0 until opened
 }
 
@@ -41,18 +53,27 @@ type group struct {
 // (SEND, system sends), pushes ENVELOPE to every recipient through the
 // recipient's SET, draws each share at OPEN time with the double-mean rule,
 // and expires envelopes after their TTL, refunding the remainder.
+//
+// It also owns the SEND limits of the users of its SET: a SEND is made in
+// the sender's SET and its envelope lives there (the id names the SET), so
+// the stage that creates, opens and expires a user's envelopes is the only
+// one that sees its SENDs and its live envelopes change: one map, no locks.
 type Split struct {
-	set    int
-	bus    *event.Bus
-	out    *event.Outbox
-	c      *ledger.SplitCounters
-	limits Limits
-	now    func() int64
-	ids    envelope.IDGen
-	rnd    envelope.Rand
-	groups map[uint64]*group
-	expiry []expiring // in creation order: TTLs are equal, so also in expiry order
-	spent  []expiring // fully opened, in that order: retentions are equal, so also in forgetting order
+	set     int
+	bus     *event.Bus
+	out     *event.Outbox
+	c       *ledger.SplitCounters
+	limits  Limits
+	now     func() int64
+	ids     envelope.IDGen
+	rnd     envelope.Rand
+	groups  map[uint64]*group
+	at      int64      // unix ns: the time of the batch being handled
+	live    int        // envelopes of groups not fully opened and not expired
+	expiry  []expiring // in creation order: TTLs are equal, so also in expiry order
+	spent   []expiring // fully opened, in that order: retentions are equal, so also in forgetting order
+	free    []*group   // forgotten groups, for reuse (newGroup)
+	senders senders
 }
 
 type expiring struct {
@@ -70,14 +91,17 @@ func NewSplit(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, now func() 
 		lim.Retain = lim.TTL
 	}
 	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
-		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group)}, nil
+		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group),
+		senders: newSenders(lim, &l.Split)}, nil
 }
 
 // Handle implements ring.Handler.
 func (s *Split) Handle(b event.Batch) {
 	s.out.Retry()
 	now := s.now()
+	s.at = now
 	s.expire(now)
+	s.senders.evict(now)
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		ev := b.At(seq)
 		switch ev.Kind {
@@ -85,13 +109,19 @@ func (s *Split) Handle(b event.Batch) {
 			s.send(ev, now)
 		case event.KSystemSend:
 			if ev.N > 0 {
-				s.create(0, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
+				if s.room() {
+					s.create(0, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
+				} else {
+					s.c.SystemOverBudget.Add(1)
+				}
 			}
 			s.release(ev)
 		case event.KOpen:
 			s.open(ev, now)
 		case event.KUnopen:
 			s.unopen(ev.Env, ev.User, ev.Amount)
+		case event.KRepush:
+			s.repush(ev.Env, ev.User)
 		}
 	}
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
@@ -112,8 +142,55 @@ func (s *Split) send(ev *event.Event, now int64) {
 		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendInvalid, 0))
 		return
 	}
+	if limited := s.limited(ev.User, now); limited != nil {
+		limited.Add(1)
+		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendLimited, 0))
+		return
+	}
 	id := s.create(ev.User, ev.Total, rcpt, now)
 	ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendOK, id))
+}
+
+// limited returns the counter of the first limit a valid SEND from sender
+// hits — its rate, its live envelopes, the SET's budget — or nil, having
+// charged the sender's bucket. A refused SEND costs the sender nothing: it
+// made the server hold nothing.
+func (s *Split) limited(sender uint32, now int64) *atomic.Uint64 {
+	switch {
+	case !s.senders.allowed(sender, now):
+		return &s.c.SendLimitedRate
+	case s.limits.MaxLive > 0 && s.senders.live(sender) >= s.limits.MaxLive:
+		return &s.c.SendLimitedLive
+	case !s.room():
+		return &s.c.SendLimitedBudget
+	}
+	s.senders.charge(sender, now)
+	return nil
+}
+
+// room reports whether the SET may create one more envelope: it has fewer
+// live ones than its budget. Envelopes held past their last share (kept for
+// a repeated OPEN) are forgotten early to make room, oldest first, so that
+// the envelopes in memory, not only the live ones, stay within the budget.
+func (s *Split) room() bool {
+	budget := s.limits.MaxEnvelopes
+	if budget <= 0 {
+		return true
+	}
+	if s.live >= budget {
+		return false
+	}
+	i := 0
+	for ; len(s.groups) >= budget && i < len(s.spent); i++ {
+		// Fewer live than held: some envelope is fully opened, so the queue
+		// of fully opened ones names it.
+		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 {
+			s.forget(s.spent[i].id)
+			s.c.Evicted.Add(1)
+		}
+	}
+	s.spent = dropHead(s.spent, i)
+	return true
 }
 
 // valid applies PROTOCOL.md's SEND rules: 1 ≤ n ≤ MaxShares, n ≤ total ≤
@@ -142,8 +219,8 @@ func (s *Split) valid(sender, total uint32, rcpt []byte) bool {
 func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 	n := len(rcpt) / 4
 	id := s.ids.Next()
-	g := &group{sender: sender, total: total, remaining: total, sharesLeft: uint16(n),
-		expires: now + int64(s.limits.TTL), recipients: make([]uint32, n), shares: make([]uint32, n)}
+	g := s.newGroup(n)
+	g.sender, g.total, g.remaining, g.sharesLeft, g.expires = sender, total, total, uint16(n), now+int64(s.limits.TTL)
 	for i := range g.recipients {
 		g.recipients[i] = binary.BigEndian.Uint32(rcpt[4*i:])
 	}
@@ -152,15 +229,54 @@ func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 	s.expiry = append(s.expiry, expiring{id, g.expires})
 	s.c.Created.Add(1)
 	s.c.CreatedAmount.Add(uint64(total))
-	s.c.Live.Add(1)
+	s.setLive(g, 1)
 	s.c.LiveAmount.Add(uint64(total))
 	for _, r := range g.recipients {
-		p := s.out.Put(s.bus.SETOf(r))
-		p.Kind, p.User = event.KPush, r
-		p.SetFrame(proto.AppendEnvelope(p.Out[:0], uint64(now), id, sender, total, uint16(n)))
-		s.out.Done()
+		s.push(r, id, g, uint64(now))
 	}
 	return id
+}
+
+// push sends the ENVELOPE of g (id) to user through the user's SET, whose
+// session writes it or keeps it for the user's next login.
+func (s *Split) push(user uint32, id uint64, g *group, stamp uint64) {
+	p := s.out.Put(s.bus.SETOf(user))
+	p.Kind, p.User, p.Env = event.KPush, user, id
+	p.SetFrame(proto.AppendEnvelope(p.Out[:0], stamp, id, g.sender, g.total, uint16(len(g.recipients))))
+	s.out.Done()
+}
+
+// setLive counts g, by its sender too, as live again (delta 1) or no longer
+// live (delta −1).
+func (s *Split) setLive(g *group, delta int) {
+	s.live += delta
+	s.c.Live.Add(uint64(int64(delta)))
+	if g.sender != 0 {
+		s.senders.addLive(g.sender, delta, s.at)
+	}
+}
+
+// repush pushes the ENVELOPE of id again to user, who was offline when it
+// was created and has logged in, if user may still open it: the envelope is
+// not expired, has shares left, and user is a recipient who has not opened
+// it. The stamp is the creation time, as in the first push.
+func (s *Split) repush(id uint64, user uint32) {
+	g := s.groups[id]
+	if g == nil || g.sharesLeft == 0 {
+		s.c.RepushStale.Add(1)
+		return
+	}
+	for i, r := range g.recipients {
+		if r == user {
+			if g.shares[i] != 0 {
+				break
+			}
+			s.push(user, id, g, uint64(g.expires-int64(s.limits.TTL)))
+			s.c.Repushed.Add(1)
+			return
+		}
+	}
+	s.c.RepushStale.Add(1)
 }
 
 func (s *Split) open(ev *event.Event, now int64) {
@@ -200,7 +316,7 @@ func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 	s.c.OpenedAmount.Add(uint64(share))
 	s.c.LiveAmount.Add(^uint64(share - 1)) // −share
 	if g.sharesLeft == 0 {
-		s.c.Live.Add(^uint64(0))
+		s.setLive(g, -1)
 		// Kept a while, so that a second OPEN still answers "already".
 		s.spent = append(s.spent, expiring{id, now + int64(s.limits.Retain)})
 	}
@@ -228,7 +344,7 @@ func (s *Split) unopen(id uint64, user, amount uint32) {
 		return
 	}
 	if g.sharesLeft == 0 {
-		s.c.Live.Add(1) // openable again; a retention already queued passes it by (expire)
+		s.setLive(g, 1) // openable again; a retention already queued passes it by (expire)
 	}
 	g.shares[i] = 0
 	g.remaining += amount
@@ -252,7 +368,7 @@ func (s *Split) expire(now int64) {
 		if g.sharesLeft > 0 {
 			s.c.Refunded.Add(1)
 			s.c.RefundedAmount.Add(uint64(g.remaining))
-			s.c.Live.Add(^uint64(0))
+			s.setLive(g, -1)
 			s.c.LiveAmount.Add(^uint64(g.remaining - 1))
 		}
 		s.forget(id)
@@ -277,8 +393,36 @@ func (s *Split) expire(now int64) {
 }
 
 func (s *Split) forget(id uint64) {
+	if len(s.free) < freeGroups {
+		s.free = append(s.free, s.groups[id])
+	}
 	delete(s.groups, id)
 	s.c.Held.Add(-1)
+}
+
+// freeGroups is how many forgotten groups a split stage keeps for reuse: as
+// many as a SET creates and forgets in a burst, so that steady traffic
+// allocates nothing, and few enough (~230 KiB of 100-recipient groups) that
+// a spike does not stay held once it is over.
+const freeGroups = 256
+
+// newGroup returns a group for n recipients, zeroed: a forgotten one if
+// any, its recipients and shares in one array reused when large enough.
+func (s *Split) newGroup(n int) *group {
+	var g *group
+	if k := len(s.free); k > 0 {
+		g, s.free[k-1] = s.free[k-1], nil
+		s.free = s.free[:k-1]
+	} else {
+		g = new(group)
+	}
+	buf := g.recipients[:cap(g.recipients)]
+	if cap(buf) < 2*n {
+		buf = make([]uint32, 2*n)
+	}
+	clear(buf[n : 2*n])
+	*g = group{recipients: buf[:n], shares: buf[n : 2*n : 2*n]}
+	return g
 }
 
 // dropHead removes the first n entries of q in place.
