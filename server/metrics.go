@@ -84,6 +84,17 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes opened; a share whose answer never reached its opener is taken back and uncounted.", st.Envelopes.Opened)
 	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
 	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
+	e.gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))
+	e.family("hongbao_send_limited_total", "counter", "SENDs answered SEND_ACK 3, by the limit they met: the sender's -send-rate, its -max-live-per-user, its SET's share of -max-envelopes.")
+	e.sample(`hongbao_send_limited_total{reason="rate"}`, st.Envelopes.SendLimitedBy.Rate)
+	e.sample(`hongbao_send_limited_total{reason="live_cap"}`, st.Envelopes.SendLimitedBy.LiveCap)
+	e.sample(`hongbao_send_limited_total{reason="budget"}`, st.Envelopes.SendLimitedBy.Budget)
+	e.counter("hongbao_envelopes_evicted_total", "Fully opened group envelopes forgotten before -opened-retention to stay within -max-envelopes.", st.Envelopes.Evicted)
+	e.gauge("hongbao_pending_pushes", "ENVELOPE pushes kept for recipients who were offline, sent at their next login.", st.Envelopes.Pending.Waiting)
+	e.counter("hongbao_pending_pushes_dropped_total", "ENVELOPE pushes kept for offline recipients and dropped for room (each user keeps its newest).", st.Envelopes.Pending.Dropped)
+	if s.camps != nil {
+		e.gauge("hongbao_campaigns_running", "Campaigns dealing now (at most -max-campaigns).", int64(s.camps.Running()))
+	}
 	e.counter("hongbao_chat_received_total", "CHATs that reached their recipient's SET.", st.Chat.Received)
 
 	e.counter("hongbao_bytes_in_total", "Bytes read from client connections.", ist.BytesIn)
