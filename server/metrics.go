@@ -51,6 +51,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	st, ist := s.Stats(), s.ing.Stats()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
+	var takeBackLost uint64
 	for _, l := range s.ledgers {
 		bytesOut += l.Egress.Bytes.Load()
 		writes += l.Egress.Writes.Load()
@@ -59,6 +60,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		online += l.Session.Online.Load()
 		held += l.Split.Held.Load()
 		queued += l.Split.Queued.Load()
+		takeBackLost += l.Split.TakeBackLost.Load()
 	}
 
 	bi := buildinfo.Read()
@@ -89,6 +91,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.sample(`hongbao_send_limited_total{reason="rate"}`, st.Envelopes.SendLimitedBy.Rate)
 	e.sample(`hongbao_send_limited_total{reason="live_cap"}`, st.Envelopes.SendLimitedBy.LiveCap)
 	e.sample(`hongbao_send_limited_total{reason="budget"}`, st.Envelopes.SendLimitedBy.Budget)
+	e.counter("hongbao_take_backs_lost_total", "OPEN shares whose answer never reached the opener but whose envelope was already forgotten: they stay counted as opened (expected 0).", takeBackLost)
 	e.counter("hongbao_envelopes_evicted_total", "Fully opened group envelopes forgotten before -opened-retention to stay within -max-envelopes.", st.Envelopes.Evicted)
 	e.gauge("hongbao_pending_pushes", "ENVELOPE pushes kept for recipients who were offline, sent at their next login.", st.Envelopes.Pending.Waiting)
 	e.counter("hongbao_pending_pushes_dropped_total", "ENVELOPE pushes kept for offline recipients and dropped for room (each user keeps its newest).", st.Envelopes.Pending.Dropped)

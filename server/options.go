@@ -235,7 +235,8 @@ func (o *Options) Validate() error {
 	for _, c := range []struct {
 		flag string
 		n    int
-	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes}} {
+	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes},
+		{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}} {
 		if c.n < 1 {
 			bad(c.flag, "%d is below 1", c.n)
 		}
@@ -245,14 +246,6 @@ func (o *Options) Validate() error {
 	}
 	if o.AdminToken != "" && o.AdminTokenFile != "" {
 		bad("admin-token-file", "give the token by one means only (-admin-token is also set)")
-	}
-	for _, b := range []struct {
-		flag string
-		v    int
-	}{{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}, {"max-envelopes", o.MaxEnvelopes}} {
-		if b.v < 1 {
-			bad(b.flag, "%d is not at least 1", b.v)
-		}
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("log-format", "%q: want text or json", o.LogFormat)

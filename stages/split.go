@@ -109,7 +109,7 @@ func (s *Split) Handle(b event.Batch) {
 			s.send(ev, now)
 		case event.KSystemSend:
 			if ev.N > 0 {
-				if s.room() {
+				if s.room(now) {
 					s.create(0, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
 				} else {
 					s.c.SystemOverBudget.Add(1)
@@ -161,7 +161,7 @@ func (s *Split) limited(sender uint32, now int64) *atomic.Uint64 {
 		return &s.c.SendLimitedRate
 	case s.limits.MaxLive > 0 && s.senders.live(sender) >= s.limits.MaxLive:
 		return &s.c.SendLimitedLive
-	case !s.room():
+	case !s.room(now):
 		return &s.c.SendLimitedBudget
 	}
 	s.senders.charge(sender, now)
@@ -171,8 +171,11 @@ func (s *Split) limited(sender uint32, now int64) *atomic.Uint64 {
 // room reports whether the SET may create one more envelope: it has fewer
 // live ones than its budget. Envelopes held past their last share (kept for
 // a repeated OPEN) are forgotten early to make room, oldest first, so that
-// the envelopes in memory, not only the live ones, stay within the budget.
-func (s *Split) room() bool {
+// the envelopes in memory, not only the live ones, stay within the budget;
+// but only once their last share was drawn spentGrace ago: until then its
+// OPEN_RESULT may still come back undelivered (KUnopen), and the take-back
+// needs the envelope. Without such an envelope the SET has no room.
+func (s *Split) room(now int64) bool {
 	budget := s.limits.MaxEnvelopes
 	if budget <= 0 {
 		return true
@@ -182,16 +185,26 @@ func (s *Split) room() bool {
 	}
 	i := 0
 	for ; len(s.groups) >= budget && i < len(s.spent); i++ {
+		e := s.spent[i]
+		if e.expires-int64(s.limits.Retain)+int64(spentGrace) > now {
+			break // the oldest is too young: so are the rest
+		}
 		// Fewer live than held: some envelope is fully opened, so the queue
 		// of fully opened ones names it.
-		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 {
-			s.forget(s.spent[i].id)
+		if g := s.groups[e.id]; g != nil && g.sharesLeft == 0 {
+			s.forget(e.id)
 			s.c.Evicted.Add(1)
 		}
 	}
 	s.spent = dropHead(s.spent, i)
-	return true
+	return len(s.groups) < budget
 }
+
+// spentGrace is how long a fully opened envelope is kept at least, budget or
+// not: longer than an answer takes from the split stage to its write or its
+// take-back (the egress drains a cut-off connection for 2 s; the shutdown
+// settles for 2 s).
+const spentGrace = 10 * time.Second
 
 // valid applies PROTOCOL.md's SEND rules: 1 ≤ n ≤ MaxShares, n ≤ total ≤
 // MaxTotal, recipients distinct, none of them 0 or the sender.
