@@ -22,7 +22,8 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build the binaries into bin/
-	$(GO) build -o $(BIN)/ ./cmd/...
+	@# -buildvcs=auto: the binaries say their revision (-version, hongbao_build_info) even where GOFLAGS turns stamping off
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
 
 test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
