@@ -45,6 +45,7 @@ type group struct {
 	remaining  uint32
 	sharesLeft uint16
 	expires    int64
+	retained   int64    // the end of the retention of its latest full opening: the spent entry that may forget it
 	recipients []uint32 // with shares, one array: recipients at its start (its capacity is the whole array's)
 	shares     []uint32 // recipients[i]'s share; 0 until opened
 }
@@ -191,7 +192,7 @@ func (s *Split) room(now int64) bool {
 		}
 		// Fewer live than held: some envelope is fully opened, so the queue
 		// of fully opened ones names it.
-		if g := s.groups[e.id]; g != nil && g.sharesLeft == 0 {
+		if g := s.groups[e.id]; g != nil && g.sharesLeft == 0 && g.retained == e.expires {
 			s.forget(e.id)
 			s.c.Evicted.Add(1)
 		}
@@ -331,7 +332,8 @@ func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 	if g.sharesLeft == 0 {
 		s.setLive(g, -1)
 		// Kept a while, so that a second OPEN still answers "already".
-		s.spent = append(s.spent, expiring{id, now + int64(s.limits.Retain)})
+		g.retained = now + int64(s.limits.Retain)
+		s.spent = append(s.spent, expiring{id, g.retained})
 	}
 	return proto.OpenOK, share
 }
@@ -390,8 +392,9 @@ func (s *Split) expire(now int64) {
 	i = 0
 	for ; i < len(s.spent) && s.spent[i].expires <= now; i++ {
 		// Not if its TTL came first, nor if a share was taken back: then it
-		// is live again, and its TTL (or its next full opening) ends it.
-		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 {
+		// is live again, and its TTL (or the entry of its next full opening,
+		// the one its retained names) ends it.
+		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 && g.retained == s.spent[i].expires {
 			s.forget(s.spent[i].id)
 		}
 	}
