@@ -306,6 +306,9 @@ func TestOfflineRecipientGetsPushAtLogin(t *testing.T) {
 	for _, f := range off.drain() {
 		t.Errorf("second login: %v; want nothing", f.Type)
 	}
+	if pp := p.stats().Envelopes.Pending; pp.Rechecked != 1 || pp.Waiting != 0 {
+		t.Errorf("after the second login: pending pushes %+v; want still 1 rechecked, none waiting", pp)
+	}
 	if e := p.stats().Envelopes; e.OpenedAmount != 900 || e.LiveAmount != 0 {
 		t.Errorf("opened_amount %d, live_amount %d; want 900, 0", e.OpenedAmount, e.LiveAmount)
 	}
