@@ -559,6 +559,32 @@ func TestAllocsPerEvent(t *testing.T) {
 	}
 }
 
+// TestRunAllocs: a producer running a fused ring's stages itself allocates
+// nothing per event.
+func TestRunAllocs(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("instrumentation allocates")
+	}
+	r, _ := ring.New[event](ring.Options{Size: 256, Producers: ring.MultiProducer, Fused: true})
+	var n atomic.Int64
+	a := r.AddStage(ring.HandlerFunc[event](func(b ring.Batch[event]) { n.Add(int64(b.Len())) }), ring.StageOptions[event]{})
+	r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{After: []*ring.Stage[event]{a}})
+	r.Start()
+	defer r.Close()
+	allocs := testing.AllocsPerRun(10000, func() {
+		hi, _ := r.Claim(2)
+		r.At(hi).n = hi
+		r.PublishQuiet(hi-1, hi)
+		r.Run(8)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per claim/publish/run; want 0", allocs)
+	}
+	if n.Load() == 0 {
+		t.Error("no event went through the stages")
+	}
+}
+
 func TestOptionErrors(t *testing.T) {
 	for _, o := range []ring.Options{{Size: 0}, {Size: 3}, {Size: 8, Wait: 9}, {Size: 8, Producers: 7}} {
 		if _, err := ring.New[int](o); err == nil {
