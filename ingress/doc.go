@@ -70,19 +70,23 @@
 // back-to-back runs at 30,000/s (the server's own figures over 10 s,
 // go_sched_latencies_seconds and /proc/PID/task/*/schedstat) the Go
 // scheduler's p99 fell from 0.26–0.79 ms to 0.01–0.03 ms, the server's
-// context switches by a third, its CPU per SHAKE by 12–16 %, and in the
+// context switches by a third, its CPU per SHAKE by 16 %, and in the
 // calmer pair its decode → write p99 from ≤ 1 ms to ≤ 0.26 ms (p99.9 ≤ 33 →
 // ≤ 2 ms). What is left of the tail on a shared VM is the kernel's run
 // queue: the server's threads waited 0.4–1.3 s per second for a CPU that
 // the load client and other tenants held, inline or not.
 //
-// runEvery 16 against 64, two interleaved pairs at 30,000/s: server p99
-// ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms, CPU alike; the VM's noise is
-// larger than the difference, so the one with fewer runs stays. Not done:
-// waiting on the epoll descriptor through Go's netpoller so that a blocked
-// loop holds no P: with the hand-off gone the Go scheduler's p99 is tens of
-// µs, which leaves it little to win against a second epoll_wait per idle
-// round.
+// Rejected: no runLimit (a loop runs all that a SET has waiting): two
+// interleaved pairs at 45,000/s gave server p99 ≤ 33 and ≤ 66 ms and client
+// p99 1.0 and 2.0 s, against ≤ 4 and ≤ 33 ms and 16 and 114 ms with it.
+// runEvery 1 (a SET run after every read, as bare I/O answers): 7–10 % more
+// CPU in two pairs at 45,000/s and no better tail. runEvery 16 against 64,
+// two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms,
+// CPU alike; the VM's noise is larger than the difference, so the one with
+// fewer runs stays. Not done: waiting on the epoll descriptor through Go's
+// netpoller so that a blocked loop holds no P: with the hand-off gone the Go
+// scheduler's p99 is tens of µs, which leaves it little to win against a
+// second epoll_wait per idle round.
 //
 // # Ownership
 //
