@@ -544,11 +544,7 @@ func TestAllocsPerEvent(t *testing.T) {
 	if testing.CoverMode() != "" || raceEnabled {
 		t.Skip("instrumentation allocates")
 	}
-	r, _ := ring.New[event](ring.Options{Size: 256, Producers: ring.MultiProducer})
-	a := r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{})
-	r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{After: []*ring.Stage[event]{a}})
-	r.Start()
-	defer r.Close()
+	r := twoStages(t, false, func(ring.Batch[event]) {})
 	allocs := testing.AllocsPerRun(10000, func() {
 		hi, _ := r.Claim(2)
 		r.At(hi).n = hi
@@ -559,18 +555,25 @@ func TestAllocsPerEvent(t *testing.T) {
 	}
 }
 
+// twoStages starts a 256-slot multi-producer ring of two stages, the first
+// running first, and closes it when the test ends.
+func twoStages(t *testing.T, fused bool, first func(ring.Batch[event])) *ring.Ring[event] {
+	r, _ := ring.New[event](ring.Options{Size: 256, Producers: ring.MultiProducer, Fused: fused})
+	a := r.AddStage(ring.HandlerFunc[event](first), ring.StageOptions[event]{})
+	r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{After: []*ring.Stage[event]{a}})
+	r.Start()
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 // TestRunAllocs: a producer running a fused ring's stages itself allocates
 // nothing per event.
 func TestRunAllocs(t *testing.T) {
 	if testing.CoverMode() != "" || raceEnabled {
 		t.Skip("instrumentation allocates")
 	}
-	r, _ := ring.New[event](ring.Options{Size: 256, Producers: ring.MultiProducer, Fused: true})
 	var n atomic.Int64
-	a := r.AddStage(ring.HandlerFunc[event](func(b ring.Batch[event]) { n.Add(int64(b.Len())) }), ring.StageOptions[event]{})
-	r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{After: []*ring.Stage[event]{a}})
-	r.Start()
-	defer r.Close()
+	r := twoStages(t, true, func(b ring.Batch[event]) { n.Add(int64(b.Len())) })
 	allocs := testing.AllocsPerRun(10000, func() {
 		hi, _ := r.Claim(2)
 		r.At(hi).n = hi
