@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 )
 
@@ -175,10 +176,21 @@ func (r *Ring[T]) runFused() {
 			r.running.Store(false)
 			return // closed and drained
 		}
-		r.runBatches(-1)
+		ran := r.runBatches(fusedTurn)
 		r.running.Store(false)
+		if ran == fusedTurn {
+			// More may be waiting: let the producers that run the ring
+			// themselves (Run) take it from here rather than keep every
+			// event of a busy ring on this goroutine, which waits for a P
+			// behind them.
+			runtime.Gosched()
+		}
 	}
 }
+
+// fusedTurn is the most events the ring's goroutine runs before it lets go
+// of the run claim and yields.
+const fusedTurn = 256
 
 // runBatches hands what is published to every stage in turn, batch by
 // batch, until nothing more is published or limit events have run (limit <
