@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -95,6 +96,7 @@ func New(set int, bus *event.Bus, l *ledger.Ledger, maxPending int, now func() i
 
 // Handle implements ring.Handler.
 func (e *Egress) Handle(b event.Batch) {
+	start := e.now()
 	e.out.Retry()
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		ev := b.At(seq)
@@ -164,7 +166,8 @@ func (e *Egress) Handle(b event.Batch) {
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
 			if k, ok := answered(proto.Type(ev.Out[2])); ok {
-				e.observe(k, now-ev.RecvNs)
+				e.observe(&e.c.LatencyBuckets, &e.c.LatencySumNs, k, now-ev.RecvNs)
+				e.observe(&e.c.WaitBuckets, &e.c.WaitSumNs, k, start-ev.RecvNs)
 			}
 		}
 	}
@@ -455,8 +458,8 @@ func (e *Egress) unsent(c *conn.Conn) {
 	c.Out, c.Sent = nil, 0
 }
 
-// observe counts the latency of an answer to a request of kind k.
-func (e *Egress) observe(k event.Kind, ns int64) {
+// observe counts ns in the histogram (buckets, sums) of requests of kind k.
+func (e *Egress) observe(buckets *[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, sums *[ledger.RequestTypes]atomic.Uint64, k event.Kind, ns int64) {
 	if ns < 0 {
 		ns = 0
 	}
@@ -467,6 +470,6 @@ func (e *Egress) observe(k event.Kind, ns int64) {
 		i++
 	}
 	t := k - event.KLogin
-	e.c.LatencyBuckets[t][i].Add(1)
-	e.c.LatencySumNs[t].Add(uint64(ns))
+	buckets[t][i].Add(1)
+	sums[t].Add(uint64(ns))
 }

@@ -31,6 +31,9 @@
 // server's CPU. Not with Options.NoYield: consumers that poll (go-disruptor's
 // listeners, -pipeline=disruptor) are always runnable, and a yield queues the
 // loop behind all of them (it then served 1,500 SHAKEs a second of 30,000).
+// With the loops running the SETs themselves (below) a round seldom wakes
+// any: what is left to yield to is a SET woken by another SET, a campaign or
+// the ticker.
 //
 // Each ready connection gets one read of at most Options.ReadBudget bytes
 // (64 KiB) per round into the loop's single read buffer, after the partial
@@ -41,6 +44,49 @@
 // copied to c.In, a buffer borrowed from bytebufferpool and returned when the
 // frame completes: an idle connection holds no buffer. Events carry RecvNs =
 // the time of the read round that completed their frame.
+//
+// # Running SETs
+//
+// A loop publishes a request without waking its SET (event.Bus.RunningBus)
+// and remembers the SET; after every runEvery (64) ready descriptors, and
+// at the end of the round, it runs the batch of each SET it published into
+// on its own goroutine (ring.Ring.Run): session, shake, split and egress,
+// up to runLimit (256) events, the answers written before it reads on. Only
+// one goroutine runs a SET's stages at a time: a loop that finds the SET's
+// goroutine (or the other loop) running it leaves its events to that one,
+// which re-checks for them when it lets go; what is past runLimit goes to
+// the SET's goroutine. The ring still orders everything: every stage sees
+// every event once, in sequence order, whoever runs it. Not with
+// Options.Handoff (-handoff), nor for SETs whose stages are not fused.
+//
+// Why: the milliseconds between decode and write were a hand-off. Each
+// publish made the SET's goroutine runnable on the loop's P, where it waited
+// for the rest of the loop's round (up to 512 reads) and then for the SETs
+// woken before it. A runtime trace of 4 s at 30,000 SHAKE/s over 19,000
+// connections (go tool trace -pprof=sched) held 6.5 s of goroutines runnable
+// and not running: 61 % SET goroutines readied by the loops' publishes, 35 %
+// the loops queued behind them after their yield. Running the SET on the
+// loop removes the hand-off: that trace's delay fell to 0.18 s, and in
+// back-to-back runs at 30,000/s (the server's own figures over 10 s,
+// go_sched_latencies_seconds and /proc/PID/task/*/schedstat) the Go
+// scheduler's p99 fell from 0.26–0.79 ms to 0.01–0.03 ms, the server's
+// context switches by a third, its CPU per SHAKE by 16 %, and in the
+// calmer pair its decode → write p99 from ≤ 1 ms to ≤ 0.26 ms (p99.9 ≤ 33 →
+// ≤ 2 ms). What is left of the tail on a shared VM is the kernel's run
+// queue: the server's threads waited 0.4–1.3 s per second for a CPU that
+// the load client and other tenants held, inline or not.
+//
+// Rejected: no runLimit (a loop runs all that a SET has waiting): two
+// interleaved pairs at 45,000/s gave server p99 ≤ 33 and ≤ 66 ms and client
+// p99 1.0 and 2.0 s, against ≤ 4 and ≤ 33 ms and 16 and 114 ms with it.
+// runEvery 1 (a SET run after every read, as bare I/O answers): 7–10 % more
+// CPU in two pairs at 45,000/s and no better tail. runEvery 16 against 64,
+// two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms,
+// CPU alike; the VM's noise is larger than the difference, so the one with
+// fewer runs stays. Not done: waiting on the epoll descriptor through Go's
+// netpoller so that a blocked loop holds no P: with the hand-off gone the Go
+// scheduler's p99 is tens of µs, which leaves it little to win against a
+// second epoll_wait per idle round.
 //
 // # Ownership
 //

@@ -188,6 +188,9 @@ type loop struct {
 	live    list        // logged-in connections (Bare: all logged-in ones)
 	pending []pendEntry // connections with something a full ring refused (fQueued)
 
+	marked []bool  // by SET: published into since the last runSETs (run_linux.go)
+	toRun  []int32 // the marked SETs, in the order first marked
+
 	cmds chan command
 	quit bool
 
@@ -213,6 +216,7 @@ func newLoop(e *epollEngine, idx int) (_ *loop, err error) {
 		cmds:   make(chan command, 1),
 	}
 	l.p = ing.newProc(&l.cnt, true)
+	l.runningSETs()
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
@@ -254,10 +258,14 @@ func (l *loop) run() {
 			default:
 				l.accept(int(tagListen0 - tag))
 			}
+			if i%runEvery == runEvery-1 {
+				l.runSETs()
+			}
 		}
 		if len(l.pending) > 0 {
 			l.retry(now)
 		}
+		l.runSETs()
 		l.expire(now)
 		if l.accRetryAt != 0 && now >= l.accRetryAt {
 			if err := l.listen(); err != nil {

@@ -49,6 +49,11 @@ type Options struct {
 	// the package doc): for SET consumers that poll instead of parking
 	// (go-disruptor's), which a yield would put the loop behind.
 	NoYield bool
+	// Handoff keeps an epoll loop from running a SET's stages itself (see
+	// Running SETs in the package doc): every publish wakes the SET's
+	// goroutine, as it must for SETs whose stages are not fused. For
+	// comparison (-loop-runs=false).
+	Handoff bool
 
 	ReadBudget int // bytes read per connection per round; 0: DefaultReadBudget
 

@@ -75,9 +75,14 @@ type EgressCounters struct {
 	Dropped        atomic.Uint64 // frames for connections that were gone
 	CutOff         atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
 	Conns          atomic.Int64  // gauge: logged-in connections of the SET
-	// Latency by the type of the request answered (RequestTypes).
+	// Latency by the type of the request answered (RequestTypes): from the
+	// ingress's decode to the end of the write.
 	LatencyBuckets [RequestTypes][LatencyBuckets]atomic.Uint64
 	LatencySumNs   [RequestTypes]atomic.Uint64
+	// The part of it before the egress began the batch that answers it:
+	// waiting for the SET to run, and the stages before egress.
+	WaitBuckets [RequestTypes][LatencyBuckets]atomic.Uint64
+	WaitSumNs   [RequestTypes]atomic.Uint64
 }
 
 // LatencyBuckets is the number of ingress → egress latency buckets: bucket i

@@ -70,6 +70,13 @@ type Ring[T any] struct {
 
 	pubSig signal // first stages park here; Publish wakes them
 
+	// Fused only: the run claim, held by whichever goroutine runs the
+	// stages (the ring's own, or a producer in Run), and what only its
+	// holder touches.
+	running  flag
+	cur      *Stage[T] // the stage running, for its panic's StageError
+	fusedMax int64     // the smallest MaxBatch of any stage; 0: none
+
 	stages  []*Stage[T]
 	leaves  []*Stage[T]
 	started bool
@@ -200,14 +207,21 @@ func (r *Ring[T]) waitRoom(wrap int64) {
 
 // Publish makes the claimed events [lo, hi] visible to the first stages.
 func (r *Ring[T]) Publish(lo, hi int64) {
+	r.PublishQuiet(lo, hi) // readable by first stages
+	r.pubSig.wake()
+}
+
+// PublishQuiet is Publish without waking the first stages: for a producer
+// of a fused ring that calls Run after its publishes, which runs them or
+// wakes the ring's goroutine.
+func (r *Ring[T]) PublishQuiet(lo, hi int64) {
 	if r.multi {
 		for s := lo; s <= hi; s++ {
-			r.available[s&r.mask].Store(s) // slot s readable by first stages
+			r.available[s&r.mask].Store(s)
 		}
 	} else {
-		r.published.Store(hi) // slots ≤ hi readable by first stages
+		r.published.Store(hi)
 	}
-	r.pubSig.wake()
 }
 
 // publishedFrom returns the highest sequence h ≥ next-1 such that every
@@ -260,6 +274,11 @@ func (r *Ring[T]) Start() error {
 	for _, s := range r.stages {
 		if !hasDownstream[s] {
 			r.leaves = append(r.leaves, s)
+		}
+	}
+	for _, s := range r.stages {
+		if s.maxBatch > 0 && (r.fusedMax == 0 || s.maxBatch < r.fusedMax) {
+			r.fusedMax = s.maxBatch
 		}
 	}
 	r.started = true
@@ -346,3 +365,7 @@ func (r *Ring[T]) finished(next int64) bool {
 	c := r.claimed.Load()
 	return c&closedBit != 0 && next >= c&^closedBit
 }
+
+// Fused reports whether the stages run on one goroutine (Options.Fused), so
+// that Run can run them on a producer's.
+func (r *Ring[T]) Fused() bool { return r.fused }

@@ -80,6 +80,7 @@ type scenario struct {
 	maxBatch  int
 	parkNow   bool // no spinning, no yielding: every wait parks, the hardest case for lost wake-ups
 	fused     bool
+	run       int // fused: producers publish quietly and Run at most this many events themselves (the odd ones of several Publish)
 }
 
 func run(t *testing.T, sc scenario) {
@@ -130,12 +131,31 @@ func run(t *testing.T, sc scenario) {
 					*r.At(s) = event{producer: p, n: n, marks: [4]int64{-1, -1, -1, -1}}
 					n++
 				}
-				r.Publish(lo, hi)
+				if sc.run > 0 && (p%2 == 0 || sc.producers == 1) {
+					r.PublishQuiet(lo, hi)
+					r.Run(sc.run)
+				} else {
+					r.Publish(lo, hi)
+				}
 			}
 		}()
 	}
 	closed := make(chan error, 1)
-	go func() { wg.Wait(); closed <- r.Close() }()
+	go func() {
+		wg.Wait()
+		if sc.run > 0 {
+			// Every event must go through without the wake-up Close gives:
+			// a publish whose Run found the stages running is never lost.
+			last, leaf := sc.start+int64(sc.producers)*sc.perProd-1, stages[len(stages)-1]
+			for deadline := time.Now().Add(10 * time.Second); leaf.Sequence() < last && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			if leaf.Sequence() < last {
+				t.Errorf("before Close the last stage is at %d of %d: events left unrun", leaf.Sequence(), last)
+			}
+		}
+		closed <- r.Close()
+	}()
 	select {
 	case err := <-closed:
 		if err != nil {
@@ -209,6 +229,50 @@ func TestFused(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFusedRun races producers running a fused ring's stages on their own
+// goroutines (Run) with the ring's goroutine and with one another: every
+// stage must still see every event exactly once, in order, after its
+// upstreams, and the ring must drain on Close.
+func TestFusedRun(t *testing.T) {
+	for name, g := range graphs {
+		for _, producers := range []int{1, 2, 4} {
+			for _, claimN := range []int{1, 7} {
+				for _, limit := range []int{1, 5, 1 << 20} {
+					for _, size := range []int{8, 1024} {
+						sc := scenario{size: size, producers: producers, perProd: 5000, claimN: claimN, graph: g, fused: true, parkNow: claimN == 1, run: limit, maxBatch: 3}
+						t.Run(fmt.Sprintf("%s/p%d/claim%d/limit%d/size%d", name, producers, claimN, limit, size), func(t *testing.T) {
+							t.Parallel()
+							run(t, sc)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRunPanicFailsRing: a stage that panics on a producer's goroutine in
+// Run fails the ring as it would on the ring's goroutine, and Run returns.
+func TestRunPanicFailsRing(t *testing.T) {
+	r, _ := ring.New[int](ring.Options{Size: 8, Fused: true})
+	r.AddStage(ring.HandlerFunc[int](func(b ring.Batch[int]) { panic("boom") }), ring.StageOptions[int]{Name: "bad"})
+	r.Start()
+	hi, err := r.TryClaim(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PublishQuiet(hi, hi)
+	r.Run(4) // either runs it here and fails, or the ring's goroutine does
+	<-r.Done()
+	var se *ring.StageError
+	if err := r.Close(); !errors.As(err, &se) || se.Stage != "bad" {
+		t.Fatalf("Close: %v; want the stage bad's StageError", err)
+	}
+	if _, err := r.TryClaim(1); !errors.Is(err, ring.ErrClosed) {
+		t.Errorf("claim after failure: %v; want ErrClosed", err)
 	}
 }
 
@@ -480,11 +544,7 @@ func TestAllocsPerEvent(t *testing.T) {
 	if testing.CoverMode() != "" || raceEnabled {
 		t.Skip("instrumentation allocates")
 	}
-	r, _ := ring.New[event](ring.Options{Size: 256, Producers: ring.MultiProducer})
-	a := r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{})
-	r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{After: []*ring.Stage[event]{a}})
-	r.Start()
-	defer r.Close()
+	r := twoStages(t, false, func(ring.Batch[event]) {})
 	allocs := testing.AllocsPerRun(10000, func() {
 		hi, _ := r.Claim(2)
 		r.At(hi).n = hi
@@ -492,6 +552,39 @@ func TestAllocsPerEvent(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per claim/publish/consume; want 0", allocs)
+	}
+}
+
+// twoStages starts a 256-slot multi-producer ring of two stages, the first
+// running first, and closes it when the test ends.
+func twoStages(t *testing.T, fused bool, first func(ring.Batch[event])) *ring.Ring[event] {
+	r, _ := ring.New[event](ring.Options{Size: 256, Producers: ring.MultiProducer, Fused: fused})
+	a := r.AddStage(ring.HandlerFunc[event](first), ring.StageOptions[event]{})
+	r.AddStage(ring.HandlerFunc[event](func(ring.Batch[event]) {}), ring.StageOptions[event]{After: []*ring.Stage[event]{a}})
+	r.Start()
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestRunAllocs: a producer running a fused ring's stages itself allocates
+// nothing per event.
+func TestRunAllocs(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("instrumentation allocates")
+	}
+	var n atomic.Int64
+	r := twoStages(t, true, func(b ring.Batch[event]) { n.Add(int64(b.Len())) })
+	allocs := testing.AllocsPerRun(10000, func() {
+		hi, _ := r.Claim(2)
+		r.At(hi).n = hi
+		r.PublishQuiet(hi-1, hi)
+		r.Run(8)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per claim/publish/run; want 0", allocs)
+	}
+	if n.Load() == 0 {
+		t.Error("no event went through the stages")
 	}
 }
 

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 )
 
@@ -137,44 +138,141 @@ func (s *Stage[T]) run() {
 }
 
 // runFused is the one goroutine of a fused ring: it waits for published
-// events as a first stage does, then hands each batch to every stage in turn.
-// The first stage added has no upstream (its upstreams would have had to be
-// added before it), so its await is the wait for producers.
+// events as a first stage does, takes the ring's run claim (Run may hold it
+// on a producer's goroutine instead) and hands each batch to every stage in
+// turn. The first stage added has no upstream (its upstreams would have had
+// to be added before it), so its sequence is the fused ring's progress.
+//
+// It waits while another goroutine holds the claim: that one re-checks for
+// published events after letting go, and runs them or wakes this one.
 func (r *Ring[T]) runFused() {
 	defer r.wg.Done()
 	first := r.stages[0]
-	cur := first
 	defer func() {
 		if v := recover(); v != nil {
-			r.fail(&StageError{Stage: cur.name, Value: v, Stack: debug.Stack()})
+			r.fail(&StageError{Stage: r.cur.name, Value: v, Stack: debug.Stack()})
 		}
 	}()
-	var maxBatch int64 // the smallest cap of any stage
-	for _, s := range r.stages {
-		if s.maxBatch > 0 && (maxBatch == 0 || s.maxBatch < maxBatch) {
-			maxBatch = s.maxBatch
+	ready := func() bool {
+		if r.failed.Load() {
+			return true
+		}
+		if r.running.Load() {
+			return false
+		}
+		next := first.seq.Load() + 1
+		return r.publishedFrom(next) >= next || r.finished(next)
+	}
+	park := func() { r.pubSig.park(ready) }
+	for {
+		r.wait.until(ready, park)
+		if r.failed.Load() {
+			return
+		}
+		if !r.running.CompareAndSwap(false, true) {
+			continue
+		}
+		if next := first.seq.Load() + 1; r.finished(next) {
+			r.running.Store(false)
+			return // closed and drained
+		}
+		ran := r.runBatches(fusedTurn)
+		r.running.Store(false)
+		if ran == fusedTurn {
+			// More may be waiting: let the producers that run the ring
+			// themselves (Run) take it from here rather than keep every
+			// event of a busy ring on this goroutine, which waits for a P
+			// behind them.
+			runtime.Gosched()
 		}
 	}
+}
+
+// fusedTurn is the most events the ring's goroutine runs before it lets go
+// of the run claim and yields.
+const fusedTurn = 256
+
+// runBatches hands what is published to every stage in turn, batch by
+// batch, until nothing more is published or limit events have run (limit <
+// 0: no limit), and returns how many ran. Only the holder of the run claim
+// calls it.
+func (r *Ring[T]) runBatches(limit int64) int64 {
+	first := r.stages[0]
 	next := first.seq.Load() + 1
-	for {
+	ran := int64(0)
+	for limit < 0 || ran < limit {
+		if r.failed.Load() {
+			break
+		}
 		hi := r.publishedFrom(next)
 		if hi < next {
-			if hi = first.await(next); hi < next {
-				return // closed and drained, or failed
-			}
+			break
 		}
-		if maxBatch > 0 && hi-next >= maxBatch {
-			hi = next + maxBatch - 1
+		if r.fusedMax > 0 && hi-next >= r.fusedMax {
+			hi = next + r.fusedMax - 1
+		}
+		if limit >= 0 {
+			hi = min(hi, next+limit-ran-1)
 		}
 		b := Batch[T]{Lo: next, Hi: hi, slots: r.slots, mask: r.mask}
 		for _, s := range r.stages {
-			cur = s
+			r.cur = s
 			s.handler.Handle(b)
 			s.seq.Store(hi)
 			s.sig.wake() // producers waiting for room park on the leaves' signals
 		}
+		ran += hi - next + 1
 		next = hi + 1
 	}
+	return ran
+}
+
+// Run lets a producer run a fused ring's stages on its own goroutine over
+// what is published, at most limit events, instead of waking the ring's
+// goroutine: when the ring is idle the events go through every stage with
+// no hand-off. Only one goroutine runs the stages at a time (the run
+// claim); if another holds it, Run returns at once, and that one sees these
+// events when it re-checks after letting go. What Run leaves (past limit,
+// or published while it ran) goes to the ring's goroutine, which it wakes.
+// A stage that panics fails the ring as on the ring's goroutine; Run then
+// returns normally.
+//
+// Producers that call Run after their publishes may publish with
+// PublishQuiet, which wakes nobody. A ring that is not fused, or not
+// started, is only woken.
+func (r *Ring[T]) Run(limit int) {
+	if !r.fused || !r.started || limit < 1 {
+		r.pubSig.wake()
+		return
+	}
+	left := int64(limit)
+	for !r.failed.Load() && r.running.CompareAndSwap(false, true) {
+		left -= r.runGuarded(left)
+		r.running.Store(false)
+		// Let go, then re-check: a publish that found the claim taken
+		// (its Run returned at once) is seen here or by its own wake.
+		next := r.stages[0].seq.Load() + 1
+		more := r.publishedFrom(next) >= next
+		if left <= 0 || r.closing.Load() {
+			if more || r.closing.Load() {
+				r.pubSig.wake()
+			}
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// runGuarded is runBatches with a stage's panic failing the ring, for Run.
+func (r *Ring[T]) runGuarded(limit int64) (ran int64) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.fail(&StageError{Stage: r.cur.name, Value: v, Stack: debug.Stack()})
+		}
+	}()
+	return r.runBatches(limit)
 }
 
 // await waits until sequence next can be handled and returns upTo(next), or

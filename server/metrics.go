@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -123,33 +124,43 @@ func (s *Server) writeMetrics(w io.Writer) {
 			e.sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
 		}
 	}
-	s.writeLatency(e)
+	s.writeLatency(e, "hongbao_latency_seconds", "Time from the ingress decoding a request to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
+		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
+			return &c.LatencyBuckets, &c.LatencySumNs
+		})
+	s.writeLatency(e, "hongbao_batch_wait_seconds", "Time from the ingress decoding a request to the egress beginning the batch that answers it (waiting for its SET to run, and the stages before egress), by request type; the part of hongbao_latency_seconds before the write.",
+		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
+			return &c.WaitBuckets, &c.WaitSumNs
+		})
 }
 
-// writeLatency writes the latency histogram, one per request type, summed
-// over the SETs' egress buckets (bucket i: below 2^i µs).
-func (s *Server) writeLatency(e exposition) {
-	e.family("hongbao_latency_seconds", "histogram", "Time from the ingress decoding a request to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.")
+// writeLatency writes the histogram family name, one per request type,
+// summed over the SETs' egress buckets that of selects (bucket i: below
+// 2^i µs).
+func (s *Server) writeLatency(e exposition, name, help string,
+	of func(*ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64)) {
+	e.family(name, "histogram", help)
 	for t := range ledger.RequestTypes {
 		var buckets [ledger.LatencyBuckets]uint64
 		var sum, count uint64
 		for _, l := range s.ledgers {
+			bs, sums := of(&l.Egress)
 			for i := range buckets {
-				n := l.Egress.LatencyBuckets[t][i].Load()
+				n := bs[t][i].Load()
 				buckets[i] += n
 				count += n
 			}
-			sum += l.Egress.LatencySumNs[t].Load()
+			sum += sums[t].Load()
 		}
 		typ := (event.KLogin + event.Kind(t)).String()
 		var cum uint64
 		for i := range ledger.LatencyBuckets - 1 {
 			cum += buckets[i]
-			e.sample(fmt.Sprintf(`hongbao_latency_seconds_bucket{type=%q,le="%g"}`, typ, float64(uint64(1)<<i)/1e6), cum)
+			e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="%g"}`, name, typ, float64(uint64(1)<<i)/1e6), cum)
 		}
-		e.sample(fmt.Sprintf(`hongbao_latency_seconds_bucket{type=%q,le="+Inf"}`, typ), count)
-		fmt.Fprintf(e.w, "hongbao_latency_seconds_sum{type=%q} %g\n", typ, float64(sum)/1e9)
-		e.sample(fmt.Sprintf(`hongbao_latency_seconds_count{type=%q}`, typ), count)
+		e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="+Inf"}`, name, typ), count)
+		fmt.Fprintf(e.w, "%s_sum{type=%q} %g\n", name, typ, float64(sum)/1e9)
+		e.sample(fmt.Sprintf(`%s_count{type=%q}`, name, typ), count)
 	}
 }
 

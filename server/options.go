@@ -27,6 +27,7 @@ type Options struct {
 	Wait            string        // -wait: park | yield | spin
 	Spins, Yields   int           // -spins, -yields: rounds before a waiting stage yields, parks (0: default, ring's for Spins; -1: none)
 	Stages          string        // -stages: pipelined | fused
+	Handoff         bool          // -handoff: the epoll loops never run a fused SET's stages themselves
 	Pipeline        string        // -pipeline: ring | disruptor | chan | none
 	Egress          string        // -egress: batch | frame
 	MaxConns        int           // -max-conns
@@ -311,6 +312,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"one another: stages overlap on several cores) or fused (one goroutine per SET hands each batch to\n"+
 		"every stage in turn: one wake-up per batch instead of four, for many more SETs than cores).\n"+
 		"-pipeline=ring only: the other transports always run a goroutine per stage")
+	fs.BoolVar(&o.Handoff, "handoff", false, "-stages fused: the epoll loops never run a SET's stages themselves; every request wakes its SET's\n"+
+		"goroutine (by default a loop runs the batch of a SET it published into when no other goroutine\n"+
+		"runs it: no hand-off in the common case)")
 	fs.StringVar(&o.Pipeline, "pipeline", "ring", "what carries each SET's events through its stages (session → shake → split → egress):\n"+
 		"ring: our Disruptor, stages park when idle (the default; -wait applies to it only);\n"+
 		"disruptor: github.com/smarty/go-disruptor v0.5.0 with its default wait strategy (idle stages poll with sleeps);\n"+

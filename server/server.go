@@ -89,6 +89,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		Bus:          s.bus,
 		Bare:         o.Pipeline == "none",
 		NoYield:      o.Pipeline == "disruptor", // its listeners poll: a yield queues the loop behind them
+		Handoff:      o.Handoff,
 		Logger:       log,
 	})
 	if err != nil {

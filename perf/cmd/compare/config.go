@@ -25,6 +25,7 @@ type variant struct {
 var variants = []variant{
 	{"ring", nil, "the default: epoll ingress, our ring with a SET's stages fused on one goroutine, one write per connection per batch"},
 	{"bare", []string{"-pipeline=none"}, "bare I/O: the ingress answers every SHAKE itself (status 0), no ring, no stages"},
+	{"handoff", []string{"-handoff"}, "every request wakes its SET's goroutine, which the loop yields to, instead of the loop running the SET's batch itself when the SET is idle"},
 	{"pipelined", []string{"-stages=pipelined"}, "a goroutine per stage, parking and waking one another, instead of one per SET running the four in turn"},
 	{"netpoll", []string{"-ingress=netpoll"}, "a goroutine per connection on Go's netpoller instead of the epoll loops"},
 	{"disruptor", []string{"-pipeline=disruptor"}, "github.com/smarty/go-disruptor v0.5.0 between the same stage handlers"},
@@ -72,7 +73,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.qpsDur, "qps-duration", 15*time.Second, "length of the efficiency phase")
 	fs.IntVar(&c.highQPS, "high-qps", 60000, "latency phase: SHAKEs a second (`rate`); p99, p99.9 and the worst second's p99")
 	fs.DurationVar(&c.highDur, "high-duration", 20*time.Second, "length of the latency phase")
-	fs.IntVar(&c.repeat, "repeat", 1, "rounds of the latency phase, the variants interleaved in each; each variant's figure is its round with the median p99 (at 60,000 QPS on two cores one round ranks noise: 3 or more to rank latency)")
+	fs.IntVar(&c.repeat, "repeat", 5, "rounds of the latency phase, the variants interleaved in each; each variant's p99 and p99.9 are its round with the median p99, its worst second and lowest second the worst of all rounds, and the spread the range of its round p99s (one round ranks noise on two cores: a tail needs several)")
 	fs.StringVar(&steps, "steps", "70000,80000,90000,100000", "throughput search: comma-separated `rates` tried in order after the latency phase by the variants that held it (p99 ≤ -max-p99, 90 % of the rate answered), each until the first rate it does not hold (empty: no search)")
 	fs.DurationVar(&c.stepDur, "step-duration", 10*time.Second, "length of each throughput step")
 	fs.DurationVar(&c.maxP99, "max-p99", 10*time.Millisecond, "the throughput search's limit: the highest rate answered with p99 at most this")

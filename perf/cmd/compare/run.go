@@ -46,8 +46,11 @@ type measurement struct {
 	P50     float64 `json:"p50_ms"` // SHAKE latency, whole run
 	P99     float64 `json:"p99_ms"`
 	P999    float64 `json:"p99_9_ms"`
-	WorstS  float64 `json:"worst_second_p99_ms"` // highest per-second p99 in the window
-	Reconc  string  `json:"reconciliation"`      // ok, off, or what failed
+	WorstS  float64 `json:"worst_second_p99_ms"`          // highest per-second p99 in the window
+	LowS    float64 `json:"lowest_second_answered"`       // fewest answers in any second of the window ÷ the target rate: a stall
+	SrvP99  float64 `json:"server_p99_ms,omitempty"`      // the server's own SHAKE decode → write p99 over the window (none in bare mode)
+	WaitP99 float64 `json:"server_wait_p99_ms,omitempty"` // its decode → egress batch start p99
+	Reconc  string  `json:"reconciliation"`               // ok, off, or what failed
 	IdleCPU float64 `json:"idle_cores,omitempty"`
 	IdleRSS int64   `json:"idle_rss_bytes,omitempty"`
 	ConnRSS float64 `json:"rss_per_conn_bytes,omitempty"`
@@ -71,8 +74,8 @@ func run(ctx context.Context, cfg config) error {
 		m := measureOne(ctx, &cfg, v, phase, qps, dur, idle, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps)))
 		all = append(all, m)
 		if m.ok() {
-			say("%-9s %-10s %6d QPS: answered %6.0f/s, server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, %s",
-				v.name, phase, qps, m.Answered, m.ServerUS, m.ClientUS, m.P99, m.P999, m.WorstS, m.Reconc)
+			say("%-9s %-10s %6d QPS: answered %6.0f/s (lowest second %3.0f %%), server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, server p99 %5.2f ms (wait %5.2f), %s",
+				v.name, phase, qps, m.Answered, 100*m.LowS, m.ServerUS, m.ClientUS, m.P99, m.P999, m.WorstS, m.SrvP99, m.WaitP99, m.Reconc)
 		} else {
 			say("%-9s %-10s %6d QPS: FAILED: %s", v.name, phase, qps, m.Err)
 		}
@@ -265,9 +268,11 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	}
 	win := runlog.Window(rows, from.Seconds(), to.Seconds())
 	var answers float64
+	m.LowS = 1
 	for _, r := range win {
 		answers += r.Answered
 		m.WorstS = max(m.WorstS, ms(r.P99))
+		m.LowS = min(m.LowS, r.Answered/float64(qps))
 	}
 	secs := (to - from).Seconds()
 	m.Answered = answers / secs
@@ -276,6 +281,8 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 		m.ClientUS = float64(s1.client-s0.client) / 1e3 / answers
 		m.Allocs = (s1.mallocs - s0.mallocs) / answers
 	}
+	m.SrvP99 = serverP99(s0.met, s1.met, "hongbao_latency_seconds")
+	m.WaitP99 = serverP99(s0.met, s1.met, "hongbao_batch_wait_seconds")
 	m.ServerCores = (s1.server - s0.server).Seconds() / secs
 	m.OtherCores = ((s1.busy - s0.busy) - (s1.server - s0.server) - (s1.client - s0.client)).Seconds() / secs
 	if sh := rep.Requests["SHAKE"]; sh != nil {
@@ -311,6 +318,18 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 type sample struct {
 	server, client, busy time.Duration // CPU time used so far
 	mallocs              float64       // the server's heap allocations so far
+	met                  map[string]float64
+}
+
+// serverP99 is the p99 in ms of the server's SHAKE histogram name between
+// two scrapes (bucket bounds: powers of two µs), 0 when it has none.
+func serverP99(m0, m1 map[string]float64, name string) float64 {
+	shake := map[string]string{"type": "shake"}
+	h := runlog.Delta(runlog.HistogramWhere(m0, name, shake), runlog.HistogramWhere(m1, name, shake))
+	if runlog.Total(h) == 0 {
+		return 0
+	}
+	return runlog.Quantile(h, 0.99) * 1e3
 }
 
 func (s *sample) read(srv *harness.Server, clientPID int) error {
@@ -318,7 +337,7 @@ func (s *sample) read(srv *harness.Server, clientPID int) error {
 	if err != nil {
 		return err
 	}
-	s.mallocs = met["go_memstats_mallocs_total"]
+	s.mallocs, s.met = met["go_memstats_mallocs_total"], met
 	if s.server, err = harness.CPUTime(srv.PID); err != nil {
 		return err
 	}

@@ -39,8 +39,8 @@ func TestTableRatiosAndTargets(t *testing.T) {
 		{Variant: "ring", Phase: phaseEfficiency, Target: 30000, Answered: 29900, ServerUS: 11.5, ClientUS: 9, Allocs: 0.02, P99: 2, ConnRSS: 400, IdleCPU: 0.01, IdleRSS: 20e6, Reconc: "ok"},
 		{Variant: "bare", Phase: phaseEfficiency, Target: 30000, Answered: 30000, ServerUS: 10, ClientUS: 9, P99: 1, ConnRSS: 300, Reconc: "off"},
 		{Variant: "netpoll", Phase: phaseEfficiency, Target: 30000, Answered: 30000, ServerUS: 23, P99: 3, ConnRSS: 10000, IdleCPU: 0.02, Reconc: "ok"},
-		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 6, P999: 30, WorstS: 20, Reconc: "ok"},
-		{Variant: "bare", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 3, P999: 5, WorstS: 4, Reconc: "off"},
+		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 6, P999: 30, WorstS: 20, LowS: 0.85, Reconc: "ok"},
+		{Variant: "bare", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 3, P999: 5, WorstS: 4, LowS: 0.98, Reconc: "off"},
 		{Variant: "netpoll", Phase: phaseLatency, Target: 60000, Err: "load client: exit status 1"},
 		{Variant: "ring", Phase: phaseStep, Target: 70000, Answered: 69000, P99: 12, Reconc: "MISMATCH: x"},
 		{Variant: "bare", Phase: phaseStep, Target: 70000, Answered: 70000, P99: 8, Reconc: "off"},
@@ -63,6 +63,7 @@ func TestTableRatiosAndTargets(t *testing.T) {
 		"highest rate":         "MISSED",
 		"p99 @60000 ≤ 1.5×":    "MISSED", // 2×
 		"p99 @60000 ≤ 10 ms":   "met",
+		"no second under 90 %": "MISSED", // 85 % where bare's lowest was 98 %
 		"p99.9":                "MISSED",
 		"no second over":       "met",
 		"allocations":          "met",
@@ -110,9 +111,9 @@ func newFlagSet() *flag.FlagSet {
 func TestLatencyRoundsMedian(t *testing.T) {
 	all := []*measurement{
 		{Variant: "ring", Phase: phaseEfficiency, Target: 30000, Answered: 30000, ServerUS: 10, P99: 2, Reconc: "ok"},
-		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 5, Reconc: "ok"},
-		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 30, Reconc: "ok"},
-		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 12, Reconc: "ok"},
+		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 5, WorstS: 9, LowS: 1, Reconc: "ok"},
+		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 30, WorstS: 80, LowS: 0.5, Reconc: "ok"},
+		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 12, WorstS: 14, LowS: 0.97, Reconc: "ok"},
 		{Variant: "ring", Phase: phaseLatency, Target: 60000, Err: "failed"},
 	}
 	tb := buildTable(testConfig(), all)
@@ -122,6 +123,13 @@ func TestLatencyRoundsMedian(t *testing.T) {
 	}
 	if s.maxQPS != 30000 {
 		t.Errorf("highest rate held %.0f; want 30000: the median round (12 ms) is over 10 ms, a lucky 5 ms round does not count", s.maxQPS)
+	}
+	r := s.rounds
+	if r.n != 3 || r.spread() != "5.00–30.00 (3)" {
+		t.Errorf("rounds %+v, spread %q; want 3 rounds, 5.00–30.00", r, r.spread())
+	}
+	if r.worstS != 80 || r.lowS != 0.5 {
+		t.Errorf("worst second %v ms, lowest second %v; want 80 ms and 0.5: the worst of every round, not the median round's", r.worstS, r.lowS)
 	}
 	if m := medianLatency(all[1:3]); m.P99 != 5 {
 		t.Errorf("median of two rounds (5, 30 ms): %v; want the lower, 5", m.P99)
