@@ -82,9 +82,9 @@ type Journal struct {
 // Metrics are the writer's counters; any goroutine may read them.
 type Metrics struct {
 	Records, Bytes, Rounds, Fsyncs atomic.Uint64
-	FsyncNs                        atomic.Uint64            // sum of fsync latencies
+	FsyncNs                        atomic.Uint64               // sum of fsync latencies
 	FsyncBuckets                   [FsyncBuckets]atomic.Uint64 // FsyncBucketUs(i) µs and less (the last: more)
-	Segments                       atomic.Uint64            // segment files created
+	Segments                       atomic.Uint64               // segment files created
 }
 
 // FsyncBuckets is the fsync latency histogram's bucket count.
@@ -518,4 +518,3 @@ func createFile(path string) (File, error) {
 	}
 	return osFile{f}, nil
 }
-
