@@ -69,14 +69,15 @@ type Event struct {
 	Code   uint8  // ERROR code for KFatal
 	OutLen uint8  // bytes of Out in use
 	N      uint16 // count: SEND recipients, deal size, shares
-	_      uint16
+	JPID   uint16 // with JPos: the journal producer whose record the answer reports
 	User   uint32 // the user the event is about
-	Peer   uint32 // the other user: chat recipient, envelope sender
+	Peer   uint32 // the other user: chat recipient, envelope sender; the campaign of a KDeal or KSystemSend
 	Amount uint32
 	Total  uint32
 	Conn   conn.Handle // the connection answers go to
 	Conn2  conn.Handle // a second connection: the recipient of a chat, the one a LOGIN replaces
 	Stamp  uint64      // the request's stamp, echoed in its answer
+	JPos   uint64      // a money answer leaves only once journal producer JPID is durable up to here; 0: at once
 	Env    uint64      // envelope id
 	RecvNs int64       // unix ns when ingress decoded the request: latency is measured from it
 	Buf    *bytebufferpool.ByteBuffer

@@ -518,3 +518,12 @@ func createFile(path string) (File, error) {
 	}
 	return osFile{f}, nil
 }
+
+// Durable tells whether producer pid's records up to pos are on disk: true
+// for position 0 (nothing to wait for) and for the nil Journal.
+func (j *Journal) Durable(pid uint16, pos uint64) bool {
+	return j == nil || pos == 0 || j.producers[pid].Durable(pos)
+}
+
+// Started tells whether Start ran: Close is for a started journal.
+func (j *Journal) Started() bool { return j.seg != nil || j.M.Segments.Load() > 0 }

@@ -108,3 +108,7 @@ func (p *Producer) Wait(pos uint64) error {
 	}
 	return nil
 }
+
+// Failed tells whether the journal failed: nothing appended will become
+// durable, so money may not be handed out. False for the nil Producer.
+func (p *Producer) Failed() bool { return p != nil && p.j.Failed() }

@@ -22,6 +22,7 @@ import (
 	"hongbao/egress"
 	"hongbao/event"
 	"hongbao/ingress"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/set"
@@ -53,6 +54,12 @@ type Server struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	journal *journal.Journal // nil with -journal off or -pipeline=none
+	dataDir *dataDir
+	sets    []*set.SET
+	// recoveryTime is how long the replay took at start.
+	recoveryTime time.Duration
 }
 
 // New builds a server from filled, validated options and binds its listeners.
@@ -74,7 +81,11 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		log.Warn("-max-conns above the open-files limit less the descriptors kept for the admin API: lowered", "max_conns", o.MaxConns, "now", maxConns, "reserve", FDReserve)
 	}
 	if o.Pipeline != "none" {
+		if err := s.openJournal(); err != nil {
+			return nil, err
+		}
 		if err := s.buildSETs(); err != nil {
+			s.closeJournal()
 			return nil, err
 		}
 	}
@@ -103,9 +114,13 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 			MaxPool:    uint64(o.MaxPool), Taken: s.shakeTaken,
 			MaxLive: uint64(o.MaxEnvelopes), Live: s.envelopesLive,
 		})
+		if err == nil {
+			err = s.recover()
+		}
 		if err != nil {
 			s.ing.Close()
 			s.closeRings()
+			s.closeJournal()
 			return nil, err
 		}
 	}
@@ -113,6 +128,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		if err := s.listenAdmin(); err != nil {
 			s.ing.Close()
 			s.closeRings()
+			s.closeJournal()
 			return nil, err
 		}
 	}
@@ -122,11 +138,13 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 // buildSETs makes one ring (or, for comparison, another transport: see
 // -pipeline) per SET with its chain of stages.
 func (s *Server) buildSETs() error {
-	bus, sets, err := set.Build(s.opts.Sets, s.opts.setOptions())
+	so := s.opts.setOptions()
+	so.Journal = s.journal
+	bus, sets, err := set.Build(s.opts.Sets, so)
 	if err != nil {
 		return err
 	}
-	s.bus, s.ledgers = bus, set.Ledgers(sets)
+	s.bus, s.ledgers, s.sets = bus, set.Ledgers(sets), sets
 	return nil
 }
 
@@ -290,6 +308,7 @@ stop:
 		}
 		errs = append(errs, s.bus.Close())
 	}
+	errs = append(errs, s.closeJournal())
 	if s.admin != nil {
 		s.stopAdmin(ctx)
 	}
