@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"hongbao/journal"
 	"hongbao/proto"
@@ -195,5 +197,63 @@ func TestJournalFailure(t *testing.T) {
 	}
 	if code, _ := ts.do(http.MethodPost, "/campaigns/shake?rate=10&total=10&min=1&max=2", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("a campaign started after the failure: %d; want 503", code)
+	}
+}
+
+// syncGate holds every Sync until the test lets it go.
+type syncGate struct {
+	journal.File
+	held    *atomic.Bool
+	release chan struct{}
+}
+
+func (f syncGate) Sync() error {
+	if f.held.Load() {
+		<-f.release
+	}
+	return f.File.Sync()
+}
+
+// TestMoneyWaitsForDurability: a SHAKE_RESULT 1 leaves only once its record
+// is synced, while answers about no money (PONG, an empty SHAKE) leave at
+// once; a batch of held answers goes out after the one sync.
+func TestMoneyWaitsForDurability(t *testing.T) {
+	var held atomic.Bool
+	release := make(chan struct{})
+	ts := startServer(t, func(o *server.Options) {
+		o.Sets = 1
+		o.JournalCreate = func(path string) (journal.File, error) {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+			return syncGate{f, &held, release}, err
+		}
+	})
+	var once sync.Once
+	open := func() { once.Do(func() { held.Store(false); close(release) }) }
+	t.Cleanup(open) // before the server's shutdown, which waits for the last sync
+	ts.waitCampaign(ts.startCampaign("shake", "rate=100000&total=3&min=1&max=100").ID)
+	alice := login(t, ts, 1)
+	held.Store(true)
+	var b []byte
+	for i := range 3 {
+		b = proto.AppendShake(b, uint64(100+i))
+	}
+	alice.send(b)
+	alice.ping() // answered while the SHAKEs wait
+	if len(alice.early) > 0 {
+		t.Fatalf("%d SHAKEs answered before their records were synced", len(alice.early))
+	}
+	if f, err := alice.c.Next(100 * time.Millisecond); err == nil {
+		t.Fatalf("%s before the SHAKEs' records were synced", describe(f))
+	}
+	open()
+	for i := range 3 {
+		if status, _, _ := alice.answer(uint64(100 + i)).ShakeResult(); status != proto.ShakeGot {
+			t.Fatalf("SHAKE %d answered %d after the sync", i, status)
+		}
+	}
+	s := alice.nextStamp()
+	alice.send(proto.AppendShake(nil, s))
+	if status, _, _ := alice.answer(s).ShakeResult(); status != proto.ShakeNothing {
+		t.Fatalf("SHAKE of an empty pool answered %d", status)
 	}
 }
