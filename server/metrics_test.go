@@ -96,7 +96,8 @@ func TestMetricsLint(t *testing.T) {
 		if v := m.GetGauge().GetValue(); v != float64(ts.opts.Ring) {
 			t.Errorf("hongbao_ring_capacity{set=%q} %g; want -ring %d", label(m, "set"), v, ts.opts.Ring)
 		}
-	} // The SEND and the OPEN above each waited for a durable round (the SHAKE
+	}
+	// The SEND and the OPEN above each waited for a durable round (the SHAKE
 	// found the pool empty: nothing to journal).
 	if h := families["hongbao_journal_fsync_seconds"].GetMetric(); len(h) != 1 || h[0].GetHistogram().GetSampleCount() < 2 {
 		t.Errorf("hongbao_journal_fsync_seconds: %v; want a histogram of at least 2 syncs", h)
