@@ -12,6 +12,13 @@
 // them) hold fewer than Config.MaxPool envelopes, send campaigns only while
 // fewer than Config.MaxLive group envelopes are live; and only the last
 // Config.KeepFinished finished or cancelled campaigns are remembered.
+//
+// With a journal (Runner.Journal) a campaign's start and cancellation are
+// durable before the admin API answers; its progress is not journalled by
+// the runner but by the SETs, in the records of what they dealt, each naming
+// the campaign (event Peer), so that after a crash Restore resumes each
+// campaign at its rate from exactly what was durably dealt: envelopes on
+// their way to a SET at the crash are dealt again, none twice.
 package campaign
 
 import (

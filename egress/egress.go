@@ -16,6 +16,16 @@
 // the egress writes only its own group of the SET's counters (package
 // ledger), and it never reads a socket: the connection's owner (the ingress)
 // does.
+//
+// It releases a money answer (SHAKE_RESULT 1, OPEN_RESULT 0, SEND_ACK 0, an
+// ENVELOPE push: an event with a journal position) only once the journal has
+// made its record durable, the way a Disruptor stage gates on its upstream:
+// until then it keeps a copy of the event and marks its SET held, and the
+// journal's writer, after each round, ticks the held SETs (event.Bus.Tick),
+// so the egress looks again without spinning; everything else it writes at
+// once. A batch of money answers waits for one round, not one sync each.
+// Once the journal has failed, the held answers are answered overloaded
+// instead and what they reported goes back, as for an answer not written.
 package egress
 
 import (

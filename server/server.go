@@ -4,6 +4,12 @@
 // of package transport, for comparison), the campaign producers and the
 // admin HTTP API; and it runs the graceful shutdown. It starts and stops the
 // SETs but handles no event itself: requests and money are the stages'.
+//
+// It owns the -data directory (locked: one server per directory): it opens
+// the journal (package journal) before building the SETs, replays it into
+// them and the campaign runner before serving (durable.go), and closes it
+// after the rings have drained at shutdown. /healthz answers 503 once the
+// journal cannot make money durable.
 package server
 
 import (
