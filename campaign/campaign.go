@@ -285,11 +285,12 @@ func (r *Runner) Start(p Params) (*Campaign, error) {
 		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(r.nextID)),
 		perTick: max(1, perTick(p.Rate, envelope.TickInterval)),
 	}
-	if err := r.jn.record(RecStarted, startedRecord(c), true); err != nil {
+	if err := r.jn.record(RecStarted, startedRecord(c), true, func() {
+		r.running = append(r.running, c)
+		r.byID[c.ID] = c
+	}); err != nil {
 		return nil, err // durable before it deals: the SETs' records of its deals name it
 	}
-	r.running = append(r.running, c)
-	r.byID[c.ID] = c
 	if !r.started {
 		r.started = true
 		r.wg.Add(1)
@@ -345,11 +346,10 @@ func (r *Runner) Cancel(id int) (Status, error) {
 		return c.Status(), ErrFinished
 	case Running:
 		now := r.now()
-		if err := r.jn.record(RecCancelled, endRecord(c.ID, now), true); err != nil {
+		if err := r.jn.record(RecCancelled, endRecord(c.ID, now), true, func() { c.end(Cancelled, now) }); err != nil {
 			c.mu.Unlock()
 			return c.Status(), err
 		}
-		c.end(Cancelled, now)
 		c.mu.Unlock()
 		r.retire(c)
 	default:
@@ -446,8 +446,8 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 		if r.step(c, now, budget, why) {
 			c.mu.Lock()
 			if c.State() == Running {
-				c.end(Finished, now)
-				r.jn.record(RecFinished, endRecord(c.ID, now), false) // for its end time: recovery sees it dealt in full anyway
+				// The record is for its end time: recovery sees it dealt in full anyway.
+				r.jn.record(RecFinished, endRecord(c.ID, now), false, func() { c.end(Finished, now) })
 			}
 			c.mu.Unlock()
 			r.retire(c)

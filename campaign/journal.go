@@ -28,18 +28,22 @@ type journalled struct {
 	jp *journal.Producer
 }
 
-// record appends a record and, with wait, returns once it is durable (the
-// admin API answers only then).
-func (jn *journalled) record(typ uint8, payload []byte, wait bool) error {
+// record appends a record, makes the change it records (then, under the
+// producer's lock: a snapshot sees both or neither), and with wait returns
+// once the record is durable (the admin API answers only then). Without a
+// journal it only makes the change.
+func (jn *journalled) record(typ uint8, payload []byte, wait bool, then func()) error {
 	jn.mu.Lock()
 	defer jn.mu.Unlock()
 	if jn.jp == nil {
+		then()
 		return nil
 	}
 	if jn.jp.Failed() {
 		return ErrNotDurable
 	}
 	pos := jn.jp.Append(typ, payload)
+	then()
 	jn.jp.Publish()
 	if !wait {
 		return nil
@@ -75,6 +79,48 @@ func kindByte(k Kind) byte {
 		return 1
 	}
 	return 0
+}
+
+// Snapshot writes the campaigns' starts and ends as records (the runner's
+// part of snapshot id) and marks the runner's journal there: a replay from
+// the snapshot reads them, then the runner's records after the mark. It
+// returns the part with the mark's producer and position.
+func (r *Runner) Snapshot(id uint64) (data []byte, pid uint16, pos uint64, ok bool) {
+	r.mu.Lock() // no campaign starts meanwhile
+	defer r.mu.Unlock()
+	r.jn.mu.Lock() // none ends: its end and its record are made under this lock
+	defer r.jn.mu.Unlock()
+	if r.jn.jp == nil {
+		return nil, 0, 0, false
+	}
+	for _, c := range slices.Concat(r.finished, r.running) {
+		data = journal.AppendRecord(data, RecStarted, 0, startedRecord(c))
+		st := c.Status()
+		switch st.State {
+		case Cancelled:
+			data = journal.AppendRecord(data, RecCancelled, 0, endRecord(c.ID, st.Ended))
+		case Finished:
+			data = journal.AppendRecord(data, RecFinished, 0, endRecord(c.ID, st.Ended))
+		}
+	}
+	pos = r.jn.jp.Mark(id)
+	r.jn.jp.Publish()
+	return data, r.jn.jp.ID(), pos, true
+}
+
+// Load reads the runner's part of a snapshot.
+func (rc *Recovered) Load(data []byte) error {
+	for len(data) > 0 {
+		rec, n, err := journal.Decode(data)
+		if err != nil {
+			return fmt.Errorf("campaign: snapshot part: %w", err)
+		}
+		if err := rc.Apply(rec); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
 }
 
 // Recovered is what the journal holds of the campaigns.

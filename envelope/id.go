@@ -135,6 +135,9 @@ func IsShake(id uint64) bool {
 	return id&shakeBit != 0
 }
 
+// Peek is the id Next would return.
+func (g *IDGen) Peek() uint64 { return g.next }
+
 // After makes the generator hand out only ids after id, when id is one of its
 // owner's: at recovery, ids issued before the restart (the clock may have
 // gone back, or they ran ahead of it) are never issued again.

@@ -38,6 +38,7 @@ const (
 	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
+	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there
 )
 
 // PushUndelivered is the Status of a KPush that egress sends back to the
@@ -47,7 +48,7 @@ const (
 const PushUndelivered uint8 = 1
 
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off", "repush"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off", "repush", "snapshot"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

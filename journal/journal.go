@@ -66,10 +66,11 @@ type Journal struct {
 	segments []string // existing at Open, oldest first, for Replay
 	round    []byte
 
-	idle atomic.Bool
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	idle   atomic.Bool
+	wake   chan struct{}
+	rotReq chan chan rotated
+	stop   chan struct{}
+	done   chan struct{}
 
 	failed atomic.Bool
 	mu     sync.Mutex
@@ -126,7 +127,8 @@ func Open(o Options) (*Journal, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		rotReq: make(chan chan rotated)}
 	j.cond = sync.NewCond(&j.mu)
 	names, err := listSegments(o.Dir)
 	if err != nil {
@@ -265,17 +267,60 @@ func truncate(path string, size int64) error {
 	return f.Sync()
 }
 
-// Replay hands every record of the segments found at Open to fn, in the order
-// they were written, and stops at fn's first error. A producer's records come
-// in the order it appended them.
-func (j *Journal) Replay(fn func(Record) error) error {
+// RecMark is the record type reserved for snapshot marks (Producer.Mark).
+const RecMark uint8 = 0xff
+
+// Mark appends a snapshot mark: the producer's state as of this point is in
+// snapshot id, so a replay from that snapshot skips the producer's records
+// up to here. It returns the mark's position: the snapshot may be kept once
+// every producer's mark is durable.
+func (p *Producer) Mark(id uint64) uint64 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], id)
+	return p.Append(RecMark, b[:])
+}
+
+// From is where a replay starts: after snapshot ID, whose marks are in
+// segment Segment or later; the zero From replays everything.
+type From struct {
+	ID      uint64
+	Segment uint64
+}
+
+// Replay hands to fn, in the order they were written, the records of the
+// segments found at Open that a state restored from snapshot from lacks:
+// those of segments from from.Segment on that follow their producer's mark
+// of snapshot from.ID (all of them for the zero From). It stops at fn's
+// first error. A producer's records come in the order it appended them.
+func (j *Journal) Replay(from From, fn func(Record) error) error {
+	marked := map[uint16]bool{}
+	inner := fn
+	if from.ID != 0 {
+		fn = func(r Record) error {
+			if marked[r.PID] {
+				return inner(r)
+			}
+			if r.Type == RecMark && len(r.Payload) == 8 && binary.BigEndian.Uint64(r.Payload) == from.ID {
+				marked[r.PID] = true
+			}
+			return nil
+		}
+	}
 	for _, name := range j.segments {
+		if idx, _ := segmentIndex(name); idx < from.Segment {
+			continue // older than the snapshot: every record in it is in the snapshot's state
+		}
 		path := filepath.Join(j.o.Dir, name)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
-		if off, err := walk(b, segmentHeaderLen, fn); err != nil {
+		if off, err := walk(b, segmentHeaderLen, func(r Record) error {
+			if r.Type == RecMark && from.ID == 0 {
+				return nil
+			}
+			return fn(r)
+		}); err != nil {
 			var ce *CorruptError
 			if errors.As(err, &ce) || errors.Is(err, ErrShort) || errors.Is(err, ErrCRC) || errors.Is(err, ErrBadSize) {
 				return &CorruptError{File: path, Offset: int64(off), Err: err}
@@ -371,6 +416,12 @@ func (j *Journal) loop() {
 		if j.commit() {
 			continue
 		}
+		select {
+		case reply := <-j.rotReq:
+			j.rotateFor(reply)
+			continue
+		default:
+		}
 		j.idle.Store(true)
 		if j.pending() && !j.failed.Load() {
 			if j.idle.CompareAndSwap(true, false) {
@@ -379,6 +430,9 @@ func (j *Journal) loop() {
 		}
 		select {
 		case <-j.wake:
+		case reply := <-j.rotReq:
+			j.idle.Store(false)
+			j.rotateFor(reply)
 		case <-j.stop:
 			for j.commit() {
 			}
@@ -461,6 +515,80 @@ func (j *Journal) fail(err error) {
 		j.o.OnFail(err)
 	}
 }
+
+type rotated struct {
+	segment uint64
+	err     error
+}
+
+// Rotate makes the writer start a new segment and returns its index: every
+// record published after Rotate returns lands in it or a later one. A
+// snapshot starts so, and may then remove every segment before it.
+func (j *Journal) Rotate() (uint64, error) {
+	reply := make(chan rotated, 1)
+	select {
+	case j.rotReq <- reply:
+	case <-j.done:
+		return 0, errors.New("journal: closed")
+	}
+	r := <-reply
+	return r.segment, r.err
+}
+
+func (j *Journal) rotateFor(reply chan rotated) {
+	for j.commit() { // what was published before goes to the old segment
+	}
+	if err := j.Err(); err != nil {
+		reply <- rotated{err: err}
+		return
+	}
+	if err := j.rotate(); err != nil {
+		j.fail(err)
+		reply <- rotated{err: err}
+		return
+	}
+	reply <- rotated{segment: j.segIndex - 1}
+}
+
+// RemoveBefore removes the segments before index segment: a durable
+// snapshot holds their state.
+func (j *Journal) RemoveBefore(segment uint64) error {
+	names, err := listSegments(j.o.Dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, name := range names {
+		if idx, _ := segmentIndex(name); idx < segment {
+			if err := os.Remove(filepath.Join(j.o.Dir, name)); err != nil {
+				return fmt.Errorf("journal: %w", err)
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return SyncDir(j.o.Dir)
+	}
+	return nil
+}
+
+// Wait blocks until producer pid's records up to pos are durable, or the
+// journal fails (its error). Any goroutine may call it.
+func (j *Journal) Wait(pid uint16, pos uint64) error {
+	p := j.producers[pid]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for !p.Durable(pos) {
+		if j.err != nil {
+			return j.err
+		}
+		j.cond.Wait()
+	}
+	return nil
+}
+
+// Producers is how many producers are registered.
+func (j *Journal) Producers() int { return len(j.producers) }
 
 // rotate closes the current segment (synced by its last round) and starts
 // the next, its header and directory entry synced before any record.

@@ -34,7 +34,7 @@ type rec struct {
 func replay(t testing.TB, j *Journal) []rec {
 	t.Helper()
 	var got []rec
-	if err := j.Replay(func(r Record) error {
+	if err := j.Replay(From{}, func(r Record) error {
 		got = append(got, rec{r.Type, r.PID, string(r.Payload)})
 		return nil
 	}); err != nil {
@@ -310,4 +310,66 @@ func TestSyncFailureStopsDurability(t *testing.T) {
 	if err := j.Close(); !errors.Is(err, errDisk) {
 		t.Fatalf("Close: %v; want the injected error", err)
 	}
+}
+
+// TestReplayFromSnapshot: a replay from a snapshot skips each producer's
+// records up to its mark of that snapshot, and the segments before the
+// snapshot's; a mark of another snapshot changes nothing.
+func TestReplayFromSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	j := open(t, dir, nil)
+	a, b := j.Producer(), j.Producer()
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.Append(RecTest, []byte("a1"))
+	b.Mark(6) // a snapshot never kept
+	a.Publish()
+	b.Publish()
+	seg, err := j.Rotate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Append(RecTest, []byte("a2"))
+	a.Mark(7)
+	b.Append(RecTest, []byte("b1"))
+	a.Append(RecTest, []byte("a3"))
+	b.Mark(7)
+	b.Append(RecTest, []byte("b2"))
+	a.Publish()
+	if err := b.Wait(b.Append(RecTest, []byte("b3"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(a.Pos()); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	j = open(t, dir, nil)
+	var got []string
+	if err := j.Replay(From{ID: 7, Segment: seg}, func(r Record) error {
+		got = append(got, string(r.Payload))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	equalPerProducer(t, replayed(got), replayed([]string{"a3", "b2", "b3"}))
+	if err := j.RemoveBefore(seg); err != nil {
+		t.Fatal(err)
+	}
+	if names := segmentFiles(t, dir); len(names) != 1 || names[0] != segmentName(seg) {
+		t.Fatalf("segments after RemoveBefore(%d): %v", seg, names)
+	}
+	all := replay(t, open(t, dir, nil)) // no snapshot: every record, no marks
+	if len(all) != 5 {
+		t.Fatalf("%d records replayed without a snapshot; want 5: %v", len(all), all)
+	}
+}
+
+func replayed(payloads []string) []rec {
+	var rs []rec
+	for _, p := range payloads {
+		rs = append(rs, rec{RecTest, uint16(p[0] - 'a'), p})
+	}
+	return rs
 }

@@ -90,29 +90,57 @@ func (s *Server) closeJournal() error {
 	return err
 }
 
-// recover replays the journal into the SETs and the campaign runner, then
-// starts the journal's writer: before any client or admin request is served.
+// recover loads the latest snapshot, replays the journal after it into the
+// SETs and the campaign runner, then starts the journal's writer: before any
+// client or admin request is served.
 func (s *Server) recover() error {
 	if s.journal == nil {
 		return nil
 	}
 	start := time.Now()
+	now := start.UnixNano()
 	s.camps.Journal(s.journal.Producer()) // after the SETs' producers: its id is the same at every start
 	rc := campaign.NewRecovered()
-	records := 0
-	err := set.Replay(s.journal, s.sets, start.UnixNano(), func(r journal.Record) error {
-		records++
-		if id, n, amount, ok := stages.CampaignProgress(r); ok {
-			var last uint64
-			if r.Type == stages.RecDeal {
-				last = stages.DealLastID(r)
+	snap, err := loadSnapshot(s.snapshotDir(), s.opts.Sets)
+	if err != nil {
+		return err
+	}
+	for pid, data := range snap.parts {
+		claimed := false
+		for _, st := range s.sets {
+			ok, err := st.Load(pid, data, now)
+			if err != nil {
+				return fmt.Errorf("recovering from %s: %w", snap.path, err)
 			}
-			rc.Dealt(id, n, amount, r.Type == stages.RecDeal, last)
+			claimed = claimed || ok
 		}
+		if !claimed {
+			if int(pid) != s.journal.Producers()-1 {
+				return fmt.Errorf("recovering from %s: a part of journal producer %d, which this server does not have", snap.path, pid)
+			}
+			if err := rc.Load(data); err != nil {
+				return fmt.Errorf("recovering from %s: %w", snap.path, err)
+			}
+		}
+	}
+	s.snapID = snap.id
+	records := 0
+	err = set.Replay(s.journal, journal.From{ID: snap.id, Segment: snap.segment}, s.sets, now, func(r journal.Record) error {
+		records++
 		return rc.Apply(r)
 	})
 	if err != nil {
 		return fmt.Errorf("recovering from %s: %w", s.opts.Data, err)
+	}
+	for _, st := range s.sets {
+		shake, send, last := st.Dealt()
+		for id, d := range shake {
+			rc.Dealt(id, d.N, d.Amount, true, 0)
+		}
+		for id, d := range send {
+			rc.Dealt(id, d.N, d.Amount, false, 0)
+		}
+		rc.Dealt(0, 0, 0, false, last)
 	}
 	if err := s.camps.Restore(rc); err != nil {
 		return fmt.Errorf("recovering from %s: %w", s.opts.Data, err)
@@ -120,10 +148,13 @@ func (s *Server) recover() error {
 	if err := s.journal.Start(); err != nil {
 		return err
 	}
+	for _, st := range s.sets {
+		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
+	}
 	st := ledger.Sum(s.ledgers)
 	took := time.Since(start)
 	s.recoveryTime = took
-	s.log.Info("recovered", "data", s.opts.Data, "records", records, "took", took.Round(time.Microsecond),
+	s.log.Info("recovered", "data", s.opts.Data, "snapshot", snap.path, "records_replayed", records, "took", took.Round(time.Microsecond),
 		"pool_envelopes", st.Shake.Pool, "pool_fen", st.Shake.PoolAmount, "shake_got_fen", st.Shake.GotAmount,
 		"group_envelopes_held", st.Envelopes.Held, "group_live_fen", st.Envelopes.LiveAmount,
 		"opened_fen", st.Envelopes.OpenedAmount, "campaigns", rc.Campaigns())

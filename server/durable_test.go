@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,12 @@ func TestRestartRecovers(t *testing.T) {
 	before := a.stats()
 	if err := a.shutdown(); err != nil {
 		t.Fatal(err)
+	}
+	// The shutdown's snapshot holds it all: the journal before it is gone.
+	snaps, _ := filepath.Glob(filepath.Join(data, "snapshots", "*.snapshot"))
+	segs, _ := filepath.Glob(filepath.Join(data, "journal", "*.journal"))
+	if len(snaps) != 1 || len(segs) != 1 {
+		t.Fatalf("after the shutdown: snapshots %v, journal segments %v; want one of each", snaps, segs)
 	}
 
 	b := startServer(t, edit)

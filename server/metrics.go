@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -175,6 +176,10 @@ func (s *Server) writeJournal(e exposition) {
 	e.gauge("hongbao_journal_failed", "1 once a journal write or sync failed: no money is handed out (see /healthz), else 0.", failed)
 	e.family("hongbao_recovery_seconds", "gauge", "Time the start took to read the snapshot and replay the journal, before serving.")
 	fmt.Fprintf(e.w, "hongbao_recovery_seconds %g\n", s.recoveryTime.Seconds())
+	e.counter("hongbao_snapshots_total", "Snapshots written (every -snapshot-every and at SIGTERM).", s.snapStats.count.Load())
+	e.family("hongbao_snapshot_seconds", "gauge", "Time the last snapshot took: the SETs' state, the wait for their journal marks, the file written and synced.")
+	fmt.Fprintf(e.w, "hongbao_snapshot_seconds %g\n", time.Duration(s.snapStats.ns.Load()).Seconds())
+	e.gauge("hongbao_snapshot_bytes", "Size of the last snapshot file.", int64(s.snapStats.bytes.Load()))
 }
 
 // writeRuntimeMetrics writes the Go runtime and process metrics of

@@ -32,6 +32,7 @@ import (
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/set"
+	"hongbao/stages"
 )
 
 // Stats is the ledger of GET /stats (package ledger has its invariants).
@@ -66,6 +67,12 @@ type Server struct {
 	sets    []*set.SET
 	// recoveryTime is how long the replay took at start.
 	recoveryTime time.Duration
+	snapMu       sync.Mutex       // one snapshot at a time
+	snapID       uint64           // the last snapshot's id
+	snapParts    chan stages.Part // the SETs' stages hand in their state
+	snapStats    snapshotStats
+	stopSnap     chan struct{}
+	snapDone     chan struct{}
 }
 
 // New builds a server from filled, validated options and binds its listeners.
@@ -77,7 +84,8 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{})}
+	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{}),
+		snapParts: make(chan stages.Part, 2*o.Sets), stopSnap: make(chan struct{}), snapDone: make(chan struct{})}
 	maxConns, clamped, err := connLimit(o.MaxConns)
 	s.maxConns = maxConns
 	if err != nil {
@@ -191,6 +199,11 @@ func (s *Server) Start() error {
 		}
 		s.ticking = true
 		go s.tick()
+		if s.journal != nil && s.opts.SnapshotEvery > 0 {
+			go s.snapshotLoop(s.opts.SnapshotEvery, s.stopSnap, s.snapDone)
+		} else {
+			close(s.snapDone)
+		}
 	} else {
 		close(s.tickDone)
 	}
@@ -311,6 +324,14 @@ stop:
 		}
 		if !s.bus.Settle(deadline) {
 			s.log.Warn("shutdown: the rings did not settle; closing them anyway")
+		}
+		if s.ticking {
+			close(s.stopSnap)
+			<-s.snapDone
+			// The last state, so that the next start replays nothing.
+			if err := s.snapshot(); err != nil {
+				s.log.Error("snapshot at shutdown failed: the next start replays the journal", "err", err)
+			}
 		}
 		errs = append(errs, s.bus.Close())
 	}

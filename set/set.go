@@ -120,7 +120,7 @@ func (s *SET) AddStages(bus *event.Bus) error {
 // run: each record of a SET's shake or split producer to that stage, and
 // every record, the SETs' included, to other (the campaigns' progress is in
 // the SETs' records), which may be nil. now is the recovery's time.
-func Replay(j *journal.Journal, sets []*SET, now int64, other func(journal.Record) error) error {
+func Replay(j *journal.Journal, from journal.From, sets []*SET, now int64, other func(journal.Record) error) error {
 	type owner struct {
 		s     *SET
 		stage int
@@ -133,7 +133,7 @@ func Replay(j *journal.Journal, sets []*SET, now int64, other func(journal.Recor
 			}
 		}
 	}
-	return j.Replay(func(r journal.Record) error {
+	return j.Replay(from, func(r journal.Record) error {
 		if o, ok := byPID[r.PID]; ok {
 			var err error
 			if o.stage == 0 {
@@ -152,9 +152,38 @@ func Replay(j *journal.Journal, sets []*SET, now int64, other func(journal.Recor
 	})
 }
 
-// Gated is how many money answers the SET's egress holds for the journal;
-// read it only while the SET is stopped.
-func (s *SET) Gated() int { return s.egress.Gated() }
+// Snapshots makes the SET's shake and split stages hand their state to out
+// at every KSnapshot (on their goroutines).
+func (s *SET) Snapshots(out func(stages.Part)) {
+	s.shake.Snapshots(out)
+	s.split.Snapshots(out)
+}
+
+// Load restores the SET's stages from their parts of a snapshot, by journal
+// producer; a part of another producer is not the SET's (false).
+func (s *SET) Load(pid uint16, data []byte, now int64) (bool, error) {
+	var err error
+	switch int(pid) {
+	case s.pids[0]:
+		err = s.shake.Load(data, &s.ledger.Egress)
+	case s.pids[1]:
+		err = s.split.Load(data, now)
+	default:
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("set %d: %w", s.index, err)
+	}
+	return true, nil
+}
+
+// Dealt is what the SET's stages dealt for each campaign (snapshot and
+// replay included), and the last shake envelope id dealt into it; read it
+// only while the SET is stopped.
+func (s *SET) Dealt() (shake, send map[uint32]*stages.Dealt, lastShake uint64) {
+	shake, lastShake = s.shake.Tallies()
+	return shake, s.split.Tallies(), lastShake
+}
 
 // Build makes n SETs, the bus between them and their stages: both phases.
 // The SETs are not started: bus.Ring(i).Start starts SET i.

@@ -22,10 +22,14 @@ type Shake struct {
 	c    *ledger.ShakeCounters
 	jp   *journal.Producer // nil: the journal is off
 	rec  []byte            // a record's payload, reused
+
+	camps     tallies // dealt for each campaign
+	lastDealt uint64  // the last envelope id dealt
+	snapOut   func(Part)
 }
 
 // NewShake returns the shake stage of a SET.
-func NewShake(l *ledger.Ledger) *Shake { return &Shake{c: &l.Shake} }
+func NewShake(l *ledger.Ledger) *Shake { return &Shake{c: &l.Shake, camps: tallies{}} }
 
 // Journal makes the stage journal its changes to jp; nil leaves it off.
 func (s *Shake) Journal(jp *journal.Producer) {
@@ -75,9 +79,13 @@ func (s *Shake) Handle(b event.Batch) {
 			}
 			bytebufferpool.Put(ev.Buf)
 			ev.Buf = nil
+			s.camps.add(ev.Peer, uint64(ev.N), sum)
+			s.lastDealt = max(s.lastDealt, ev.Env+uint64(ev.N)-1)
 			s.c.Created.Add(uint64(ev.N))
 			s.c.CreatedAmount.Add(sum)
 			touched = true
+		case event.KSnapshot:
+			s.snapshot(ev.Env)
 		case event.KReturn:
 			if s.jp != nil {
 				s.rec = appendIDAmount(s.rec[:0], ev.Env, ev.Amount)
@@ -125,6 +133,10 @@ func (s *Shake) Restore(r journal.Record, egress *ledger.EgressCounters) error {
 		}
 		s.c.Created.Add(uint64(n))
 		s.c.CreatedAmount.Add(sum)
+		s.camps.add(binary.BigEndian.Uint32(p), uint64(n), sum)
+		if n > 0 {
+			s.lastDealt = max(s.lastDealt, first+uint64(n)-1)
+		}
 	case RecPop:
 		if len(p) != 12 {
 			return recordError(r, "pop of a broken length")

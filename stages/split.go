@@ -78,6 +78,8 @@ type Split struct {
 	senders senders
 	jp      *journal.Producer // nil: the journal is off
 	rec     []byte            // a record's payload, reused
+	camps   tallies           // created (or skipped) for each send campaign
+	snapOut func(Part)
 }
 
 type expiring struct {
@@ -96,7 +98,7 @@ func NewSplit(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, now func() 
 	}
 	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
 		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group),
-		senders: newSenders(lim, &l.Split)}, nil
+		senders: newSenders(lim, &l.Split), camps: tallies{}}, nil
 }
 
 // Handle implements ring.Handler.
@@ -121,6 +123,7 @@ func (s *Split) Handle(b event.Batch) {
 					s.c.SystemOverBudget.Add(1)
 				}
 			}
+			s.camps.add(ev.Peer, 1, uint64(ev.Total))
 			if !created && s.jp != nil { // the campaign's progress: dealt, though not created
 				s.rec = binary.BigEndian.AppendUint32(s.rec[:0], ev.Peer)
 				s.jp.Append(RecSkip, binary.BigEndian.AppendUint32(s.rec, ev.Total))
@@ -132,6 +135,8 @@ func (s *Split) Handle(b event.Batch) {
 			s.unopen(ev.Env, ev.User, ev.Amount)
 		case event.KRepush:
 			s.repush(ev.Env, ev.User)
+		case event.KSnapshot:
+			s.snapshot(ev.Env)
 		}
 	}
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
@@ -511,7 +516,11 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 	}
 	id := binary.BigEndian.Uint64(p)
 	if r.Type == RecSkip {
-		return nil // a campaign's progress only: CampaignProgress
+		if len(p) != 8 {
+			return recordError(r, "skip of a broken length")
+		}
+		s.camps.add(binary.BigEndian.Uint32(p), 1, uint64(binary.BigEndian.Uint32(p[4:])))
+		return nil
 	}
 	if r.Type == RecCreate {
 		if len(p) < 28 || (len(p)-28)%4 != 0 || len(p) == 28 {
@@ -521,6 +530,7 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 			return recordError(r, fmt.Sprintf("envelope %#x created twice", id))
 		}
 		s.ids.After(id)
+		s.camps.add(binary.BigEndian.Uint32(p[8:]), 1, uint64(binary.BigEndian.Uint32(p[16:])))
 		s.add(id, binary.BigEndian.Uint32(p[12:]), binary.BigEndian.Uint32(p[16:]), int64(binary.BigEndian.Uint64(p[20:])), p[28:])
 		return nil
 	}

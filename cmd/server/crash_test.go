@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,9 @@ func TestKillUnderLoad(t *testing.T) {
 	}
 	bin := buildServer(t)
 	data := t.TempDir()
-	srv := startServer(t, bin, "-data", data, "-sets", fmt.Sprint(crashSets))
+	// Snapshots during the load: the restart loads the last one and replays
+	// the journal after it.
+	srv := startServer(t, bin, "-data", data, "-sets", fmt.Sprint(crashSets), "-snapshot-every", "300ms")
 
 	clients := make([]*sigClient, crashUsers)
 	for i := range clients {
@@ -95,6 +98,9 @@ func TestKillUnderLoad(t *testing.T) {
 	t.Logf("before the kill: %d SHAKEs got %d fen, %d OPENs got %d fen, %d group envelopes pushed", len(got), gotSum, opens, openSum, len(groupIDs))
 
 	srv = startServer(t, bin, "-data", data, "-sets", fmt.Sprint(crashSets))
+	if !strings.Contains(srv.logText(), `"snapshot":"`+data) {
+		t.Errorf("the restart loaded no snapshot: %s", srv.logText())
+	}
 	var st server.Stats
 	getJSON(t, srv, "/stats", &st)
 	if err := st.Check(); err != nil {
