@@ -40,7 +40,36 @@
 // moving, Append drops records instead of waiting on a full ring, and the
 // server stops handing out money.
 //
-// # Rejected
+// # Snapshots
+//
+// The journal does not know the state; it offers what a snapshot needs: Rotate
+// (start a new segment: everything published after it lands there or later),
+// Producer.Mark (a reserved record: this producer's state as of here is in
+// snapshot id), Replay from a snapshot (each producer's records after its
+// mark, from the snapshot's segment on) and RemoveBefore. The server asks
+// each stage for its state through its ring, so each one writes it on its
+// own goroutine at a point of its own stream, with no lock and no pause of
+// the other SETs.
+//
+// # The gate
+//
+// A stage stamps each money answer with (producer, position); the egress
+// holds it until Durable, and the writer's OnDurable wakes it. Rejected:
+//
+//   - The journal as a fifth stage in each SET's ring, between split and
+//     egress: it would have to write and sync per SET (32 syncs per round)
+//     or hand its batch to a shared writer and wait for it, which is this
+//     design with one more hand-off per batch and the SET's goroutine
+//     blocked meanwhile.
+//   - The egress blocking on the durable position before writing its batch:
+//     simple, but every answer of the batch (PONGs, chat, empty SHAKEs)
+//     would wait for the sync, and in a fused SET the next batch's stages
+//     too.
+//   - Journalling requests at the ingress (command sourcing): replay would
+//     need the stages' randomness and clock, and an empty SHAKE or a CHAT
+//     would cost a write.
+//
+// # Rejected writers
 //
 //   - A lock-protected shared buffer (pebble's commitPipeline appends under a
 //     mutex): every SET would contend on each batch; the rings cost one
