@@ -100,3 +100,45 @@ func benchTidwall(b *testing.B, perRound int) {
 	}
 	report(b, lat, b.N*perRound)
 }
+
+// BenchmarkReplay: records replayed a second at a start (decode and CRC
+// check; the stages' Restore comes on top), over a journal of a million
+// SHAKE-sized records.
+//
+//	go test -run '^$' -bench Replay -benchtime 3x -count 3 ./journal/
+func BenchmarkReplay(b *testing.B) {
+	const records = 1_000_000
+	dir := b.TempDir()
+	j, err := Open(Options{Dir: dir, Sets: 1, RingBytes: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := j.Producer()
+	if err := j.Start(); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 12)
+	for i := range records {
+		binary.BigEndian.PutUint64(payload, uint64(i))
+		p.Append(RecTest, payload)
+		if i%1024 == 0 {
+			p.Publish()
+		}
+	}
+	if err := p.Wait(p.Pos()); err != nil {
+		b.Fatal(err)
+	}
+	j.Close()
+	b.ResetTimer()
+	for range b.N {
+		j, err := Open(Options{Dir: dir, Sets: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if err := j.Replay(From{}, func(Record) error { n++; return nil }); err != nil || n != records {
+			b.Fatalf("%d records, %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
