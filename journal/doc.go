@@ -104,4 +104,25 @@
 // noise, and group commit is what makes a million records a second durable.
 // The journal is chosen for the gathering and the gating it does without
 // locks, which the library cannot.
+//
+// In the server (bin/server, 32 SETs, loopback load client, same 2 cores):
+//
+//   - 10,000 SHAKE/s for 10 s: 19,438 rounds of ~5 records each; fdatasync
+//     p50 ≤ 0.26 ms, p99 ≤ 4.1 ms, 0.3 % over 8 ms, the slowest 131–262 ms
+//     (hongbao_journal_fsync_seconds); the writer spent 87 % of the time in
+//     fdatasync.
+//   - What durability costs (go run ./perf/cmd/compare -variants
+//     ring,nojournal -repeat 2 -steps "" -users 10000 -qps 10000
+//     -qps-duration 10s -high-qps 30000 -high-duration 10s): at 10,000
+//     SHAKE/s p99 24.97 ms against 1.72 ms without the journal, 39.7 against
+//     25.6 µs of server CPU per SHAKE; at 30,000 SHAKE/s p99 316 ms against
+//     39 ms in the first round (the second round was noise for both: 1.2 s
+//     and 1.6 s). The tail is the disk's: one slow sync holds every money
+//     answer of its round and the next.
+//   - Replay: 16 million records a second decoded and checked (go test -run
+//     '^$' -bench Replay -benchtime 3x -count 3 ./journal/, median); a start
+//     after kill -9 with 2,000,000 envelopes dealt and 94,881 got (129,236
+//     records, 11 MB, no snapshot) recovered in 61 ms; the snapshot of that
+//     state (1,905,119 pooled envelopes) is 22.9 MB, written in 222 ms, and a
+//     start from it took 52 ms.
 package journal
