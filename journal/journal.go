@@ -295,16 +295,17 @@ type From struct {
 func (j *Journal) Replay(from From, fn func(Record) error) error {
 	marked := map[uint16]bool{}
 	inner := fn
-	if from.ID != 0 {
-		fn = func(r Record) error {
-			if marked[r.PID] {
-				return inner(r)
+	fn = func(r Record) error {
+		if from.ID == 0 || marked[r.PID] {
+			if r.Type == RecMark {
+				return nil // of another snapshot: the journal's own, not the caller's
 			}
-			if r.Type == RecMark && len(r.Payload) == 8 && binary.BigEndian.Uint64(r.Payload) == from.ID {
-				marked[r.PID] = true
-			}
-			return nil
+			return inner(r)
 		}
+		if r.Type == RecMark && len(r.Payload) == 8 && binary.BigEndian.Uint64(r.Payload) == from.ID {
+			marked[r.PID] = true
+		}
+		return nil
 	}
 	for _, name := range j.segments {
 		if idx, _ := segmentIndex(name); idx < from.Segment {
@@ -315,12 +316,7 @@ func (j *Journal) Replay(from From, fn func(Record) error) error {
 		if err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
-		if off, err := walk(b, segmentHeaderLen, func(r Record) error {
-			if r.Type == RecMark && from.ID == 0 {
-				return nil
-			}
-			return fn(r)
-		}); err != nil {
+		if off, err := walk(b, segmentHeaderLen, fn); err != nil {
 			var ce *CorruptError
 			if errors.As(err, &ce) || errors.Is(err, ErrShort) || errors.Is(err, ErrCRC) || errors.Is(err, ErrBadSize) {
 				return &CorruptError{File: path, Offset: int64(off), Err: err}

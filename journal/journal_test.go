@@ -314,7 +314,7 @@ func TestSyncFailureStopsDurability(t *testing.T) {
 
 // TestReplayFromSnapshot: a replay from a snapshot skips each producer's
 // records up to its mark of that snapshot, and the segments before the
-// snapshot's; a mark of another snapshot changes nothing.
+// snapshot's; a mark of another snapshot, earlier or later, changes nothing.
 func TestReplayFromSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	j := open(t, dir, nil)
@@ -336,6 +336,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 	a.Append(RecTest, []byte("a3"))
 	b.Mark(7)
 	b.Append(RecTest, []byte("b2"))
+	b.Mark(8) // a later snapshot, cut short by a crash
 	a.Publish()
 	if err := b.Wait(b.Append(RecTest, []byte("b3"))); err != nil {
 		t.Fatal(err)

@@ -101,11 +101,11 @@ func TestKillUnderLoad(t *testing.T) {
 	if !strings.Contains(srv.logText(), `"snapshot":"`+data) {
 		t.Errorf("the restart loaded no snapshot: %s", srv.logText())
 	}
+	// The server checked both invariants before serving (it refuses to
+	// start otherwise); from now on the resumed campaigns deal, so /stats
+	// balances only once they are done (checked below).
 	var st server.Stats
 	getJSON(t, srv, "/stats", &st)
-	if err := st.Check(); err != nil {
-		t.Fatalf("after the restart: %v", err)
-	}
 	if st.Shake.GotAmount < gotSum || st.Envelopes.OpenedAmount < openSum {
 		t.Fatalf("after the restart: got_amount %d, opened_amount %d; the clients read %d and %d", st.Shake.GotAmount, st.Envelopes.OpenedAmount, gotSum, openSum)
 	}
