@@ -200,9 +200,6 @@ func (e *Egress) Handle(b event.Batch) {
 // position) until the journal has made its record durable; nil: at once.
 func (e *Egress) Journal(j *journal.Journal) { e.j = j }
 
-// Gated is how many money answers wait for the journal.
-func (e *Egress) Gated() int { return len(e.gated) }
-
 // ungate writes the held money answers whose records are now durable, in
 // the order they came. Once the journal has failed, none will be: each is
 // answered overloaded instead, and what it reported goes back as if it had
