@@ -499,17 +499,22 @@ func (j *Journal) commit() bool {
 	return true
 }
 
+// fail makes the journal's first failure sticky. OnFail runs before the
+// waiters wake, so that whoever a failed Wait answers finds it reported.
 func (j *Journal) fail(err error) {
 	j.mu.Lock()
-	if j.err == nil {
+	first := j.err == nil
+	if first {
 		j.err = err
 	}
+	j.mu.Unlock()
+	if first && j.o.OnFail != nil {
+		j.o.OnFail(err)
+	}
+	j.mu.Lock()
 	j.failed.Store(true)
 	j.cond.Broadcast()
 	j.mu.Unlock()
-	if j.o.OnFail != nil {
-		j.o.OnFail(err)
-	}
 }
 
 type rotated struct {
@@ -575,7 +580,7 @@ func (j *Journal) Wait(pid uint16, pos uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for !p.Durable(pos) {
-		if j.err != nil {
+		if j.failed.Load() {
 			return j.err
 		}
 		j.cond.Wait()

@@ -101,7 +101,7 @@ func (p *Producer) Wait(pos uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for !p.Durable(pos) {
-		if j.err != nil {
+		if j.failed.Load() {
 			return j.err
 		}
 		j.cond.Wait()
