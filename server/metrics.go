@@ -14,6 +14,7 @@ import (
 	"hongbao/event"
 	"hongbao/journal"
 	"hongbao/ledger"
+	"hongbao/proto"
 )
 
 // serveMetrics serves GET /metrics: the server's own families, computed at
@@ -53,6 +54,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	st, ist := s.Stats(), s.ing.Stats()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
+	var takeBackLost, popped, returned, openOK, takenBack uint64
 	for _, l := range s.ledgers {
 		bytesOut += l.Egress.Bytes.Load()
 		writes += l.Egress.Writes.Load()
@@ -61,6 +63,11 @@ func (s *Server) writeMetrics(w io.Writer) {
 		online += l.Session.Online.Load()
 		held += l.Split.Held.Load()
 		queued += l.Split.Queued.Load()
+		takeBackLost += l.Split.TakeBackLost.Load()
+		popped += l.Shake.Popped.Load()
+		returned += l.Shake.Returned.Load()
+		openOK += l.Split.OpenStatus[proto.OpenOK].Load()
+		takenBack += l.Split.TakenBack.Load()
 	}
 
 	bi := buildinfo.Read()
@@ -76,14 +83,16 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.counter("hongbao_logins_total", "LOGINs accepted.", st.Logins)
 	e.gauge("hongbao_users_online", "Users logged in now.", online)
 
-	e.family("hongbao_shake_total", "counter", "SHAKEs answered, by result: got an envelope, found the pool empty, or refused as overloaded.")
-	e.sample(`hongbao_shake_total{result="got"}`, st.Shake.Got)
+	e.family("hongbao_shake_total", "counter", "SHAKEs answered, by result: got an envelope (counted when it is taken from the pool: see hongbao_shake_returned_total), found the pool empty, or refused as overloaded.")
+	e.sample(`hongbao_shake_total{result="got"}`, popped)
 	e.sample(`hongbao_shake_total{result="empty"}`, st.Shake.Empty)
 	e.sample(`hongbao_shake_total{result="overload"}`, st.Shake.Overload)
 	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
 
 	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
-	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes opened; a share whose answer never reached its opener is taken back and uncounted.", st.Envelopes.Opened)
+	e.counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool: /stats shake.got is hongbao_shake_total{result=\"got\"} less these.", returned)
+	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN: see hongbao_envelopes_taken_back_total.", openOK)
+	e.counter("hongbao_envelopes_taken_back_total", "Shares whose OPEN_RESULT never reached its opener, put back in their envelope: /stats envelopes.opened is hongbao_envelopes_opened_total less these.", takenBack)
 	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
 	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
 	e.gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))
@@ -91,6 +100,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.sample(`hongbao_send_limited_total{reason="rate"}`, st.Envelopes.SendLimitedBy.Rate)
 	e.sample(`hongbao_send_limited_total{reason="live_cap"}`, st.Envelopes.SendLimitedBy.LiveCap)
 	e.sample(`hongbao_send_limited_total{reason="budget"}`, st.Envelopes.SendLimitedBy.Budget)
+	e.counter("hongbao_take_backs_lost_total", "OPEN shares whose answer never reached the opener but whose envelope was already forgotten: they stay counted as opened (expected 0).", takeBackLost)
 	e.counter("hongbao_envelopes_evicted_total", "Fully opened group envelopes forgotten before -opened-retention to stay within -max-envelopes.", st.Envelopes.Evicted)
 	e.gauge("hongbao_pending_pushes", "ENVELOPE pushes kept for recipients who were offline, sent at their next login.", st.Envelopes.Pending.Waiting)
 	e.counter("hongbao_pending_pushes_dropped_total", "ENVELOPE pushes kept for offline recipients and dropped for room (each user keeps its newest).", st.Envelopes.Pending.Dropped)

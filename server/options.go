@@ -99,18 +99,19 @@ const (
 	DefaultMaxLivePerUser = 100
 	// DefaultMaxEnvelopes is derived from memory: a live group envelope of
 	// 100 recipients holds ~1 KiB (MaxEnvelopeBytes), so 1 Mi of them hold
-	// ~1 GiB. A push kept for an offline recipient adds up to ~50 bytes
-	// (PendingPushBytes): ~6 GiB at worst, every recipient of every envelope
+	// ~1 GiB. A push kept for an offline recipient adds up to ~64 bytes
+	// (PendingPushBytes): ~7 GiB at worst, every recipient of every envelope
 	// a distinct user who never logs in (stages.TestBudgetBoundsMemory
-	// measures ~5.9 KiB an envelope then).
+	// measures ~7.0 KiB an envelope then).
 	DefaultMaxEnvelopes = 1 << 20
 	// MaxEnvelopeBytes is the memory of one live group envelope of 100
 	// recipients: the group with its recipients and shares (800 bytes), its
 	// map entry, its expiry queue slot.
 	MaxEnvelopeBytes = 1024
 	// PendingPushBytes is the memory of one push kept for an offline
-	// recipient: its ring slot and, at most, its user's map entry.
-	PendingPushBytes = 50
+	// recipient: its ring slot and, at most, its user's map entry (about 61
+	// bytes measured in stages.TestBudgetBoundsMemory).
+	PendingPushBytes = 64
 )
 
 // Defaults of the campaign and admin bounds, each with its reason.
@@ -232,8 +233,8 @@ func (o *Options) Validate() error {
 	if o.MaxConns < 0 {
 		bad("max-conns", "%d is negative", o.MaxConns)
 	}
-	if o.LoginTimeout < 0 {
-		bad("login-timeout", "%v is negative", o.LoginTimeout)
+	if o.LoginTimeout <= 0 {
+		bad("login-timeout", "%v: want a positive duration (0 would close every connection before its LOGIN)", o.LoginTimeout)
 	}
 	if o.MaxPending < 4096 {
 		bad("max-pending", "%d is below one frame (4096 bytes)", o.MaxPending)
@@ -250,8 +251,8 @@ func (o *Options) Validate() error {
 	if o.OpenedRetention < time.Second {
 		bad("opened-retention", "%v is under a second", o.OpenedRetention)
 	}
-	if o.ShutdownTimeout < 0 {
-		bad("shutdown-timeout", "%v is negative", o.ShutdownTimeout)
+	if o.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "%v: want a positive duration (the clients need a moment to read their ERROR 8)", o.ShutdownTimeout)
 	}
 	if !(o.SendRate > 0 && o.SendRate <= 1e9) {
 		bad("send-rate", "%v is not in (0, 1e9] SENDs a second", o.SendRate)
@@ -259,7 +260,8 @@ func (o *Options) Validate() error {
 	for _, c := range []struct {
 		flag string
 		n    int
-	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes}} {
+	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes},
+		{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}} {
 		if c.n < 1 {
 			bad(c.flag, "%d is below 1", c.n)
 		}
@@ -269,14 +271,6 @@ func (o *Options) Validate() error {
 	}
 	if o.AdminToken != "" && o.AdminTokenFile != "" {
 		bad("admin-token-file", "give the token by one means only (-admin-token is also set)")
-	}
-	for _, b := range []struct {
-		flag string
-		v    int
-	}{{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}, {"max-envelopes", o.MaxEnvelopes}} {
-		if b.v < 1 {
-			bad(b.flag, "%d is not at least 1", b.v)
-		}
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("log-format", "%q: want text or json", o.LogFormat)
@@ -370,7 +364,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"(~600 KiB if all its recipients are offline), more than anyone waits on at once")
 	fs.IntVar(&o.MaxEnvelopes, "max-envelopes", DefaultMaxEnvelopes, fmt.Sprintf("live group envelopes of the whole server (users' and campaigns'), split evenly over the SETs;\n"+
 		"past it SEND_ACK 3. Derived from memory: ~%d bytes a live envelope of 100 recipients, plus up to\n"+
-		"~%d bytes per ENVELOPE push kept for an offline recipient: the default holds ~1 GiB (~6 GiB at worst)", MaxEnvelopeBytes, PendingPushBytes))
+		"~%d bytes per ENVELOPE push kept for an offline recipient: the default holds ~1 GiB (~7 GiB at worst)", MaxEnvelopeBytes, PendingPushBytes))
 	fs.StringVar(&o.LogFormat, "log-format", "text", "text or json")
 	fs.IntVar(&o.MaxCampaigns, "max-campaigns", DefaultMaxCampaigns, "most campaigns running at once; more answer 429 (a bound against a runaway script: operators run a few)")
 	fs.IntVar(&o.MaxPool, "max-pool", DefaultMaxPool, "shake `envelopes` the SETs' pools may hold in all: shake campaigns deal only while the pools hold fewer,\n"+
@@ -391,7 +385,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	// Every flag has its default already: a 0 here was given and is judged
-	// as given, not taken for "unset" as Fill would take it.
+	// as given, not taken for "unset" as Fill would take it (only -yields
+	// documents 0 as a value of its own: none, like -1).
 	if err := o.Validate(); err != nil {
 		return o, err
 	}

@@ -11,8 +11,10 @@
 //     were offline (pending.go): only it knows who is online. At a user's
 //     login it sends each back to its envelope's SET (KRepush), whose split
 //     stage pushes it again if the user can still open it. Kept: the newest
-//     PendingPerUser per user, and at most MaxEnvelopes × MaxShares in all
-//     (every kept push names a live envelope), the oldest dropped first.
+//     PendingPerUser per user, and at most MaxEnvelopes × MaxShares in all,
+//     the oldest dropped first. A kept push may name an envelope that has
+//     since expired or been opened: it waits until the login (stale) or
+//     until it is dropped.
 //   - The split stage holds the SEND limits (senders.go): a SEND is made in
 //     the sender's SET and its envelope lives there, so the stage that
 //     creates, opens and expires the envelopes also sees every SEND and

@@ -160,7 +160,8 @@ func TestLiveCapPerUser(t *testing.T) {
 
 // TestBudget: a SET at its share of the budget answers 3 to any SEND and
 // skips system sends; a fully opened envelope makes room, and one kept only
-// for a repeated OPEN is forgotten early so that memory stays within it.
+// for a repeated OPEN is forgotten early so that memory stays within it —
+// once its last answer can no longer come back for a take-back.
 func TestBudget(t *testing.T) {
 	now := clock()
 	lim := defaultLimits
@@ -178,7 +179,11 @@ func TestBudget(t *testing.T) {
 	waitFor(t, "the system send to be skipped", func() bool { return p.stats().Envelopes.SystemOverBudget == 1 })
 	r.wantOpen(envs[0], proto.OpenOK, "of the only share")
 	r.wantOpen(envs[0], proto.OpenAlready, "again within the retention")
-	b.wantSend(proto.SendOK, "once an envelope is fully opened", 3)
+	// Its answer might still come back undelivered: the envelope is kept
+	// for the take-back, budget or not.
+	b.wantSend(proto.SendLimited, "right after an envelope was fully opened", 3)
+	now.Add(int64(10 * time.Second))
+	b.wantSend(proto.SendOK, "once an envelope was fully opened 10 s ago", 3)
 	r.expect(proto.Envelope)
 	r.wantOpen(envs[0], proto.OpenNoSuch, "again, the envelope forgotten early for room")
 	c := &p.ledgers[0].Split
@@ -186,8 +191,8 @@ func TestBudget(t *testing.T) {
 		t.Errorf("held %d, live %d, evicted %d; want 4, 4, 1", held, live, ev)
 	}
 	e := p.stats().Envelopes
-	if e.SendLimitedBy.Budget != 2 || e.SystemSkipped != 1 || e.Live != 4 || e.Held != 4 {
-		t.Errorf("envelopes %+v; want 2 limited by the budget, 1 system send skipped, 4 live and held", e)
+	if e.SendLimitedBy.Budget != 3 || e.SystemSkipped != 1 || e.Live != 4 || e.Held != 4 {
+		t.Errorf("envelopes %+v; want 3 limited by the budget, 1 system send skipped, 4 live and held", e)
 	}
 	p.checkInvariants()
 }
@@ -300,6 +305,9 @@ func TestOfflineRecipientGetsPushAtLogin(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	for _, f := range off.drain() {
 		t.Errorf("second login: %v; want nothing", f.Type)
+	}
+	if pp := p.stats().Envelopes.Pending; pp.Rechecked != 1 || pp.Waiting != 0 {
+		t.Errorf("after the second login: pending pushes %+v; want still 1 rechecked, none waiting", pp)
 	}
 	if e := p.stats().Envelopes; e.OpenedAmount != 900 || e.LiveAmount != 0 {
 		t.Errorf("opened_amount %d, live_amount %d; want 900, 0", e.OpenedAmount, e.LiveAmount)

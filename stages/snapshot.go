@@ -219,7 +219,8 @@ func (s *Split) Load(data []byte, now int64) error {
 		}
 		if g.sharesLeft == 0 {
 			s.setLive(g, -1)
-			s.spent = append(s.spent, expiring{id, now + int64(s.limits.Retain)})
+			g.retained = now + int64(s.limits.Retain)
+			s.spent = append(s.spent, expiring{id, g.retained})
 		}
 	}
 	if err := r.done(); err != nil {

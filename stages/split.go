@@ -47,6 +47,7 @@ type group struct {
 	remaining  uint32
 	sharesLeft uint16
 	expires    int64
+	retained   int64    // the end of the retention of its latest full opening: the spent entry that may forget it
 	recipients []uint32 // with shares, one array: recipients at its start (its capacity is the whole array's)
 	shares     []uint32 // recipients[i]'s share; 0 until opened
 }
@@ -116,7 +117,7 @@ func (s *Split) Handle(b event.Batch) {
 		case event.KSystemSend:
 			created := false
 			if ev.N > 0 && !s.jp.Failed() {
-				if s.room() {
+				if s.room(now) {
 					s.create(0, ev.Peer, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
 					created = true
 				} else {
@@ -187,7 +188,7 @@ func (s *Split) limited(sender uint32, now int64) *atomic.Uint64 {
 		return &s.c.SendLimitedRate
 	case s.limits.MaxLive > 0 && s.senders.live(sender) >= s.limits.MaxLive:
 		return &s.c.SendLimitedLive
-	case !s.room():
+	case !s.room(now):
 		return &s.c.SendLimitedBudget
 	}
 	s.senders.charge(sender, now)
@@ -197,8 +198,11 @@ func (s *Split) limited(sender uint32, now int64) *atomic.Uint64 {
 // room reports whether the SET may create one more envelope: it has fewer
 // live ones than its budget. Envelopes held past their last share (kept for
 // a repeated OPEN) are forgotten early to make room, oldest first, so that
-// the envelopes in memory, not only the live ones, stay within the budget.
-func (s *Split) room() bool {
+// the envelopes in memory, not only the live ones, stay within the budget;
+// but only once their last share was drawn spentGrace ago: until then its
+// OPEN_RESULT may still come back undelivered (KUnopen), and the take-back
+// needs the envelope. Without such an envelope the SET has no room.
+func (s *Split) room(now int64) bool {
 	budget := s.limits.MaxEnvelopes
 	if budget <= 0 {
 		return true
@@ -208,16 +212,26 @@ func (s *Split) room() bool {
 	}
 	i := 0
 	for ; len(s.groups) >= budget && i < len(s.spent); i++ {
+		e := s.spent[i]
+		if e.expires-int64(s.limits.Retain)+int64(spentGrace) > now {
+			break // the oldest is too young: so are the rest
+		}
 		// Fewer live than held: some envelope is fully opened, so the queue
 		// of fully opened ones names it.
-		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 {
-			s.forget(s.spent[i].id, RecForget)
+		if g := s.groups[e.id]; g != nil && g.sharesLeft == 0 && g.retained == e.expires {
+			s.forget(e.id, RecForget)
 			s.c.Evicted.Add(1)
 		}
 	}
 	s.spent = dropHead(s.spent, i)
-	return true
+	return len(s.groups) < budget
 }
+
+// spentGrace is how long a fully opened envelope is kept at least, budget or
+// not: longer than an answer takes from the split stage to its write or its
+// take-back (the egress drains a cut-off connection for 2 s; the shutdown
+// settles for 2 s).
+const spentGrace = 10 * time.Second
 
 // valid applies PROTOCOL.md's SEND rules: 1 ≤ n ≤ MaxShares, n ≤ total ≤
 // MaxTotal, recipients distinct, none of them 0 or the sender.
@@ -376,7 +390,8 @@ func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 	if g.sharesLeft == 0 {
 		s.setLive(g, -1)
 		// Kept a while, so that a second OPEN still answers "already".
-		s.spent = append(s.spent, expiring{id, now + int64(s.limits.Retain)})
+		g.retained = now + int64(s.limits.Retain)
+		s.spent = append(s.spent, expiring{id, g.retained})
 	}
 	return proto.OpenOK, share
 }
@@ -437,8 +452,9 @@ func (s *Split) expire(now int64) {
 	i = 0
 	for ; i < len(s.spent) && s.spent[i].expires <= now; i++ {
 		// Not if its TTL came first, nor if a share was taken back: then it
-		// is live again, and its TTL (or its next full opening) ends it.
-		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 {
+		// is live again, and its TTL (or the entry of its next full opening,
+		// the one its retained names) ends it.
+		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 && g.retained == s.spent[i].expires {
 			s.forget(s.spent[i].id, RecForget)
 		}
 	}
@@ -569,7 +585,8 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 		s.c.LiveAmount.Add(^uint64(share - 1))
 		if g.sharesLeft == 0 {
 			s.setLive(g, -1)
-			s.spent = append(s.spent, expiring{id, now + int64(s.limits.Retain)})
+			g.retained = now + int64(s.limits.Retain)
+			s.spent = append(s.spent, expiring{id, g.retained})
 		}
 	case RecRefund:
 		if g.sharesLeft == 0 {
