@@ -97,16 +97,7 @@ func (p *Producer) Wait(pos uint64) error {
 		return nil
 	}
 	p.Publish()
-	j := p.j
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for !p.Durable(pos) {
-		if j.failed.Load() {
-			return j.err
-		}
-		j.cond.Wait()
-	}
-	return nil
+	return p.j.Wait(p.id, pos)
 }
 
 // Failed tells whether the journal failed: nothing appended will become

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"hongbao/ledger"
 )
@@ -88,11 +89,42 @@ func (r *reader) done() error {
 	return r.err
 }
 
-func appendU64s(b []byte, vs ...uint64) []byte {
-	for _, v := range vs {
-		b = binary.BigEndian.AppendUint64(b, v)
+// appendCounters appends the counters' values.
+func appendCounters(b []byte, cs []*atomic.Uint64) []byte {
+	for _, c := range cs {
+		b = binary.BigEndian.AppendUint64(b, c.Load())
 	}
 	return b
+}
+
+// counters reads as many values as cs has, to store once the whole part is
+// read.
+func (r *reader) counters(cs []*atomic.Uint64) []uint64 {
+	vs := make([]uint64, len(cs))
+	for i := range vs {
+		vs[i] = r.u64()
+	}
+	return vs
+}
+
+func store(cs []*atomic.Uint64, vs []uint64) {
+	for i, c := range cs {
+		c.Store(vs[i])
+	}
+}
+
+// snapshotted are the shake counters a snapshot keeps: the money, not the
+// traffic.
+func (s *Shake) snapshotted() []*atomic.Uint64 {
+	c := s.c
+	return []*atomic.Uint64{&c.Created, &c.CreatedAmount, &c.Popped, &c.PoppedAmount, &c.Returned, &c.ReturnedAmount}
+}
+
+// snapshotted are the split counters a snapshot keeps (live and held are
+// the envelopes'): the money, not the traffic.
+func (s *Split) snapshotted() []*atomic.Uint64 {
+	c := s.c
+	return []*atomic.Uint64{&c.Created, &c.CreatedAmount, &c.Opened, &c.OpenedAmount, &c.Refunded, &c.RefundedAmount}
 }
 
 // Tallies is what the stage dealt for each campaign, with the last shake
@@ -106,9 +138,8 @@ func (s *Shake) snapshot(id uint64) {
 	if s.snapOut == nil || s.jp == nil {
 		return
 	}
-	c := s.c
-	b := appendU64s(make([]byte, 0, 64+12*s.pool.Len()), c.Created.Load(), c.CreatedAmount.Load(), c.Popped.Load(),
-		c.PoppedAmount.Load(), c.Returned.Load(), c.ReturnedAmount.Load(), s.lastDealt)
+	b := appendCounters(make([]byte, 0, 64+12*s.pool.Len()), s.snapshotted())
+	b = binary.BigEndian.AppendUint64(b, s.lastDealt)
 	b = s.camps.append(b)
 	b = binary.BigEndian.AppendUint64(b, uint64(s.pool.Len()))
 	s.pool.Each(func(id uint64, amount uint32) {
@@ -123,8 +154,7 @@ func (s *Shake) snapshot(id uint64) {
 // egress is the SET's egress counters (got is popped less returned).
 func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 	r := &reader{b: data}
-	c := s.c
-	created, createdAmount, popped, poppedAmount, returned, returnedAmount := r.u64(), r.u64(), r.u64(), r.u64(), r.u64(), r.u64()
+	vs := r.counters(s.snapshotted())
 	s.lastDealt = r.u64()
 	s.camps.load(r)
 	for n := r.u64(); n > 0 && r.err == nil; n-- {
@@ -134,14 +164,10 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 	if err := r.done(); err != nil {
 		return err
 	}
-	c.Created.Store(created)
-	c.CreatedAmount.Store(createdAmount)
-	c.Popped.Store(popped)
-	c.PoppedAmount.Store(poppedAmount)
-	c.Returned.Store(returned)
-	c.ReturnedAmount.Store(returnedAmount)
-	egress.Got.Store(popped - returned)
-	egress.GotAmount.Store(poppedAmount - returnedAmount)
+	store(s.snapshotted(), vs)
+	c := s.c
+	egress.Got.Store(c.Popped.Load() - c.Returned.Load())
+	egress.GotAmount.Store(c.PoppedAmount.Load() - c.ReturnedAmount.Load())
 	s.gauges()
 	return nil
 }
@@ -157,9 +183,8 @@ func (s *Split) snapshot(id uint64) {
 	if s.snapOut == nil || s.jp == nil {
 		return
 	}
-	c := s.c
-	b := appendU64s(make([]byte, 0, 64+64*len(s.groups)), c.Created.Load(), c.CreatedAmount.Load(), c.Opened.Load(),
-		c.OpenedAmount.Load(), c.Refunded.Load(), c.RefundedAmount.Load(), s.ids.Peek())
+	b := appendCounters(make([]byte, 0, 64+64*len(s.groups)), s.snapshotted())
+	b = binary.BigEndian.AppendUint64(b, s.ids.Peek())
 	b = s.camps.append(b)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.groups)))
 	n := 0
@@ -192,8 +217,7 @@ func (s *Split) snapshot(id uint64) {
 func (s *Split) Load(data []byte, now int64) error {
 	s.at = now
 	r := &reader{b: data}
-	c := s.c
-	created, createdAmount, opened, openedAmount, refunded, refundedAmount, next := r.u64(), r.u64(), r.u64(), r.u64(), r.u64(), r.u64(), r.u64()
+	vs, next := r.counters(s.snapshotted()), r.u64()
 	s.camps.load(r)
 	rcpt := make([]byte, 0, 4*256)
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
@@ -227,12 +251,7 @@ func (s *Split) Load(data []byte, now int64) error {
 		return err
 	}
 	s.ids.After(next - 1)
-	c.Created.Store(created)
-	c.CreatedAmount.Store(createdAmount)
-	c.Opened.Store(opened)
-	c.OpenedAmount.Store(openedAmount)
-	c.Refunded.Store(refunded)
-	c.RefundedAmount.Store(refundedAmount)
-	c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
+	store(s.snapshotted(), vs) // after the envelopes' own counting: these are the totals
+	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
 	return nil
 }
