@@ -259,29 +259,44 @@ func TestAppendAllocatesNothing(t *testing.T) {
 // RecTest is a record type for tests: the journal gives types no meaning.
 const RecTest = 0x7f
 
-// failingFile fails its Sync from the nth call on.
+// failingFile fails its Sync (or, with writes, its Write) from the nth call
+// on.
 type failingFile struct {
 	File
-	syncs *atomic.Int64
-	after int64
+	calls  *atomic.Int64
+	after  int64
+	writes bool
 }
 
 var errDisk = errors.New("injected: EIO")
 
 func (f failingFile) Sync() error {
-	if f.syncs.Add(1) > f.after {
+	if !f.writes && f.calls.Add(1) > f.after {
 		return errDisk
 	}
 	return f.File.Sync()
 }
 
+func (f failingFile) Write(b []byte) (int, error) {
+	if f.writes && f.calls.Add(1) > f.after {
+		return len(b) / 2, errDisk // a torn write
+	}
+	return f.File.Write(b)
+}
+
 func TestSyncFailureStopsDurability(t *testing.T) {
-	var syncs atomic.Int64
+	t.Run("sync", func(t *testing.T) { failureStopsDurability(t, false) })
+	t.Run("write", func(t *testing.T) { failureStopsDurability(t, true) })
+}
+
+func failureStopsDurability(t *testing.T, writes bool) {
+	var calls atomic.Int64
 	var failed atomic.Pointer[error]
-	j := open(t, t.TempDir(), func(o *Options) {
+	dir := t.TempDir()
+	j := open(t, dir, func(o *Options) {
 		o.Create = func(path string) (File, error) {
 			f, err := createFile(path)
-			return failingFile{f, &syncs, 2}, err // the header's sync and one round succeed
+			return failingFile{f, &calls, 2, writes}, err // the header's and one round's succeed
 		}
 		o.OnFail = func(err error) { failed.Store(&err) }
 	})
@@ -309,6 +324,13 @@ func TestSyncFailureStopsDurability(t *testing.T) {
 	}
 	if err := j.Close(); !errors.Is(err, errDisk) {
 		t.Fatalf("Close: %v; want the injected error", err)
+	}
+	// A start finds the durable record, and after it what reached the file
+	// whole (a failed sync may have written it: never answered, a prefix
+	// still); a torn round is cut.
+	got := replay(t, open(t, dir, nil))
+	if len(got) == 0 || got[0].payload != "one" || writes && len(got) != 1 {
+		t.Fatalf("replayed %+v after the failure; want the durable record first (and alone after a torn write)", got)
 	}
 }
 
