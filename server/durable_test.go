@@ -264,3 +264,24 @@ func TestMoneyWaitsForDurability(t *testing.T) {
 		t.Fatalf("SHAKE of an empty pool answered %d", status)
 	}
 }
+
+// TestJournalOff: with -journal off money is answered at once and nothing is
+// written under -data: a restart starts empty.
+func TestJournalOff(t *testing.T) {
+	data := t.TempDir()
+	edit := func(o *server.Options) { o.Data, o.Journal = data, "off" }
+	a := startServer(t, edit)
+	a.waitCampaign(a.startCampaign("shake", "rate=100000&total=10&min=1&max=100").ID)
+	if _, sum := shakeAll(t, login(t, a, 1)); sum == 0 {
+		t.Fatal("nothing shaken")
+	}
+	if err := a.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(data); len(ents) != 0 {
+		t.Fatalf("-journal off wrote %v under -data", ents)
+	}
+	if st := startServer(t, edit).stats(); st.Shake.Created != 0 {
+		t.Fatalf("-journal off: %d envelopes after a restart; want none", st.Shake.Created)
+	}
+}
