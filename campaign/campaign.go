@@ -12,6 +12,13 @@
 // them) hold fewer than Config.MaxPool envelopes, send campaigns only while
 // fewer than Config.MaxLive group envelopes are live; and only the last
 // Config.KeepFinished finished or cancelled campaigns are remembered.
+//
+// With a journal (Runner.Journal) a campaign's start and cancellation are
+// durable before the admin API answers; its progress is not journalled by
+// the runner but by the SETs, in the records of what they dealt, each naming
+// the campaign (event Peer), so that after a crash Restore resumes each
+// campaign at its rate from exactly what was durably dealt: envelopes on
+// their way to a SET at the crash are dealt again, none twice.
 package campaign
 
 import (
@@ -116,6 +123,7 @@ type Campaign struct {
 	perTick uint64 // envelopes due in one tick at the campaign's rate, at least 1
 	lastDue uint64 // the pacer's Due at the last tick
 	n       uint64 // envelopes dealt
+	base    uint64 // envelopes dealt before a restart: the pacer counts from there
 
 	// mu is held while the runner deals c and by Cancel, so that nothing is
 	// dealt once Cancel has returned.
@@ -205,6 +213,9 @@ var (
 	ErrNotFound = errors.New("no such campaign")
 	ErrFinished = errors.New("campaign already finished")
 	ErrClosed   = errors.New("server is shutting down")
+	// ErrNotDurable: the journal cannot make the change durable (a write or
+	// sync failed), so it is not made.
+	ErrNotDurable = errors.New("the journal cannot make changes durable: see the server's log and /healthz")
 )
 
 // Runner starts and tracks campaigns, and deals for all of them from one
@@ -229,6 +240,8 @@ type Runner struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closed   bool
+
+	jn journalled
 }
 
 // NewRunner returns a Runner dealing into bus's SETs.
@@ -272,8 +285,12 @@ func (r *Runner) Start(p Params) (*Campaign, error) {
 		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(r.nextID)),
 		perTick: max(1, perTick(p.Rate, envelope.TickInterval)),
 	}
-	r.running = append(r.running, c)
-	r.byID[c.ID] = c
+	if err := r.jn.record(RecStarted, startedRecord(c), true, func() {
+		r.running = append(r.running, c)
+		r.byID[c.ID] = c
+	}); err != nil {
+		return nil, err // durable before it deals: the SETs' records of its deals name it
+	}
 	if !r.started {
 		r.started = true
 		r.wg.Add(1)
@@ -328,7 +345,11 @@ func (r *Runner) Cancel(id int) (Status, error) {
 		c.mu.Unlock()
 		return c.Status(), ErrFinished
 	case Running:
-		c.end(Cancelled, r.now())
+		now := r.now()
+		if err := r.jn.record(RecCancelled, endRecord(c.ID, now), true, func() { c.end(Cancelled, now) }); err != nil {
+			c.mu.Unlock()
+			return c.Status(), err
+		}
 		c.mu.Unlock()
 		r.retire(c)
 	default:
@@ -425,7 +446,8 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 		if r.step(c, now, budget, why) {
 			c.mu.Lock()
 			if c.State() == Running {
-				c.end(Finished, now)
+				// The record is for its end time: recovery sees it dealt in full anyway.
+				r.jn.record(RecFinished, endRecord(c.ID, now), false, func() { c.end(Finished, now) })
 			}
 			c.mu.Unlock()
 			r.retire(c)
@@ -445,7 +467,7 @@ func (r *Runner) step(c *Campaign, now time.Time, budget *uint64, why uint32) bo
 	if c.State() != Running {
 		return false
 	}
-	due := c.pacer.Due(now.UnixNano())
+	due := c.base + c.pacer.Due(now.UnixNano())
 	fresh, behind := due-c.lastDue, c.lastDue-c.n
 	c.lastDue = due
 	want := fresh + min(behind, c.perTick)
@@ -471,7 +493,7 @@ func (r *Runner) deal(c *Campaign, n uint64) {
 		case Shake: // one event carries the whole batch
 			var sum uint64
 			if !r.publish(set, func(ev *event.Event) {
-				ev.Kind, ev.N = event.KDeal, uint16(count)
+				ev.Kind, ev.N, ev.Peer = event.KDeal, uint16(count), uint32(c.ID)
 				ev.Env = r.ids.Reserve(uint64(count))
 				ev.Buf = bytebufferpool.Get()
 				for range count {
@@ -488,7 +510,7 @@ func (r *Runner) deal(c *Campaign, n uint64) {
 			for range count {
 				total := draw()
 				if !r.publish(set, func(ev *event.Event) {
-					ev.Kind, ev.N, ev.Total = event.KSystemSend, p.Recipients, total
+					ev.Kind, ev.N, ev.Total, ev.Peer = event.KSystemSend, p.Recipients, total, uint32(c.ID)
 				}) {
 					return
 				}

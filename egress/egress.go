@@ -16,6 +16,16 @@
 // the egress writes only its own group of the SET's counters (package
 // ledger), and it never reads a socket: the connection's owner (the ingress)
 // does.
+//
+// It releases a money answer (SHAKE_RESULT 1, OPEN_RESULT 0, SEND_ACK 0, an
+// ENVELOPE push: an event with a journal position) only once the journal has
+// made its record durable, the way a Disruptor stage gates on its upstream:
+// until then it keeps a copy of the event and marks its SET held, and the
+// journal's writer, after each round, ticks the held SETs (event.Bus.Tick),
+// so the egress looks again without spinning; everything else it writes at
+// once. A batch of money answers waits for one round, not one sync each.
+// Once the journal has failed, the held answers are answered overloaded
+// instead and what they reported goes back, as for an answer not written.
 package egress
 
 import (
@@ -31,6 +41,7 @@ import (
 	"hongbao/conn"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 )
@@ -51,6 +62,9 @@ type Egress struct {
 	dirty    []*conn.Conn            // connections with output appended in this batch
 	release  []*conn.Conn            // connections to release once this batch is flushed
 	draining []drain                 // connections cut off for their backlog, still being written
+
+	j     *journal.Journal // nil: the journal is off
+	gated []event.Event    // money answers waiting for their journal record to be durable, in arrival order
 }
 
 // drain is a connection cut off for its backlog (ERROR 6) whose output,
@@ -98,8 +112,16 @@ func New(set int, bus *event.Bus, l *ledger.Ledger, maxPending int, now func() i
 func (e *Egress) Handle(b event.Batch) {
 	start := e.now()
 	e.out.Retry()
+	if len(e.gated) > 0 {
+		e.ungate()
+	}
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		ev := b.At(seq)
+		if ev.JPos != 0 && ev.OutLen > 0 && !e.j.Durable(ev.JPID, ev.JPos) {
+			e.gated = append(e.gated, *ev)
+			ev.OutLen = 0 // its latency is observed when it is written
+			continue
+		}
 		switch ev.Kind {
 		case event.KLogin:
 			if c := ev.Conn.C; ev.Conn.Live() {
@@ -152,6 +174,9 @@ func (e *Egress) Handle(b event.Batch) {
 		}
 	}
 	e.flush()
+	if len(e.gated) > 0 {
+		e.bus.MarkHeld(e.set) // the journal's writer ticks this SET once a round is durable
+	}
 	now := e.now()
 	if len(e.draining) > 0 {
 		e.endDrains(now)
@@ -174,6 +199,71 @@ func (e *Egress) Handle(b event.Batch) {
 }
 
 // The latency counters hold one histogram per request kind, KLogin to KPing.
+// Journal makes the egress hold each money answer (an event with a journal
+// position) until the journal has made its record durable; nil: at once.
+func (e *Egress) Journal(j *journal.Journal) { e.j = j }
+
+// ungate writes the held money answers whose records are now durable, in
+// the order they came. Once the journal has failed, none will be: each is
+// answered overloaded instead, and what it reported goes back as if it had
+// not been written.
+func (e *Egress) ungate() {
+	failed := e.j.Failed()
+	now := int64(0)
+	kept := e.gated[:0]
+	for i := range e.gated {
+		ev := &e.gated[i]
+		switch {
+		case failed:
+			e.refuse(ev)
+		case !e.j.Durable(ev.JPID, ev.JPos):
+			kept = append(kept, *ev)
+			continue
+		case ev.Kind == event.KShake:
+			e.shake(ev)
+		default:
+			e.answer(ev)
+		}
+		if ev.RecvNs != 0 && ev.OutLen > 0 {
+			if k, ok := answered(proto.Type(ev.Out[2])); ok {
+				if now == 0 {
+					now = e.now()
+				}
+				e.observe(&e.c.LatencyBuckets, &e.c.LatencySumNs, k, now-ev.RecvNs)
+			}
+		}
+	}
+	clear(e.gated[len(kept):])
+	e.gated = kept
+}
+
+// refuse answers a held money answer overloaded: its change will never be
+// durable. The envelope popped goes back to the pool and the share drawn to
+// its envelope, as for an answer that could not be written.
+func (e *Egress) refuse(ev *event.Event) {
+	f, n, err := proto.NextResponse(ev.Frame())
+	if n == 0 || err != nil {
+		return
+	}
+	switch f.Type {
+	case proto.ShakeResult:
+		if ev.Kind == event.KShake {
+			e.giveBack(ev.Env, ev.Amount)
+		}
+		ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], f.Stamp, proto.ShakeOverloaded, 0, 0))
+	case proto.OpenResult:
+		e.lost(ev.User, ev.Frame())
+		_, env, _ := f.OpenResult()
+		ev.SetFrame(proto.AppendOpenResult(ev.Out[:0], f.Stamp, proto.OpenOverloaded, env, 0))
+	case proto.SendAck:
+		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], f.Stamp, proto.SendOverloaded, 0))
+	default: // an ENVELOPE push: its envelope is not durable, so it is not told
+		ev.OutLen = 0
+		return
+	}
+	e.write(ev.Conn, ev.Frame())
+}
+
 var _ [ledger.RequestTypes]struct{} = [event.KPing - event.KLogin + 1]struct{}{}
 
 // answered returns the kind of request an answer frame answers. The answer

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -132,4 +133,16 @@ func OwnerSET(id uint64) int {
 // IsShake reports whether id is a shake envelope's (top bit set).
 func IsShake(id uint64) bool {
 	return id&shakeBit != 0
+}
+
+// Peek is the id Next would return.
+func (g *IDGen) Peek() uint64 { return g.next }
+
+// After makes the generator hand out only ids after id, when id is one of its
+// owner's: at recovery, ids issued before the restart (the clock may have
+// gone back, or they ran ahead of it) are never issued again.
+func (g *IDGen) After(id uint64) {
+	if id >= g.next && id <= g.last && id != math.MaxUint64 {
+		g.next = id + 1
+	}
 }

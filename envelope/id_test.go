@@ -177,3 +177,24 @@ func TestIDGenAllocs(t *testing.T) {
 		t.Fatalf("got %v allocs an id; want 0", a)
 	}
 }
+
+// TestIDGenAfter: ids issued before a restart are never issued again, even
+// when the restart's clock is behind them; another owner's ids change
+// nothing.
+func TestIDGenAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	before, _ := NewGroupIDGen(3, now)
+	var last uint64
+	for range 1000 {
+		last = before.Next()
+	}
+	restarted, _ := NewGroupIDGen(3, now-int64(time.Second)) // the clock went back
+	other, _ := NewGroupIDGen(4, now)
+	restarted.After(other.Next())
+	restarted.After(last - 10) // replay order: the last id may come before others
+	restarted.After(last)
+	restarted.After(last - 5)
+	if id := restarted.Next(); id != last+1 {
+		t.Fatalf("after a restart the next id is %#x; want %#x, one past the last issued", id, last+1)
+	}
+}

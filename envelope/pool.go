@@ -103,6 +103,21 @@ func (p *Pool) Pop() (id uint64, amount uint32, ok bool) {
 }
 
 // grow links a fresh block at the tail.
+// Each calls fn for every envelope in the pool, the next to pop first.
+func (p *Pool) Each(fn func(id uint64, amount uint32)) {
+	r := p.r
+	for b := p.head; b != nil && p.n > 0; b = b.next {
+		end := blockLen
+		if b == p.tail {
+			end = p.w
+		}
+		for i := r; i < end; i++ {
+			fn(b.ids[i], b.amounts[i])
+		}
+		r = 0
+	}
+}
+
 func (p *Pool) grow() {
 	b := p.free
 	if b != nil {

@@ -217,3 +217,24 @@ func BenchmarkPool(b *testing.B) {
 		}
 	})
 }
+
+// TestPoolEach: Each visits the pool in pop order, across blocks.
+func TestPoolEach(t *testing.T) {
+	var p Pool
+	for i := range 3 * blockLen {
+		p.Push(uint64(i), uint32(i))
+	}
+	for range blockLen + 5 {
+		p.Pop()
+	}
+	next := uint64(blockLen + 5)
+	p.Each(func(id uint64, amount uint32) {
+		if id != next || amount != uint32(next) {
+			t.Fatalf("Each visited %d (%d); want %d", id, amount, next)
+		}
+		next++
+	})
+	if next != 3*blockLen {
+		t.Fatalf("Each stopped at %d; want %d", next, 3*blockLen)
+	}
+}

@@ -38,6 +38,7 @@ const (
 	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
+	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there
 )
 
 // PushUndelivered is the Status of a KPush that egress sends back to the
@@ -47,7 +48,7 @@ const (
 const PushUndelivered uint8 = 1
 
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off", "repush"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off", "repush", "snapshot"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -69,14 +70,15 @@ type Event struct {
 	Code   uint8  // ERROR code for KFatal
 	OutLen uint8  // bytes of Out in use
 	N      uint16 // count: SEND recipients, deal size, shares
-	_      uint16
+	JPID   uint16 // with JPos: the journal producer whose record the answer reports
 	User   uint32 // the user the event is about
-	Peer   uint32 // the other user: chat recipient, envelope sender
+	Peer   uint32 // the other user: chat recipient, envelope sender; the campaign of a KDeal or KSystemSend
 	Amount uint32
 	Total  uint32
 	Conn   conn.Handle // the connection answers go to
 	Conn2  conn.Handle // a second connection: the recipient of a chat, the one a LOGIN replaces
 	Stamp  uint64      // the request's stamp, echoed in its answer
+	JPos   uint64      // a money answer leaves only once journal producer JPID is durable up to here; 0: at once
 	Env    uint64      // envelope id
 	RecvNs int64       // unix ns when ingress decoded the request: latency is measured from it
 	Buf    *bytebufferpool.ByteBuffer

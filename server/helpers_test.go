@@ -53,7 +53,7 @@ type testServer struct {
 func startServer(t testing.TB, edit func(o *server.Options)) *testServer {
 	t.Helper()
 	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: 4, Ring: 128, Loops: 2,
-		Ingress: *ingressMode, Pipeline: *pipelineMode, Stages: *stagesMode}
+		Ingress: *ingressMode, Pipeline: *pipelineMode, Stages: *stagesMode, Data: t.TempDir()}
 	if edit != nil {
 		edit(&o)
 	}

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"hongbao/buildinfo"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 )
@@ -132,6 +134,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.WaitBuckets, &c.WaitSumNs
 		})
+	s.writeJournal(e)
 }
 
 // writeLatency writes the histogram family name, one per request type,
@@ -162,6 +165,42 @@ func (s *Server) writeLatency(e exposition, name, help string,
 		fmt.Fprintf(e.w, "%s_sum{type=%q} %g\n", name, typ, float64(sum)/1e9)
 		e.sample(fmt.Sprintf(`%s_count{type=%q}`, name, typ), count)
 	}
+}
+
+// writeJournal writes the journal's families (with -journal on): what the
+// writer made durable, how long its syncs take and how far the disk is
+// behind the SETs.
+func (s *Server) writeJournal(e exposition) {
+	j := s.journal
+	if j == nil {
+		return
+	}
+	m := &j.M
+	e.counter("hongbao_journal_records_total", "Journal records written and synced (state changes: envelopes dealt, got, returned; group envelopes created, opened, taken back, refunded, forgotten; campaigns).", m.Records.Load())
+	e.counter("hongbao_journal_bytes_total", "Bytes of journal records written and synced.", m.Bytes.Load())
+	e.counter("hongbao_journal_segments_total", "Journal segment files started.", m.Segments.Load())
+	e.family("hongbao_journal_fsync_seconds", "histogram", "Time of each fdatasync of a journal round: one per round, whatever the SETs appended meanwhile (group commit); money answers wait for it.")
+	var cum uint64
+	for i := range journal.FsyncBuckets - 1 {
+		cum += m.FsyncBuckets[i].Load()
+		e.sample(fmt.Sprintf(`hongbao_journal_fsync_seconds_bucket{le="%g"}`, float64(journal.FsyncBucketUs(i))/1e6), cum)
+	}
+	count := cum + m.FsyncBuckets[journal.FsyncBuckets-1].Load()
+	e.sample(`hongbao_journal_fsync_seconds_bucket{le="+Inf"}`, count)
+	fmt.Fprintf(e.w, "hongbao_journal_fsync_seconds_sum %g\n", float64(m.FsyncNs.Load())/1e9)
+	e.sample("hongbao_journal_fsync_seconds_count", count)
+	e.gauge("hongbao_journal_lag_bytes", "Bytes the SETs have handed to the journal that are not durable yet: what money answers wait on now.", int64(j.Lag()))
+	failed := int64(0)
+	if j.Failed() {
+		failed = 1
+	}
+	e.gauge("hongbao_journal_failed", "1 once a journal write or sync failed: no money is handed out (see /healthz), else 0.", failed)
+	e.family("hongbao_recovery_seconds", "gauge", "Time the start took to read the snapshot and replay the journal, before serving.")
+	fmt.Fprintf(e.w, "hongbao_recovery_seconds %g\n", s.recoveryTime.Seconds())
+	e.counter("hongbao_snapshots_total", "Snapshots written (every -snapshot-every and at SIGTERM).", s.snapStats.count.Load())
+	e.family("hongbao_snapshot_seconds", "gauge", "Time the last snapshot took: the SETs' state, the wait for their journal marks, the file written and synced.")
+	fmt.Fprintf(e.w, "hongbao_snapshot_seconds %g\n", time.Duration(s.snapStats.ns.Load()).Seconds())
+	e.gauge("hongbao_snapshot_bytes", "Size of the last snapshot file.", int64(s.snapStats.bytes.Load()))
 }
 
 // writeRuntimeMetrics writes the Go runtime and process metrics of

@@ -97,6 +97,16 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("hongbao_ring_capacity{set=%q} %g; want -ring %d", label(m, "set"), v, ts.opts.Ring)
 		}
 	}
+	// The SEND and the OPEN above each waited for a durable round (the SHAKE
+	// found the pool empty: nothing to journal).
+	if h := families["hongbao_journal_fsync_seconds"].GetMetric(); len(h) != 1 || h[0].GetHistogram().GetSampleCount() < 2 {
+		t.Errorf("hongbao_journal_fsync_seconds: %v; want a histogram of at least 2 syncs", h)
+	}
+	for _, name := range []string{"hongbao_journal_records_total", "hongbao_journal_bytes_total"} {
+		if m := families[name].GetMetric(); len(m) != 1 || m[0].GetCounter().GetValue() < 2 {
+			t.Errorf("%s: %v; want at least 2", name, m)
+		}
+	}
 }
 
 // scrapeMetrics GETs /metrics and parses it.

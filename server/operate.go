@@ -30,6 +30,8 @@ func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, campaign.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: never started, or finished before the last %d", id, campaign.DefaultKeepFinished)})
+	case errors.Is(err, campaign.ErrNotDurable):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 	case errors.Is(err, campaign.ErrFinished):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("campaign %d already finished: every envelope was dealt", id), "campaign": st})
 	default:
@@ -45,7 +47,7 @@ func (s *Server) refuseCampaign(w http.ResponseWriter, err error) bool {
 	switch {
 	case errors.As(err, &tooMany):
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": err.Error(), "max_campaigns": tooMany.Max})
-	case errors.Is(err, campaign.ErrClosed):
+	case errors.Is(err, campaign.ErrClosed), errors.Is(err, campaign.ErrNotDurable):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 	default:
 		return false
@@ -54,7 +56,8 @@ func (s *Server) refuseCampaign(w http.ResponseWriter, err error) bool {
 }
 
 // serveHealth serves GET /healthz: 200 {"status":"ok"} while the server
-// serves, else 503 {"status":"unavailable","reason":…}.
+// serves and can make money durable, else 503
+// {"status":"unavailable","reason":…}.
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if reason := s.unhealthy(); reason != "" {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
@@ -67,6 +70,9 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) unhealthy() string {
 	if s.stopping.Load() {
 		return "shutting down"
+	}
+	if err := s.journal.Err(); err != nil {
+		return fmt.Sprintf("the journal cannot make money durable, so none is handed out: %v", err)
 	}
 	if s.bus != nil {
 		for i := 0; i < s.bus.Sets(); i++ {

@@ -282,7 +282,7 @@ func TestAdminTokenSources(t *testing.T) {
 
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, nil, 0o600)
-	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", AdminTokenFile: empty}
+	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", AdminTokenFile: empty, Data: t.TempDir()}
 	o.Fill()
 	if s, err := server.New(o, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), empty) {
 		if s != nil {

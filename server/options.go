@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"hongbao/journal"
 	"hongbao/ring"
 	"hongbao/stages"
 )
@@ -50,6 +51,12 @@ type Options struct {
 	SendBurst       int           // -send-burst
 	MaxLivePerUser  int           // -max-live-per-user
 	MaxEnvelopes    int           // -max-envelopes: live group envelopes, server-wide (SENDs answer 3, send campaigns wait)
+	Data            string        // -data: the directory of the journal and the snapshots
+	Journal         string        // -journal: on | off
+	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
+	// JournalCreate, when set, opens the journal's segment files instead of
+	// the file system: tests inject write and sync failures with it.
+	JournalCreate func(path string) (journal.File, error)
 }
 
 // Defaults, each with its reason.
@@ -57,7 +64,7 @@ const (
 	DefaultListen  = "127.0.0.1:9000"
 	DefaultAdmin   = "127.0.0.1:6060"
 	DefaultSets    = 32   // many more shards than cores, so one busy SET never serializes the whole load
-	DefaultRing    = 2048 // per SET: 2048 × 120-byte events = 240 KiB, 7.5 MiB for 32 SETs
+	DefaultRing    = 2048 // per SET: 2048 × 128-byte events = 256 KiB, 8 MiB for 32 SETs
 	DefaultPending = 256 << 10
 	// DefaultYields: a waiting SET parks right after its spin. At ~1,000
 	// requests a second per SET the next one is a millisecond away, and the
@@ -118,6 +125,14 @@ const (
 	// (envelope/pool_test.go), so 4,194,304 of them ~48 MiB; at the
 	// fastest campaign rate (10^6/s) that is 4 s of dealing nobody shook.
 	DefaultMaxPool = 1 << 22
+	// DefaultData is in the working directory, so that a server started
+	// without flags keeps its money across a restart.
+	DefaultData = "data"
+	// DefaultSnapshotEvery bounds what a start replays to a minute of
+	// journal (at 60,000 SHAKE/s ~80 MB, a few seconds) and the journal kept
+	// on disk with it; a snapshot of the default -max-pool and
+	// -max-envelopes at their fullest is ~1 GiB, written in the background.
+	DefaultSnapshotEvery = time.Minute
 )
 
 // Fill gives every unset field its default.
@@ -150,6 +165,9 @@ func (o *Options) Fill() {
 	fillZero(&o.MaxEnvelopes, DefaultMaxEnvelopes)
 	fillZero(&o.MaxCampaigns, DefaultMaxCampaigns)
 	fillZero(&o.MaxPool, DefaultMaxPool)
+	fillZero(&o.Data, DefaultData)
+	fillZero(&o.Journal, "on")
+	fillZero(&o.SnapshotEvery, DefaultSnapshotEvery)
 }
 
 // fillZero sets *p to v if *p is unset (zero).
@@ -206,6 +224,12 @@ func (o *Options) Validate() error {
 		bad("egress", "%q: want batch, or frame (one write per frame, for comparison)", o.Egress)
 	case o.Egress == "frame" && o.Pipeline == "none":
 		bad("egress", "frame needs a pipeline with an egress stage: -pipeline=none answers in the ingress")
+	}
+	if o.Journal != "on" && o.Journal != "off" && o.Journal != "" {
+		bad("journal", "%q: want on, or off (nothing durable, for comparison)", o.Journal)
+	}
+	if o.Journal != "off" && o.Pipeline != "none" && o.Data == "" && o.Journal != "" {
+		bad("data", "empty: the journal needs a directory (or -journal off)")
 	}
 	if o.MaxConns < 0 {
 		bad("max-conns", "%d is negative", o.MaxConns)
@@ -351,6 +375,13 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"and wait (\"waiting\": \"pool full\") meanwhile; ~12 bytes an envelope, so the default is ~48 MiB,\n"+
 		"4 s of the fastest campaign that nobody shakes")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.Data, "data", DefaultData, "`directory` of the journal (and the snapshots): every answer about money leaves only once the change\n"+
+		"it reports is on disk there, and a restart with the same -data recovers it. The default is in the\n"+
+		"working directory so that a server started without flags keeps its money; one server per directory")
+	fs.StringVar(&o.Journal, "journal", "on", "on: money is made durable under -data before it is answered (docs/PROTOCOL.md, Durability);\n"+
+		"off: nothing is written and a restart starts from an empty ledger (for comparison only: make perf-compare)")
+	fs.DurationVar(&o.SnapshotEvery, "snapshot-every", DefaultSnapshotEvery, "how often the state is written to a snapshot under -data and the journal before it removed (and at SIGTERM);\n"+
+		"a start replays only the journal after the newest snapshot: a minute keeps that to seconds. Negative: only at SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

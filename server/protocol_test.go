@@ -680,7 +680,7 @@ func TestBarePipeline(t *testing.T) {
 // with both listeners closed.
 func TestShutdownWithoutStart(t *testing.T) {
 	t.Parallel()
-	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: 2, Ring: 64, Loops: 1}
+	o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: 2, Ring: 64, Loops: 1, Data: t.TempDir()}
 	o.Fill()
 	s, err := server.New(o, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -4,6 +4,12 @@
 // of package transport, for comparison), the campaign producers and the
 // admin HTTP API; and it runs the graceful shutdown. It starts and stops the
 // SETs but handles no event itself: requests and money are the stages'.
+//
+// It owns the -data directory (locked: one server per directory): it opens
+// the journal (package journal) before building the SETs, replays it into
+// them and the campaign runner before serving (durable.go), and closes it
+// after the rings have drained at shutdown. /healthz answers 503 once the
+// journal cannot make money durable.
 package server
 
 import (
@@ -22,9 +28,11 @@ import (
 	"hongbao/egress"
 	"hongbao/event"
 	"hongbao/ingress"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/set"
+	"hongbao/stages"
 )
 
 // Stats is the ledger of GET /stats (package ledger has its invariants).
@@ -53,6 +61,18 @@ type Server struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	journal *journal.Journal // nil with -journal off or -pipeline=none
+	dataDir *dataDir
+	sets    []*set.SET
+	// recoveryTime is how long the replay took at start.
+	recoveryTime time.Duration
+	snapMu       sync.Mutex       // one snapshot at a time
+	snapID       uint64           // the last snapshot's id
+	snapParts    chan stages.Part // the SETs' stages hand in their state
+	snapStats    snapshotStats
+	stopSnap     chan struct{}
+	snapDone     chan struct{}
 }
 
 // New builds a server from filled, validated options and binds its listeners.
@@ -64,7 +84,8 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{})}
+	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{}),
+		snapParts: make(chan stages.Part, 2*o.Sets), stopSnap: make(chan struct{}), snapDone: make(chan struct{})}
 	maxConns, clamped, err := connLimit(o.MaxConns)
 	s.maxConns = maxConns
 	if err != nil {
@@ -74,7 +95,11 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		log.Warn("-max-conns above the open-files limit less the descriptors kept for the admin API: lowered", "max_conns", o.MaxConns, "now", maxConns, "reserve", FDReserve)
 	}
 	if o.Pipeline != "none" {
+		if err := s.openJournal(); err != nil {
+			return nil, err
+		}
 		if err := s.buildSETs(); err != nil {
+			s.closeJournal()
 			return nil, err
 		}
 	}
@@ -104,9 +129,13 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 			MaxPool:    uint64(o.MaxPool), Taken: s.shakeTaken,
 			MaxLive: uint64(o.MaxEnvelopes), Live: s.envelopesLive,
 		})
+		if err == nil {
+			err = s.recover()
+		}
 		if err != nil {
 			s.ing.Close()
 			s.closeRings()
+			s.closeJournal()
 			return nil, err
 		}
 	}
@@ -114,6 +143,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		if err := s.listenAdmin(); err != nil {
 			s.ing.Close()
 			s.closeRings()
+			s.closeJournal()
 			return nil, err
 		}
 	}
@@ -123,11 +153,13 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 // buildSETs makes one ring (or, for comparison, another transport: see
 // -pipeline) per SET with its chain of stages.
 func (s *Server) buildSETs() error {
-	bus, sets, err := set.Build(s.opts.Sets, s.opts.setOptions())
+	so := s.opts.setOptions()
+	so.Journal = s.journal
+	bus, sets, err := set.Build(s.opts.Sets, so)
 	if err != nil {
 		return err
 	}
-	s.bus, s.ledgers = bus, set.Ledgers(sets)
+	s.bus, s.ledgers, s.sets = bus, set.Ledgers(sets), sets
 	return nil
 }
 
@@ -168,6 +200,11 @@ func (s *Server) Start() error {
 		}
 		s.ticking = true
 		go s.tick()
+		if s.journal != nil && s.opts.SnapshotEvery > 0 {
+			go s.snapshotLoop(s.opts.SnapshotEvery, s.stopSnap, s.snapDone)
+		} else {
+			close(s.snapDone)
+		}
 	} else {
 		close(s.tickDone)
 	}
@@ -289,8 +326,17 @@ stop:
 		if !s.bus.Settle(deadline) {
 			s.log.Warn("shutdown: the rings did not settle; closing them anyway")
 		}
+		if s.ticking {
+			close(s.stopSnap)
+			<-s.snapDone
+			// The last state, so that the next start replays nothing.
+			if err := s.snapshot(); err != nil {
+				s.log.Error("snapshot at shutdown failed: the next start replays the journal", "err", err)
+			}
+		}
 		errs = append(errs, s.bus.Close())
 	}
+	errs = append(errs, s.closeJournal())
 	if s.admin != nil {
 		s.stopAdmin(ctx)
 	}

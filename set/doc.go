@@ -10,6 +10,11 @@
 // and neither starts nor stops the SETs: the bus it returns does, and the
 // server drives it.
 //
+// With a journal it gives each SET's shake and split stage a producer, in
+// SET order, so that a producer's id means the same stage at every start
+// with the same number of SETs, and Replay routes each record back to the
+// stage that wrote it.
+//
 // Building is two-phase because the stages publish into other SETs: every
 // SET's transport must exist, and the bus over them, before any stage is
 // made. Build does both phases; New and AddStages are the phases.

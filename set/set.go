@@ -6,6 +6,7 @@ import (
 
 	"hongbao/egress"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/stages"
@@ -32,6 +33,11 @@ type Options struct {
 	MaxPending    int           // output bytes a connection may have waiting before it is cut off
 	Now           func() int64  // unix ns; nil: time.Now
 	Seed          uint64        // the session and split stages' random numbers: each SET's derive from it and its index
+	// Journal, when not nil, gets a producer for the shake and the split
+	// stage of each SET (in SET order: their ids are the same at every start
+	// with the same -sets), and the egress holds money answers until it has
+	// made their records durable.
+	Journal *journal.Journal
 }
 
 // Goroutines is the number of goroutines that run one SET's stages.
@@ -52,6 +58,10 @@ type SET struct {
 	t      event.Transport
 	add    addStage
 	ledger *ledger.Ledger
+	shake  *stages.Shake
+	split  *stages.Split
+	egress *egress.Egress
+	pids   [2]int // the journal producers of shake and split; -1 without a journal
 }
 
 // addStage adds the next stage of a SET's chain: name for errors, maxBatch 0
@@ -89,11 +99,90 @@ func (s *SET) AddStages(bus *event.Bus) error {
 		return err
 	}
 	name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
+	s.shake, s.split = stages.NewShake(l), split
+	s.egress = egress.New(i, bus, l, o.MaxPending, o.Now, o.Egress)
+	s.pids = [2]int{-1, -1}
+	if j := o.Journal; j != nil {
+		shake, split := j.Producer(), j.Producer()
+		s.shake.Journal(shake)
+		s.split.Journal(split)
+		s.egress.Journal(j)
+		s.pids = [2]int{int(shake.ID()), int(split.ID())}
+	}
 	s.add(stages.NewSession(i, bus, l, o.Limits, o.Seed+uint64(2*i)), name("session"), 0)
-	s.add(stages.NewShake(l), name("shake"), 0)
+	s.add(s.shake, name("shake"), 0)
 	s.add(split, name("split"), 0)
-	s.add(egress.New(i, bus, l, o.MaxPending, o.Now, o.Egress), name("egress"), egressMaxBatch)
+	s.add(s.egress, name("egress"), egressMaxBatch)
 	return nil
+}
+
+// Replay applies the journal's records to the SETs' stages, before they
+// run: each record of a SET's shake or split producer to that stage, and
+// every record, the SETs' included, to other (the campaigns' progress is in
+// the SETs' records), which may be nil. now is the recovery's time.
+func Replay(j *journal.Journal, from journal.From, sets []*SET, now int64, other func(journal.Record) error) error {
+	type owner struct {
+		s     *SET
+		stage int
+	}
+	byPID := map[uint16]owner{}
+	for _, s := range sets {
+		for stage, pid := range s.pids {
+			if pid >= 0 {
+				byPID[uint16(pid)] = owner{s, stage}
+			}
+		}
+	}
+	return j.Replay(from, func(r journal.Record) error {
+		if o, ok := byPID[r.PID]; ok {
+			var err error
+			if o.stage == 0 {
+				err = o.s.shake.Restore(r, &o.s.ledger.Egress)
+			} else {
+				err = o.s.split.Restore(r, now)
+			}
+			if err != nil {
+				return fmt.Errorf("set %d: %w", o.s.index, err)
+			}
+		}
+		if other != nil {
+			return other(r)
+		}
+		return nil
+	})
+}
+
+// Snapshots makes the SET's shake and split stages hand their state to out
+// at every KSnapshot (on their goroutines).
+func (s *SET) Snapshots(out func(stages.Part)) {
+	s.shake.Snapshots(out)
+	s.split.Snapshots(out)
+}
+
+// Load restores the SET's stages from their parts of a snapshot, by journal
+// producer; a part of another producer is not the SET's (false).
+func (s *SET) Load(pid uint16, data []byte, now int64) (bool, error) {
+	var err error
+	switch int(pid) {
+	case s.pids[0]:
+		err = s.shake.Load(data, &s.ledger.Egress)
+	case s.pids[1]:
+		err = s.split.Load(data, now)
+	default:
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("set %d: %w", s.index, err)
+	}
+	return true, nil
+}
+
+// Dealt is what the SET's stages dealt for each campaign (snapshot and
+// replay included), and the last shake envelope id dealt into it; read it
+// only while the SET is stopped.
+func (s *SET) Dealt() (shake, send map[uint32]*stages.Dealt, lastShake uint64) {
+	shake, lastShake = s.shake.Tallies()
+	return shake, s.split.Tallies(), lastShake
 }
 
 // Build makes n SETs, the bus between them and their stages: both phases.

@@ -42,7 +42,13 @@ func TestAllocsPerRequest(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	p := newPipeline(t, 2, 256, defaultLimits, nil)
+	t.Run("memory", func(t *testing.T) { allocsPerRequest(t, false, 2000) })
+	// A money answer held for its sync and journalled on the way.
+	t.Run("journal", func(t *testing.T) { allocsPerRequest(t, true, 300) })
+}
+
+func allocsPerRequest(t *testing.T, journalled bool, runs int) {
+	p := newJournalled(t, 2, 256, defaultLimits, nil, journalled)
 	a, b := p.login(1), p.login(2) // SETs 1 and 0
 	amounts := make([]uint32, 64)
 	for i := range amounts {
@@ -66,7 +72,7 @@ func TestAllocsPerRequest(t *testing.T) {
 	f := func(name string, req func()) {
 		t.Helper()
 		req() // warm up: buffers pooled, maps sized
-		allocs := testing.AllocsPerRun(2000, func() {
+		allocs := testing.AllocsPerRun(runs, func() {
 			before := frames()
 			req()
 			for frames() == before { // wait until egress wrote the answer

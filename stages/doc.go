@@ -31,6 +31,17 @@
 // them testable without a network. Nor do they know which transport carries
 // them or what runs after them: package set wires them.
 //
+// The shake and split stages journal each change of their state (records.go:
+// envelopes dealt, got, returned; group envelopes created, opened, taken
+// back, refunded, forgotten; a send campaign's envelope skipped), each to its
+// own journal producer, once per batch handed to the writer; they stamp each
+// money answer with the position the egress waits for. Requests that change
+// nothing (an empty SHAKE, PING, CHAT, LOGIN) journal nothing: chat stays
+// at-most-once, logins are not kept. At recovery, Restore applies the records
+// in the order they were appended: the pool is a FIFO, so a replayed pop
+// takes the very envelope it took. Once the journal has failed they hand out
+// no money: SHAKE answers 2, SEND and OPEN overloaded.
+//
 // The chain of every SET is session → shake → split → egress; every stage
 // sees every event, in sequence order, and acts on the kinds it owns.
 package stages

@@ -13,6 +13,7 @@ import (
 	"hongbao/conn"
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/set"
@@ -31,11 +32,33 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, sets, size int, lim stages.Limits, now func() int64) *pipeline {
 	t.Helper()
-	bus, ss, err := set.Build(sets, set.Options{Ring: size, Limits: lim, MaxPending: 64 << 10, Now: now, Seed: 1})
+	return newJournalled(t, sets, size, lim, now, false)
+}
+
+// newJournalled is newPipeline with, if journalled, a journal in a
+// temporary directory: money answers wait for its syncs.
+func newJournalled(t *testing.T, sets, size int, lim stages.Limits, now func() int64, journalled bool) *pipeline {
+	t.Helper()
+	var j *journal.Journal
+	var p *pipeline
+	if journalled {
+		var err error
+		j, err = journal.Open(journal.Options{Dir: t.TempDir(), Sets: sets, OnDurable: func() { p.bus.Tick() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	bus, ss, err := set.Build(sets, set.Options{Ring: size, Limits: lim, MaxPending: 64 << 10, Now: now, Seed: 1, Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pipeline{t: t, bus: bus, ledgers: set.Ledgers(ss), owner: &fakeOwner{bus: bus}}
+	p = &pipeline{t: t, bus: bus, ledgers: set.Ledgers(ss), owner: &fakeOwner{bus: bus}}
+	if j != nil {
+		if err := j.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() }) // after the rings have closed: cleanups run last first
+	}
 	for i := range sets {
 		if err := bus.Ring(i).Start(); err != nil {
 			t.Fatal(err)

@@ -187,6 +187,7 @@ func Answer(bus *event.Bus, out *event.Outbox, set int, ev *event.Event, enc fun
 	}
 	a := out.Put(home)
 	a.Kind, a.User, a.Conn, a.Stamp, a.RecvNs = event.KAnswer, ev.User, ev.Conn, ev.Stamp, ev.RecvNs
+	a.JPID, a.JPos = ev.JPID, ev.JPos
 	a.SetFrame(enc(a.Out[:0]))
 	out.Done()
 }

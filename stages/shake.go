@@ -2,11 +2,13 @@ package stages
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/valyala/bytebufferpool"
 
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 )
@@ -18,10 +20,21 @@ import (
 type Shake struct {
 	pool envelope.Pool
 	c    *ledger.ShakeCounters
+	jp   *journal.Producer // nil: the journal is off
+	rec  []byte            // a record's payload, reused
+
+	camps     tallies // dealt for each campaign
+	lastDealt uint64  // the last envelope id dealt
+	snapOut   func(Part)
 }
 
 // NewShake returns the shake stage of a SET.
-func NewShake(l *ledger.Ledger) *Shake { return &Shake{c: &l.Shake} }
+func NewShake(l *ledger.Ledger) *Shake { return &Shake{c: &l.Shake, camps: tallies{}} }
+
+// Journal makes the stage journal its changes to jp; nil leaves it off.
+func (s *Shake) Journal(jp *journal.Producer) {
+	s.jp, s.rec = jp, make([]byte, 0, 512)
+}
 
 // Handle implements ring.Handler.
 func (s *Shake) Handle(b event.Batch) {
@@ -31,6 +44,10 @@ func (s *Shake) Handle(b event.Batch) {
 		switch ev.Kind {
 		case event.KShake:
 			s.c.Requests.Add(1)
+			if s.jp.Failed() { // nothing would become durable: hand out nothing
+				ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], ev.Stamp, proto.ShakeOverloaded, 0, 0))
+				continue
+			}
 			id, amount, ok := s.pool.Pop()
 			if !ok {
 				s.c.Empty.Add(1)
@@ -40,11 +57,21 @@ func (s *Shake) Handle(b event.Batch) {
 			s.c.Popped.Add(1)
 			s.c.PoppedAmount.Add(uint64(amount))
 			ev.Status, ev.Env, ev.Amount = proto.ShakeGot, id, amount // egress counts it got, or returns it
+			if s.jp != nil {
+				s.rec = appendIDAmount(s.rec[:0], id, amount)
+				ev.JPID, ev.JPos = s.jp.ID(), s.jp.Append(RecPop, s.rec)
+			}
 			ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], ev.Stamp, proto.ShakeGot, id, amount))
 			touched = true
 		case event.KDeal:
 			var sum uint64
-			amounts := ev.Buf.B
+			amounts := ev.Buf.B[:4*int(ev.N)]
+			if s.jp != nil {
+				s.rec = binary.BigEndian.AppendUint32(s.rec[:0], ev.Peer)
+				s.rec = binary.BigEndian.AppendUint64(s.rec, ev.Env)
+				s.rec = append(s.rec, amounts...)
+				s.jp.Append(RecDeal, s.rec)
+			}
 			for i := 0; i < int(ev.N); i++ {
 				a := binary.BigEndian.Uint32(amounts[4*i:])
 				s.pool.Push(ev.Env+uint64(i), a)
@@ -52,10 +79,18 @@ func (s *Shake) Handle(b event.Batch) {
 			}
 			bytebufferpool.Put(ev.Buf)
 			ev.Buf = nil
+			s.camps.add(ev.Peer, uint64(ev.N), sum)
+			s.lastDealt = max(s.lastDealt, ev.Env+uint64(ev.N)-1)
 			s.c.Created.Add(uint64(ev.N))
 			s.c.CreatedAmount.Add(sum)
 			touched = true
+		case event.KSnapshot:
+			s.snapshot(ev.Env)
 		case event.KReturn:
+			if s.jp != nil {
+				s.rec = appendIDAmount(s.rec[:0], ev.Env, ev.Amount)
+				s.jp.Append(RecReturn, s.rec)
+			}
 			s.pool.Push(ev.Env, ev.Amount)
 			s.c.Returned.Add(1)
 			s.c.ReturnedAmount.Add(uint64(ev.Amount))
@@ -63,7 +98,72 @@ func (s *Shake) Handle(b event.Batch) {
 		}
 	}
 	if touched {
-		s.c.Pool.Store(uint64(s.pool.Len()))
-		s.c.PoolAmount.Store(s.pool.Amount())
+		s.jp.Publish()
+		s.gauges()
 	}
+}
+
+func (s *Shake) gauges() {
+	s.c.Pool.Store(uint64(s.pool.Len()))
+	s.c.PoolAmount.Store(s.pool.Amount())
+}
+
+func appendIDAmount(b []byte, id uint64, amount uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, id), amount)
+}
+
+// Restore applies one of the stage's journal records at recovery, before
+// the SET runs: the pool changes as it did, in the same order, so that a
+// replayed pop takes the very envelope it took then (the pool is FIFO).
+// egress is the SET's egress counters: an envelope popped and not returned
+// was got.
+func (s *Shake) Restore(r journal.Record, egress *ledger.EgressCounters) error {
+	p := r.Payload
+	switch r.Type {
+	case RecDeal:
+		if len(p) < 12 || (len(p)-12)%4 != 0 {
+			return recordError(r, "deal of a broken length")
+		}
+		first, n := binary.BigEndian.Uint64(p[4:]), (len(p)-12)/4
+		var sum uint64
+		for i := range n {
+			a := binary.BigEndian.Uint32(p[12+4*i:])
+			s.pool.Push(first+uint64(i), a)
+			sum += uint64(a)
+		}
+		s.c.Created.Add(uint64(n))
+		s.c.CreatedAmount.Add(sum)
+		s.camps.add(binary.BigEndian.Uint32(p), uint64(n), sum)
+		if n > 0 {
+			s.lastDealt = max(s.lastDealt, first+uint64(n)-1)
+		}
+	case RecPop:
+		if len(p) != 12 {
+			return recordError(r, "pop of a broken length")
+		}
+		want, wantAmount := binary.BigEndian.Uint64(p), binary.BigEndian.Uint32(p[8:])
+		id, amount, ok := s.pool.Pop()
+		if !ok || id != want || amount != wantAmount {
+			return recordError(r, fmt.Sprintf("envelope %#x of %d fen popped, the pool's head is %#x of %d fen (ok %v)",
+				want, wantAmount, id, amount, ok))
+		}
+		s.c.Popped.Add(1)
+		s.c.PoppedAmount.Add(uint64(amount))
+		egress.Got.Add(1)
+		egress.GotAmount.Add(uint64(amount))
+	case RecReturn:
+		if len(p) != 12 {
+			return recordError(r, "return of a broken length")
+		}
+		id, amount := binary.BigEndian.Uint64(p), binary.BigEndian.Uint32(p[8:])
+		s.pool.Push(id, amount)
+		s.c.Returned.Add(1)
+		s.c.ReturnedAmount.Add(uint64(amount))
+		egress.Got.Add(^uint64(0))
+		egress.GotAmount.Add(^uint64(amount - 1))
+	default:
+		return recordError(r, "not a shake record")
+	}
+	s.gauges()
+	return nil
 }

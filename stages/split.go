@@ -2,6 +2,7 @@ package stages
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"hongbao/envelope"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 )
@@ -75,6 +77,10 @@ type Split struct {
 	spent   []expiring // fully opened, in that order: retentions are equal, so also in forgetting order
 	free    []*group   // forgotten groups, for reuse (newGroup)
 	senders senders
+	jp      *journal.Producer // nil: the journal is off
+	rec     []byte            // a record's payload, reused
+	camps   tallies           // created (or skipped) for each send campaign
+	snapOut func(Part)
 }
 
 type expiring struct {
@@ -93,7 +99,7 @@ func NewSplit(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, now func() 
 	}
 	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
 		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group),
-		senders: newSenders(lim, &l.Split)}, nil
+		senders: newSenders(lim, &l.Split), camps: tallies{}}, nil
 }
 
 // Handle implements ring.Handler.
@@ -109,12 +115,19 @@ func (s *Split) Handle(b event.Batch) {
 		case event.KSend:
 			s.send(ev, now)
 		case event.KSystemSend:
-			if ev.N > 0 {
+			created := false
+			if ev.N > 0 && !s.jp.Failed() {
 				if s.room(now) {
-					s.create(0, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
+					s.create(0, ev.Peer, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
+					created = true
 				} else {
 					s.c.SystemOverBudget.Add(1)
 				}
+			}
+			s.camps.add(ev.Peer, 1, uint64(ev.Total))
+			if !created && s.jp != nil { // the campaign's progress: dealt, though not created
+				s.rec = binary.BigEndian.AppendUint32(s.rec[:0], ev.Peer)
+				s.jp.Append(RecSkip, binary.BigEndian.AppendUint32(s.rec, ev.Total))
 			}
 			s.release(ev)
 		case event.KOpen:
@@ -123,9 +136,17 @@ func (s *Split) Handle(b event.Batch) {
 			s.unopen(ev.Env, ev.User, ev.Amount)
 		case event.KRepush:
 			s.repush(ev.Env, ev.User)
+		case event.KSnapshot:
+			s.snapshot(ev.Env)
 		}
 	}
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
+	s.jp.Publish()
+}
+
+// Journal makes the stage journal its changes to jp; nil leaves it off.
+func (s *Split) Journal(jp *journal.Producer) {
+	s.jp, s.rec = jp, make([]byte, 0, 32+4*int(max(s.limits.MaxShares, 100)))
 }
 
 func (s *Split) release(ev *event.Event) {
@@ -143,12 +164,17 @@ func (s *Split) send(ev *event.Event, now int64) {
 		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendInvalid, 0))
 		return
 	}
+	if s.jp.Failed() { // nothing would become durable: create nothing, charge nothing
+		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendOverloaded, 0))
+		return
+	}
 	if limited := s.limited(ev.User, now); limited != nil {
 		limited.Add(1)
 		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendLimited, 0))
 		return
 	}
-	id := s.create(ev.User, ev.Total, rcpt, now)
+	id := s.create(ev.User, 0, ev.Total, rcpt, now)
+	s.gate(ev)
 	ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendOK, id))
 }
 
@@ -193,7 +219,7 @@ func (s *Split) room(now int64) bool {
 		// Fewer live than held: some envelope is fully opened, so the queue
 		// of fully opened ones names it.
 		if g := s.groups[e.id]; g != nil && g.sharesLeft == 0 && g.retained == e.expires {
-			s.forget(e.id)
+			s.forget(e.id, RecForget)
 			s.c.Evicted.Add(1)
 		}
 	}
@@ -230,11 +256,38 @@ func (s *Split) valid(sender, total uint32, rcpt []byte) bool {
 
 // create records a group envelope and pushes ENVELOPE to each recipient
 // through the recipient's SET.
-func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
-	n := len(rcpt) / 4
+func (s *Split) create(sender, campaign, total uint32, rcpt []byte, now int64) uint64 {
 	id := s.ids.Next()
+	expires := now + int64(s.limits.TTL)
+	if s.jp != nil {
+		b := binary.BigEndian.AppendUint64(s.rec[:0], id)
+		b = binary.BigEndian.AppendUint32(b, campaign)
+		b = binary.BigEndian.AppendUint32(b, sender)
+		b = binary.BigEndian.AppendUint32(b, total)
+		b = binary.BigEndian.AppendUint64(b, uint64(expires))
+		s.rec = append(b, rcpt...)
+		s.jp.Append(RecCreate, s.rec)
+	}
+	g := s.add(id, sender, total, expires, rcpt)
+	for _, r := range g.recipients {
+		s.push(r, id, g, uint64(now))
+	}
+	return id
+}
+
+// gate makes ev's answer wait until everything the stage journalled so far
+// is durable.
+func (s *Split) gate(ev *event.Event) {
+	if s.jp != nil {
+		ev.JPID, ev.JPos = s.jp.ID(), s.jp.Pos()
+	}
+}
+
+// add holds a new group envelope and counts it.
+func (s *Split) add(id uint64, sender, total uint32, expires int64, rcpt []byte) *group {
+	n := len(rcpt) / 4
 	g := s.newGroup(n)
-	g.sender, g.total, g.remaining, g.sharesLeft, g.expires = sender, total, total, uint16(n), now+int64(s.limits.TTL)
+	g.sender, g.total, g.remaining, g.sharesLeft, g.expires = sender, total, total, uint16(n), expires
 	for i := range g.recipients {
 		g.recipients[i] = binary.BigEndian.Uint32(rcpt[4*i:])
 	}
@@ -245,10 +298,7 @@ func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 	s.c.CreatedAmount.Add(uint64(total))
 	s.setLive(g, 1)
 	s.c.LiveAmount.Add(uint64(total))
-	for _, r := range g.recipients {
-		s.push(r, id, g, uint64(now))
-	}
-	return id
+	return g
 }
 
 // push sends the ENVELOPE of g (id) to user through the user's SET, whose
@@ -256,6 +306,7 @@ func (s *Split) create(sender, total uint32, rcpt []byte, now int64) uint64 {
 func (s *Split) push(user uint32, id uint64, g *group, stamp uint64) {
 	p := s.out.Put(s.bus.SETOf(user))
 	p.Kind, p.User, p.Env = event.KPush, user, id
+	s.gate(p)
 	p.SetFrame(proto.AppendEnvelope(p.Out[:0], stamp, id, g.sender, g.total, uint16(len(g.recipients))))
 	s.out.Done()
 }
@@ -294,8 +345,15 @@ func (s *Split) repush(id uint64, user uint32) {
 }
 
 func (s *Split) open(ev *event.Event, now int64) {
-	status, share := s.draw(ev.Env, ev.User, now)
+	status, share := proto.OpenOverloaded, uint32(0)
+	if !s.jp.Failed() { // else nothing would become durable: open nothing
+		status, share = s.draw(ev.Env, ev.User, now)
+	}
 	s.c.OpenStatus[status].Add(1)
+	if status == proto.OpenOK && s.jp != nil {
+		s.jp.Append(RecDraw, appendID(s.rec[:0], ev.Env, ev.User, share))
+		s.gate(ev) // Answer carries it to the requester's SET
+	}
 	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {
 		return proto.AppendOpenResult(dst, ev.Stamp, status, ev.Env, share)
 	})
@@ -358,6 +416,9 @@ func (s *Split) unopen(id uint64, user, amount uint32) {
 		s.c.TakeBackLost.Add(1)
 		return
 	}
+	if s.jp != nil {
+		s.jp.Append(RecUnopen, appendID(s.rec[:0], id, user, amount))
+	}
 	if g.sharesLeft == 0 {
 		s.setLive(g, 1) // openable again; a retention already queued passes it by (expire)
 	}
@@ -381,12 +442,11 @@ func (s *Split) expire(now int64) {
 			continue
 		}
 		if g.sharesLeft > 0 {
-			s.c.Refunded.Add(1)
-			s.c.RefundedAmount.Add(uint64(g.remaining))
-			s.setLive(g, -1)
-			s.c.LiveAmount.Add(^uint64(g.remaining - 1))
+			s.refund(g)
+			s.forget(id, RecRefund)
+		} else {
+			s.forget(id, RecForget)
 		}
-		s.forget(id)
 	}
 	s.expiry = dropHead(s.expiry, i)
 	i = 0
@@ -395,7 +455,7 @@ func (s *Split) expire(now int64) {
 		// is live again, and its TTL (or the entry of its next full opening,
 		// the one its retained names) ends it.
 		if g := s.groups[s.spent[i].id]; g != nil && g.sharesLeft == 0 && g.retained == s.spent[i].expires {
-			s.forget(s.spent[i].id)
+			s.forget(s.spent[i].id, RecForget)
 		}
 	}
 	s.spent = dropHead(s.spent, i)
@@ -408,7 +468,19 @@ func (s *Split) expire(now int64) {
 	}
 }
 
-func (s *Split) forget(id uint64) {
+func (s *Split) refund(g *group) {
+	s.c.Refunded.Add(1)
+	s.c.RefundedAmount.Add(uint64(g.remaining))
+	s.setLive(g, -1)
+	s.c.LiveAmount.Add(^uint64(g.remaining - 1))
+}
+
+// forget drops envelope id, journalled as rec (RecForget, or RecRefund once
+// refunded).
+func (s *Split) forget(id uint64, rec uint8) {
+	if s.jp != nil {
+		s.jp.Append(rec, binary.BigEndian.AppendUint64(s.rec[:0], id))
+	}
 	if len(s.free) < freeGroups {
 		s.free = append(s.free, s.groups[id])
 	}
@@ -447,4 +519,96 @@ func dropHead(q []expiring, n int) []expiring {
 		return q
 	}
 	return q[:copy(q, q[n:])]
+}
+
+// Restore applies one of the stage's journal records at recovery, before the
+// SET runs; now is the recovery's time, from which the retention of envelopes
+// found fully opened is counted.
+func (s *Split) Restore(r journal.Record, now int64) error {
+	s.at = now
+	p := r.Payload
+	if len(p) < 8 {
+		return recordError(r, "no envelope id")
+	}
+	id := binary.BigEndian.Uint64(p)
+	if r.Type == RecSkip {
+		if len(p) != 8 {
+			return recordError(r, "skip of a broken length")
+		}
+		s.camps.add(binary.BigEndian.Uint32(p), 1, uint64(binary.BigEndian.Uint32(p[4:])))
+		return nil
+	}
+	if r.Type == RecCreate {
+		if len(p) < 28 || (len(p)-28)%4 != 0 || len(p) == 28 {
+			return recordError(r, "create of a broken length")
+		}
+		if s.groups[id] != nil {
+			return recordError(r, fmt.Sprintf("envelope %#x created twice", id))
+		}
+		s.ids.After(id)
+		s.camps.add(binary.BigEndian.Uint32(p[8:]), 1, uint64(binary.BigEndian.Uint32(p[16:])))
+		s.add(id, binary.BigEndian.Uint32(p[12:]), binary.BigEndian.Uint32(p[16:]), int64(binary.BigEndian.Uint64(p[20:])), p[28:])
+		return nil
+	}
+	g := s.groups[id]
+	if g == nil {
+		return recordError(r, fmt.Sprintf("envelope %#x not held", id))
+	}
+	switch r.Type {
+	case RecDraw, RecUnopen:
+		if len(p) != 16 {
+			return recordError(r, "share of a broken length")
+		}
+		user, share := binary.BigEndian.Uint32(p[8:]), binary.BigEndian.Uint32(p[12:])
+		i := slices.Index(g.recipients, user)
+		switch {
+		case i < 0:
+			return recordError(r, fmt.Sprintf("user %d is no recipient of %#x", user, id))
+		case r.Type == RecUnopen:
+			if g.shares[i] != share || share == 0 {
+				return recordError(r, fmt.Sprintf("share %d of %#x taken back from user %d, who has %d", share, id, user, g.shares[i]))
+			}
+			jp := s.jp
+			s.jp = nil // replaying: nothing to journal again
+			s.unopen(id, user, share)
+			s.jp = jp
+			s.c.TakenBack.Add(^uint64(0)) // a count of this run's take-backs, not the envelope's state
+			return nil
+		case g.shares[i] != 0 || g.sharesLeft == 0 || share > g.remaining:
+			return recordError(r, fmt.Sprintf("share %d of %#x drawn by user %d twice or beyond what is left", share, id, user))
+		}
+		g.shares[i] = share
+		g.remaining -= share
+		g.sharesLeft--
+		s.c.Opened.Add(1)
+		s.c.OpenedAmount.Add(uint64(share))
+		s.c.LiveAmount.Add(^uint64(share - 1))
+		if g.sharesLeft == 0 {
+			s.setLive(g, -1)
+			g.retained = now + int64(s.limits.Retain)
+			s.spent = append(s.spent, expiring{id, g.retained})
+		}
+	case RecRefund:
+		if g.sharesLeft == 0 {
+			return recordError(r, fmt.Sprintf("fully opened envelope %#x refunded", id))
+		}
+		s.refund(g)
+		s.forgetRestored(id)
+	case RecForget:
+		if g.sharesLeft > 0 {
+			s.refund(g) // forgotten at its TTL with shares left cannot be: refund is its record; keep the ledger whole anyway
+		}
+		s.forgetRestored(id)
+	default:
+		return recordError(r, "not a split record")
+	}
+	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
+	return nil
+}
+
+func (s *Split) forgetRestored(id uint64) {
+	jp := s.jp
+	s.jp = nil // replaying: nothing to journal again
+	s.forget(id, RecForget)
+	s.jp = jp
 }

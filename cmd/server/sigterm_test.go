@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -512,6 +513,9 @@ type sigServer struct {
 // for its "serving" line. The process is killed when the test ends.
 func startServer(t *testing.T, bin string, args ...string) *sigServer {
 	t.Helper()
+	if !slices.Contains(args, "-data") {
+		args = append(args, "-data", t.TempDir())
+	}
 	cmd := exec.Command(bin, append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the test
 	stderr, err := cmd.StderrPipe()

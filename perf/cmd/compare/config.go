@@ -23,7 +23,7 @@ type variant struct {
 // variants are every ablation, the default pipeline first: the ratios are
 // taken against it.
 var variants = []variant{
-	{"ring", nil, "the default: epoll ingress, our ring with a SET's stages fused on one goroutine, one write per connection per batch"},
+	{"ring", nil, "the default: epoll ingress, our ring with a SET's stages fused on one goroutine, one write per connection per batch, money answers after the journal's fsync"},
 	{"bare", []string{"-pipeline=none"}, "bare I/O: the ingress answers every SHAKE itself (status 0), no ring, no stages"},
 	{"handoff", []string{"-handoff"}, "every request wakes its SET's goroutine, which the loop yields to, instead of the loop running the SET's batch itself when the SET is idle"},
 	{"pipelined", []string{"-stages=pipelined"}, "a goroutine per stage, parking and waking one another, instead of one per SET running the four in turn"},
@@ -31,6 +31,7 @@ var variants = []variant{
 	{"disruptor", []string{"-pipeline=disruptor"}, "github.com/smarty/go-disruptor v0.5.0 between the same stage handlers"},
 	{"chan", []string{"-pipeline=chan"}, "a buffered channel and a goroutine per stage, the same handlers"},
 	{"frame", []string{"-egress=frame"}, "egress writes every frame with its own write() instead of one per connection per batch"},
+	{"nojournal", []string{"-journal=off"}, "nothing made durable: money answers leave without waiting for the journal's fsync (what durability costs)"},
 }
 
 func variantNames() []string {

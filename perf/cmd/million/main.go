@@ -59,7 +59,7 @@ const (
 	defaultPerServer = 18000 // 20,000 open files less the listeners, admin, log pipes and runtime, with room
 	defaultRampRate  = 10000 // connects a second: each costs the two cores some 50 µs (both ends, the kernel's handshake)
 	// defaultServerFlags keeps each of the ~56 servers small: 4 SETs of 1,024
-	// slots preallocate 0.5 MiB (the default 32 × 2048 is 7.5 MiB), and one
+	// slots preallocate 0.5 MiB (the default 32 × 2048 is 8 MiB), and one
 	// ingress loop, since two cores serve them all. Fused stages (one
 	// goroutine per SET, one wake-up per batch instead of four) that park
 	// right after spinning: 56 pairs at 60,000 SHAKE/s took 17.8 µs of

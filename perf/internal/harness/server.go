@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,7 @@ import (
 // ServerConfig says how to start a server.
 type ServerConfig struct {
 	Bin  string   // the server binary (bin/server)
-	Args []string // more flags; Start sets -listen, -admin and -log-format itself
+	Args []string // more flags; Start sets -listen, -admin and -log-format itself, and -data unless given
 	Log  string   // file that gets the server's log; "" discards it
 	// Echo gets the server's WARN and ERROR lines as they come (nil: none),
 	// so that a tool's output shows what went wrong on the server side.
@@ -69,6 +70,16 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		cfg.StartTimeout = 10 * time.Second
 	}
 	args := append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}, cfg.Args...)
+	// Each measured server starts from an empty journal of its own, removed
+	// once it exits: a run must not inherit the money of the one before.
+	var data string
+	if !slices.Contains(cfg.Args, "-data") {
+		var err error
+		if data, err = os.MkdirTemp("", "hongbao-data-"); err != nil {
+			return nil, err
+		}
+		args = append(args, "-data", data)
+	}
 	cmd := exec.Command(cfg.Bin, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	var logw io.Writer = io.Discard
@@ -86,6 +97,9 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		if logf != nil {
 			logf.Close()
+		}
+		if data != "" {
+			os.RemoveAll(data)
 		}
 		return nil, fmt.Errorf("cannot start %s: %w", cfg.Bin, err)
 	}
@@ -120,6 +134,9 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		<-scanned
 		if logf != nil {
 			logf.Close()
+		}
+		if data != "" {
+			os.RemoveAll(data)
 		}
 		s.waitErr = err
 		close(s.done)

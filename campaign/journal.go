@@ -1,0 +1,264 @@
+package campaign
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"hongbao/envelope"
+	"hongbao/journal"
+)
+
+// The campaign runner's journal records. A campaign's progress is not among
+// them: it is the SETs' records of what they dealt for it (a deal into a pool,
+// a send envelope created or skipped, each naming the campaign), so that a
+// restart deals exactly what was not durably dealt, never an envelope twice.
+const (
+	RecStarted   uint8 = 16 // id u32, kind u8, rate u64, total u64, min u32, max u32, recipients u16, started i64
+	RecCancelled uint8 = 17 // id u32, ended i64
+	RecFinished  uint8 = 18 // id u32, ended i64
+)
+
+// journalled is the runner's side of the journal: one producer, appended to
+// by the admin API's goroutines and the dealing loop, hence its lock.
+type journalled struct {
+	mu sync.Mutex
+	jp *journal.Producer
+}
+
+// record appends a record, makes the change it records (then, under the
+// producer's lock: a snapshot sees both or neither), and with wait returns
+// once the record is durable (the admin API answers only then). Without a
+// journal it only makes the change.
+func (jn *journalled) record(typ uint8, payload []byte, wait bool, then func()) error {
+	jn.mu.Lock()
+	defer jn.mu.Unlock()
+	if jn.jp == nil {
+		then()
+		return nil
+	}
+	if jn.jp.Failed() {
+		return ErrNotDurable
+	}
+	pos := jn.jp.Append(typ, payload)
+	then()
+	jn.jp.Publish()
+	if !wait {
+		return nil
+	}
+	if err := jn.jp.Wait(pos); err != nil {
+		return ErrNotDurable
+	}
+	return nil
+}
+
+// Journal makes the runner journal its campaigns' starts, cancellations and
+// ends to jp; nil leaves it off. Call it before any Start.
+func (r *Runner) Journal(jp *journal.Producer) { r.jn.jp = jp }
+
+func startedRecord(c *Campaign) []byte {
+	p := c.Params
+	b := binary.BigEndian.AppendUint32(nil, uint32(c.ID))
+	b = append(b, kindByte(p.Kind))
+	b = binary.BigEndian.AppendUint64(b, p.Rate)
+	b = binary.BigEndian.AppendUint64(b, p.Total)
+	b = binary.BigEndian.AppendUint32(b, p.Min)
+	b = binary.BigEndian.AppendUint32(b, p.Max)
+	b = binary.BigEndian.AppendUint16(b, p.Recipients)
+	return binary.BigEndian.AppendUint64(b, uint64(c.Started.UnixNano()))
+}
+
+func endRecord(id int, at time.Time) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, uint32(id)), uint64(at.UnixNano()))
+}
+
+func kindByte(k Kind) byte {
+	if k == Send {
+		return 1
+	}
+	return 0
+}
+
+// Snapshot writes the campaigns' starts and ends as records (the runner's
+// part of snapshot id) and marks the runner's journal there: a replay from
+// the snapshot reads them, then the runner's records after the mark. It
+// returns the part with the mark's producer and position.
+func (r *Runner) Snapshot(id uint64) (data []byte, pid uint16, pos uint64, ok bool) {
+	r.mu.Lock() // no campaign starts meanwhile
+	defer r.mu.Unlock()
+	r.jn.mu.Lock() // none ends: its end and its record are made under this lock
+	defer r.jn.mu.Unlock()
+	if r.jn.jp == nil {
+		return nil, 0, 0, false
+	}
+	for _, c := range slices.Concat(r.finished, r.running) {
+		data = journal.AppendRecord(data, RecStarted, 0, startedRecord(c))
+		st := c.Status()
+		switch st.State {
+		case Cancelled:
+			data = journal.AppendRecord(data, RecCancelled, 0, endRecord(c.ID, st.Ended))
+		case Finished:
+			data = journal.AppendRecord(data, RecFinished, 0, endRecord(c.ID, st.Ended))
+		}
+	}
+	pos = r.jn.jp.Mark(id)
+	r.jn.jp.Publish()
+	return data, r.jn.jp.ID(), pos, true
+}
+
+// Load reads the runner's part of a snapshot.
+func (rc *Recovered) Load(data []byte) error {
+	for len(data) > 0 {
+		rec, n, err := journal.Decode(data)
+		if err != nil {
+			return fmt.Errorf("campaign: snapshot part: %w", err)
+		}
+		if err := rc.Apply(rec); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// Recovered is what the journal holds of the campaigns.
+type Recovered struct {
+	byID       map[uint32]*recovered
+	shakeDealt uint64 // shake envelopes dealt in all, by every campaign
+	lastShake  uint64 // the last shake envelope id dealt
+}
+
+type recovered struct {
+	st      Status
+	seen    bool // its start record was read
+	dealtN  uint64
+	amountN uint64
+}
+
+// NewRecovered starts an empty recovery.
+func NewRecovered() *Recovered { return &Recovered{byID: map[uint32]*recovered{}} }
+
+func (rc *Recovered) get(id uint32) *recovered {
+	c := rc.byID[id]
+	if c == nil {
+		c = &recovered{}
+		rc.byID[id] = c
+	}
+	return c
+}
+
+// Campaigns is how many campaigns were recovered.
+func (rc *Recovered) Campaigns() int { return len(rc.byID) }
+
+// Dealt adds n envelopes of amount fen dealt for campaign id (from the SETs'
+// records; id 0: dealt by no campaign); lastShake is the last shake envelope
+// id among them, or 0.
+func (rc *Recovered) Dealt(id uint32, n, amount uint64, shake bool, lastShake uint64) {
+	if id != 0 {
+		c := rc.get(id)
+		c.dealtN += n
+		c.amountN += amount
+	}
+	if shake {
+		rc.shakeDealt += n
+	}
+	rc.lastShake = max(rc.lastShake, lastShake)
+}
+
+// Apply reads one of the runner's own records.
+func (rc *Recovered) Apply(r journal.Record) error {
+	p := r.Payload
+	switch r.Type {
+	case RecStarted:
+		if len(p) != 4+1+8+8+4+4+2+8 {
+			return fmt.Errorf("campaign: a start record of %d bytes", len(p))
+		}
+		c := rc.get(binary.BigEndian.Uint32(p))
+		kind := Shake
+		if p[4] == 1 {
+			kind = Send
+		}
+		c.seen = true
+		c.st.ID = int(binary.BigEndian.Uint32(p))
+		c.st.Params = Params{Kind: kind, Rate: binary.BigEndian.Uint64(p[5:]), Total: binary.BigEndian.Uint64(p[13:]),
+			Min: binary.BigEndian.Uint32(p[21:]), Max: binary.BigEndian.Uint32(p[25:]), Recipients: binary.BigEndian.Uint16(p[29:])}
+		c.st.Started = time.Unix(0, int64(binary.BigEndian.Uint64(p[31:])))
+		c.st.State = Running
+	case RecCancelled, RecFinished:
+		if len(p) != 12 {
+			return fmt.Errorf("campaign: an end record of %d bytes", len(p))
+		}
+		c := rc.get(binary.BigEndian.Uint32(p))
+		if r.Type == RecCancelled {
+			c.st.State = Cancelled
+		}
+		c.st.Ended = time.Unix(0, int64(binary.BigEndian.Uint64(p[4:])))
+	}
+	return nil
+}
+
+// Restore gives the runner the campaigns recovered: the cancelled and the
+// fully dealt ones are listed as ended; the others go on from what the SETs
+// durably dealt for them, at their rate from now, until their total. Call it
+// before Start and before serving.
+func (r *Runner) Restore(rc *Recovered) error {
+	ids := make([]uint32, 0, len(rc.byID))
+	for id := range rc.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shakeDealt = rc.shakeDealt
+	if rc.lastShake != 0 {
+		r.ids.After(rc.lastShake)
+	}
+	for _, id := range ids {
+		rcv := rc.byID[id]
+		if !rcv.seen {
+			return fmt.Errorf("campaign: envelopes dealt for campaign %d, whose start is not in the journal", id)
+		}
+		st := rcv.st
+		if rcv.dealtN > st.Params.Total {
+			return fmt.Errorf("campaign: campaign %d dealt %d envelopes of its %d", id, rcv.dealtN, st.Params.Total)
+		}
+		r.nextID = max(r.nextID, st.ID)
+		dealer, err := envelope.NewDealer(r.bus.Sets(), MaxBatch)
+		if err != nil {
+			return err
+		}
+		left := st.Params.Total - rcv.dealtN
+		c := &Campaign{ID: st.ID, Params: st.Params, Started: st.Started, dealer: dealer,
+			pacer:   envelope.NewPacer(now.UnixNano(), st.Params.Rate, left),
+			rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(st.ID)),
+			perTick: max(1, perTick(st.Params.Rate, envelope.TickInterval)),
+			n:       rcv.dealtN, base: rcv.dealtN, lastDue: rcv.dealtN}
+		c.dealt.Store(rcv.dealtN)
+		c.amount.Store(rcv.amountN)
+		r.byID[c.ID] = c
+		switch {
+		case st.State == Cancelled || left == 0:
+			s := st.State
+			if left == 0 && s != Cancelled {
+				s = Finished
+			}
+			ended := st.Ended
+			if ended.IsZero() {
+				ended = now // its end record was not durable yet
+			}
+			c.end(s, ended)
+			r.finished = append(r.finished, c)
+		default:
+			r.running = append(r.running, c)
+		}
+	}
+	if len(r.running) > 0 && !r.started {
+		r.started = true
+		r.wg.Add(1)
+		go r.loop()
+	}
+	return nil
+}

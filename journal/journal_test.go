@@ -1,0 +1,398 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func open(t testing.TB, dir string, mod func(*Options)) *Journal {
+	t.Helper()
+	o := Options{Dir: dir, Sets: 4, RingBytes: 4096}
+	if mod != nil {
+		mod(&o)
+	}
+	j, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+type rec struct {
+	typ     uint8
+	pid     uint16
+	payload string
+}
+
+func replay(t testing.TB, j *Journal) []rec {
+	t.Helper()
+	var got []rec
+	if err := j.Replay(From{}, func(r Record) error {
+		got = append(got, rec{r.Type, r.PID, string(r.Payload)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// write appends n records per producer, interleaved, each batch published,
+// and waits until they are durable.
+func write(t testing.TB, j *Journal, producers, n int) []rec {
+	t.Helper()
+	ps := make([]*Producer, producers)
+	for i := range ps {
+		ps[i] = j.Producer()
+	}
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var want []rec
+	var last []uint64 = make([]uint64, producers)
+	for k := range n {
+		for i, p := range ps {
+			payload := strings.Repeat(string(rune('a'+i)), k%7) + string(rune('0'+k%10))
+			last[i] = p.Append(uint8(k%250+1), []byte(payload))
+			want = append(want, rec{uint8(k%250 + 1), p.ID(), payload})
+			if k%3 == 0 {
+				p.Publish()
+			}
+		}
+	}
+	for i, p := range ps {
+		if err := p.Wait(last[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// perProducer keeps each producer's records in order: the guarantee across
+// producers is only that each one's order holds.
+func perProducer(rs []rec) map[uint16][]rec {
+	m := map[uint16][]rec{}
+	for _, r := range rs {
+		m[r.pid] = append(m[r.pid], r)
+	}
+	return m
+}
+
+func equalPerProducer(t *testing.T, got, want []rec) {
+	t.Helper()
+	g, w := perProducer(got), perProducer(want)
+	if len(g) != len(w) {
+		t.Fatalf("records of %d producers replayed; want %d", len(g), len(w))
+	}
+	for pid, ws := range w {
+		gs := g[pid]
+		if len(gs) != len(ws) {
+			t.Fatalf("producer %d: %d records replayed; want %d", pid, len(gs), len(ws))
+		}
+		for i := range ws {
+			if gs[i] != ws[i] {
+				t.Fatalf("producer %d record %d: replayed %+v; want %+v", pid, i, gs[i], ws[i])
+			}
+		}
+	}
+}
+
+func TestReplayOrder(t *testing.T) {
+	dir := t.TempDir()
+	// Small segments and rings: rotation and ring wrap-around happen many times.
+	want := write(t, open(t, dir, func(o *Options) { o.SegmentBytes = 2048; o.RingBytes = 1024 }), 5, 400)
+	j := open(t, dir, nil)
+	if len(j.segments) < 5 {
+		t.Fatalf("%d segments; want several (rotation)", len(j.segments))
+	}
+	equalPerProducer(t, replay(t, j), want)
+
+	// A restarted journal appends after what it replayed.
+	more := write(t, j, 2, 10)
+	equalPerProducer(t, replay(t, open(t, dir, nil)), append(want, more...))
+}
+
+func segmentFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	names, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestTornTailCutAtEveryByte(t *testing.T) {
+	src := t.TempDir()
+	want := write(t, open(t, src, nil), 1, 12)
+	names := segmentFiles(t, src)
+	if len(names) != 1 {
+		t.Fatalf("%d segments; want 1", len(names))
+	}
+	full, err := os.ReadFile(filepath.Join(src, names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := []int{segmentHeaderLen} // where each record ends
+	for off := segmentHeaderLen; off < len(full); {
+		_, n, err := Decode(full[off:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		ends = append(ends, off)
+	}
+	for cut := 0; cut <= len(full); cut++ {
+		dir := t.TempDir()
+		path := filepath.Join(dir, names[0])
+		if err := os.WriteFile(path, full[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j, err := Open(Options{Dir: dir, Sets: 4})
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		whole := 0
+		for whole+1 < len(ends) && ends[whole+1] <= cut {
+			whole++
+		}
+		got := replay(t, j)
+		if len(got) != whole {
+			t.Fatalf("cut at %d: %d records replayed; want %d", cut, len(got), whole)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("cut at %d: record %d is %+v; want %+v", cut, i, got[i], want[i])
+			}
+		}
+		if cut >= segmentHeaderLen {
+			if fi, err := os.Stat(path); err != nil || fi.Size() != int64(ends[whole]) {
+				t.Fatalf("cut at %d: file not cut back to %d: %v %v", cut, ends[whole], fi, err)
+			}
+		}
+	}
+	// The last record's bytes flipped (its end never reached the disk) or the
+	// file extended by zeros: a torn tail too.
+	for _, tail := range [][]byte{flip(full, len(full)-1), append(bytes.Clone(full), make([]byte, 100)...)} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, names[0]), tail, 0o644)
+		if n := len(replay(t, open(t, dir, nil))); n != len(want)-1 && n != len(want) {
+			t.Fatalf("torn tail: %d records replayed", n)
+		}
+	}
+}
+
+func flip(b []byte, i int) []byte {
+	c := bytes.Clone(b)
+	c[i] ^= 0x40
+	return c
+}
+
+func TestCorruptionInTheMiddleNamed(t *testing.T) {
+	src := t.TempDir()
+	write(t, open(t, src, nil), 1, 12)
+	name := segmentFiles(t, src)[0]
+	full, _ := os.ReadFile(filepath.Join(src, name))
+	_, n, _ := Decode(full[segmentHeaderLen:])
+	second := segmentHeaderLen + n
+	for _, at := range []int{second, second + 4, second + HeaderLen + 1} { // its length, its checksum, its body
+		dir := t.TempDir()
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, flip(full, at), 0o644)
+		_, err := Open(Options{Dir: dir, Sets: 4})
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.File != path || ce.Offset != int64(second) {
+			t.Fatalf("byte %d flipped: err %v; want a CorruptError naming %s at offset %d", at, err, path, second)
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Fatalf("the error %q does not name the file", err)
+		}
+	}
+	// A torn tail in a segment that is not the last: corruption.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, name), full[:len(full)-3], 0o644)
+	os.WriteFile(filepath.Join(dir, segmentName(1)), segmentHeader(4), 0o644)
+	if _, err := Open(Options{Dir: dir, Sets: 4}); !errors.As(err, new(*CorruptError)) {
+		t.Fatalf("an earlier segment cut short: err %v; want a CorruptError", err)
+	}
+}
+
+func TestOtherSetsRefused(t *testing.T) {
+	dir := t.TempDir()
+	write(t, open(t, dir, nil), 1, 3)
+	_, err := Open(Options{Dir: dir, Sets: 8})
+	if err == nil || !strings.Contains(err.Error(), "-sets 4") {
+		t.Fatalf("err %v; want a refusal naming -sets 4", err)
+	}
+}
+
+func TestAppendAllocatesNothing(t *testing.T) {
+	j := open(t, t.TempDir(), func(o *Options) { o.RingBytes = 1 << 16 })
+	p := j.Producer()
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	payload := make([]byte, 12)
+	var pos uint64
+	allocs := testing.AllocsPerRun(5000, func() {
+		binary.BigEndian.PutUint64(payload, pos)
+		pos = p.Append(RecTest, payload)
+		p.Publish()
+	})
+	if allocs != 0 {
+		t.Fatalf("%.2f allocations per appended record; want 0", allocs)
+	}
+	if err := p.Wait(pos); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RecTest is a record type for tests: the journal gives types no meaning.
+const RecTest = 0x7f
+
+// failingFile fails its Sync (or, with writes, its Write) from the nth call
+// on.
+type failingFile struct {
+	File
+	calls  *atomic.Int64
+	after  int64
+	writes bool
+}
+
+var errDisk = errors.New("injected: EIO")
+
+func (f failingFile) Sync() error {
+	if !f.writes && f.calls.Add(1) > f.after {
+		return errDisk
+	}
+	return f.File.Sync()
+}
+
+func (f failingFile) Write(b []byte) (int, error) {
+	if f.writes && f.calls.Add(1) > f.after {
+		return len(b) / 2, errDisk // a torn write
+	}
+	return f.File.Write(b)
+}
+
+func TestSyncFailureStopsDurability(t *testing.T) {
+	t.Run("sync", func(t *testing.T) { failureStopsDurability(t, false) })
+	t.Run("write", func(t *testing.T) { failureStopsDurability(t, true) })
+}
+
+func failureStopsDurability(t *testing.T, writes bool) {
+	var calls atomic.Int64
+	var failed atomic.Pointer[error]
+	dir := t.TempDir()
+	j := open(t, dir, func(o *Options) {
+		o.Create = func(path string) (File, error) {
+			f, err := createFile(path)
+			return failingFile{f, &calls, 2, writes}, err // the header's and one round's succeed
+		}
+		o.OnFail = func(err error) { failed.Store(&err) }
+	})
+	p := j.Producer()
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(p.Append(RecTest, []byte("one"))); err != nil {
+		t.Fatalf("first round: %v", err)
+	}
+	pos := p.Append(RecTest, []byte("two"))
+	if err := p.Wait(pos); !errors.Is(err, errDisk) {
+		t.Fatalf("second round: %v; want the injected error", err)
+	}
+	if p.Durable(pos) || !j.Failed() || failed.Load() == nil {
+		t.Fatalf("after a failed sync: durable %v, failed %v, reported %v", p.Durable(pos), j.Failed(), failed.Load())
+	}
+	// Appending after the failure neither blocks on a full ring nor becomes durable.
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
+		pos = p.Append(RecTest, make([]byte, 100))
+	}
+	if p.Durable(pos) {
+		t.Fatal("a record appended after the failure reported durable")
+	}
+	if err := j.Close(); !errors.Is(err, errDisk) {
+		t.Fatalf("Close: %v; want the injected error", err)
+	}
+	// A start finds the durable record, and after it what reached the file
+	// whole (a failed sync may have written it: never answered, a prefix
+	// still); a torn round is cut.
+	got := replay(t, open(t, dir, nil))
+	if len(got) == 0 || got[0].payload != "one" || writes && len(got) != 1 {
+		t.Fatalf("replayed %+v after the failure; want the durable record first (and alone after a torn write)", got)
+	}
+}
+
+// TestReplayFromSnapshot: a replay from a snapshot skips each producer's
+// records up to its mark of that snapshot, and the segments before the
+// snapshot's; a mark of another snapshot, earlier or later, changes nothing.
+func TestReplayFromSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	j := open(t, dir, nil)
+	a, b := j.Producer(), j.Producer()
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.Append(RecTest, []byte("a1"))
+	b.Mark(6) // a snapshot never kept
+	a.Publish()
+	b.Publish()
+	seg, err := j.Rotate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Append(RecTest, []byte("a2"))
+	a.Mark(7)
+	b.Append(RecTest, []byte("b1"))
+	a.Append(RecTest, []byte("a3"))
+	b.Mark(7)
+	b.Append(RecTest, []byte("b2"))
+	b.Mark(8) // a later snapshot, cut short by a crash
+	a.Publish()
+	if err := b.Wait(b.Append(RecTest, []byte("b3"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(a.Pos()); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	j = open(t, dir, nil)
+	var got []string
+	if err := j.Replay(From{ID: 7, Segment: seg}, func(r Record) error {
+		got = append(got, string(r.Payload))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	equalPerProducer(t, replayed(got), replayed([]string{"a3", "b2", "b3"}))
+	if err := j.RemoveBefore(seg); err != nil {
+		t.Fatal(err)
+	}
+	if names := segmentFiles(t, dir); len(names) != 1 || names[0] != segmentName(seg) {
+		t.Fatalf("segments after RemoveBefore(%d): %v", seg, names)
+	}
+	all := replay(t, open(t, dir, nil)) // no snapshot: every record, no marks
+	if len(all) != 5 {
+		t.Fatalf("%d records replayed without a snapshot; want 5: %v", len(all), all)
+	}
+}
+
+func replayed(payloads []string) []rec {
+	var rs []rec
+	for _, p := range payloads {
+		rs = append(rs, rec{RecTest, uint16(p[0] - 'a'), p})
+	}
+	return rs
+}

@@ -1,0 +1,105 @@
+package journal
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Producer is one appender's stream into the journal: a byte ring that its
+// one goroutine fills and the writer empties. Positions are the stream's
+// byte offsets since the journal started, so that "durable up to pos" is one
+// atomic load (Durable), and a waiter needs nothing but the position its
+// Append returned.
+//
+// A Producer belongs to one goroutine: Append and Publish are not safe for
+// concurrent use. The nil Producer (the journal off) appends nothing and
+// reports every position durable.
+type Producer struct {
+	j       *Journal
+	id      uint16
+	buf     []byte
+	mask    uint64
+	tail    uint64 // appended; owned by the producer's goroutine
+	scratch []byte
+
+	_       [64]byte
+	pub     atomic.Uint64 // published to the writer: whole records up to here
+	_       [56]byte
+	durable atomic.Uint64 // written and synced: the ring is free up to here
+	_       [56]byte
+}
+
+// ID is the producer's id, written in each of its records.
+func (p *Producer) ID() uint16 { return p.id }
+
+// Append adds one record to the producer's stream and returns the position
+// just past it: the record is durable once Durable(pos). It allocates
+// nothing. It waits only when the ring is full, that is when the disk is
+// behind by a whole ring; once the journal has failed it drops the record
+// and returns a position that never becomes durable.
+func (p *Producer) Append(typ uint8, payload []byte) uint64 {
+	if p == nil {
+		return 0
+	}
+	n := uint64(Size(len(payload)))
+	if n > uint64(len(p.buf)) || len(payload) > MaxPayload {
+		panic("BUG: journal: record larger than the producer's ring")
+	}
+	for spins := 0; p.tail+n-p.durable.Load() > uint64(len(p.buf)); spins++ {
+		if p.j.Failed() {
+			return p.tail + n // past anything the writer will mark durable
+		}
+		p.Publish()
+		if spins < 16 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond) // the disk is a ring behind: a round takes milliseconds
+		}
+	}
+	p.scratch = AppendRecord(p.scratch[:0], typ, p.id, payload)
+	at := p.tail & p.mask
+	c := copy(p.buf[at:], p.scratch)
+	copy(p.buf, p.scratch[c:])
+	p.tail += n
+	return p.tail
+}
+
+// Pos is the position past the last record appended.
+func (p *Producer) Pos() uint64 {
+	if p == nil {
+		return 0
+	}
+	return p.tail
+}
+
+// Publish hands the records appended so far to the writer: once per batch,
+// so that a batch's records go to disk in one round.
+func (p *Producer) Publish() {
+	if p == nil || p.pub.Load() == p.tail {
+		return
+	}
+	p.pub.Store(p.tail)
+	p.j.kick()
+}
+
+// Durable tells whether the records up to pos are on disk. Any goroutine may
+// ask.
+func (p *Producer) Durable(pos uint64) bool {
+	return p == nil || p.durable.Load() >= pos
+}
+
+// Wait blocks until the records up to pos are on disk, or the journal fails
+// (its error). For callers off the hot path: the admin API's campaign
+// changes.
+func (p *Producer) Wait(pos uint64) error {
+	if p == nil {
+		return nil
+	}
+	p.Publish()
+	return p.j.Wait(p.id, pos)
+}
+
+// Failed tells whether the journal failed: nothing appended will become
+// durable, so money may not be handed out. False for the nil Producer.
+func (p *Producer) Failed() bool { return p != nil && p.j.Failed() }

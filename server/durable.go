@@ -1,0 +1,165 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"hongbao/campaign"
+	"hongbao/journal"
+	"hongbao/ledger"
+	"hongbao/set"
+	"hongbao/stages"
+)
+
+// dataDir is the -data directory, locked for this process: two servers
+// appending to one journal would interleave their records.
+type dataDir struct {
+	path string
+	lock *os.File
+}
+
+func lockDataDir(path string) (*dataDir, error) {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("-data %s: %w", path, err)
+	}
+	f, err := os.OpenFile(filepath.Join(path, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("-data %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-data %s: locked by another server (%w): each server needs its own data directory", path, err)
+	}
+	return &dataDir{path: path, lock: f}, nil
+}
+
+func (d *dataDir) unlock() {
+	if d != nil {
+		d.lock.Close() // closing the descriptor releases the flock
+	}
+}
+
+// openJournal opens the journal under -data (checking its segments: a torn
+// tail is cut, corruption stops the start), unless -journal off.
+func (s *Server) openJournal() error {
+	if s.opts.Journal == "off" {
+		return nil
+	}
+	d, err := lockDataDir(s.opts.Data)
+	if err != nil {
+		return err
+	}
+	j, err := journal.Open(journal.Options{
+		Dir:    filepath.Join(d.path, "journal"),
+		Sets:   s.opts.Sets,
+		Create: s.opts.JournalCreate,
+		OnDurable: func() {
+			if s.bus != nil {
+				s.bus.Tick() // the SETs whose egress holds money answers look again
+			}
+		},
+		OnFail: func(err error) {
+			s.log.Error("journal failed: no money is handed out any more (SHAKE answers 2, SEND and OPEN overloaded); /healthz answers 503", "err", err)
+		},
+	})
+	if err != nil {
+		d.unlock()
+		return err
+	}
+	s.journal, s.dataDir = j, d
+	return nil
+}
+
+func (s *Server) closeJournal() error {
+	var err error
+	if s.journal != nil {
+		if s.journal.Started() {
+			err = s.journal.Close()
+		}
+		if s.journal.Failed() {
+			err = nil // logged when it happened (OnFail); /healthz said so since
+		}
+		s.journal = nil
+	}
+	s.dataDir.unlock()
+	s.dataDir = nil
+	return err
+}
+
+// recover loads the latest snapshot, replays the journal after it into the
+// SETs and the campaign runner, then starts the journal's writer: before any
+// client or admin request is served.
+func (s *Server) recover() error {
+	if s.journal == nil {
+		return nil
+	}
+	start := time.Now()
+	now := start.UnixNano()
+	s.camps.Journal(s.journal.Producer()) // after the SETs' producers: its id is the same at every start
+	rc := campaign.NewRecovered()
+	snap, err := loadSnapshot(s.snapshotDir(), s.opts.Sets)
+	if err != nil {
+		return err
+	}
+	for pid, data := range snap.parts {
+		claimed := false
+		for _, st := range s.sets {
+			ok, err := st.Load(pid, data, now)
+			if err != nil {
+				return fmt.Errorf("recovering from %s: %w", snap.path, err)
+			}
+			claimed = claimed || ok
+		}
+		if !claimed {
+			if int(pid) != s.journal.Producers()-1 {
+				return fmt.Errorf("recovering from %s: a part of journal producer %d, which this server does not have", snap.path, pid)
+			}
+			if err := rc.Load(data); err != nil {
+				return fmt.Errorf("recovering from %s: %w", snap.path, err)
+			}
+		}
+	}
+	s.snapID = snap.id
+	records := 0
+	err = set.Replay(s.journal, journal.From{ID: snap.id, Segment: snap.segment}, s.sets, now, func(r journal.Record) error {
+		records++
+		return rc.Apply(r)
+	})
+	if err != nil {
+		return fmt.Errorf("recovering from %s: %w", s.opts.Data, err)
+	}
+	for _, st := range s.sets {
+		shake, send, last := st.Dealt()
+		for id, d := range shake {
+			rc.Dealt(id, d.N, d.Amount, true, 0)
+		}
+		for id, d := range send {
+			rc.Dealt(id, d.N, d.Amount, false, 0)
+		}
+		rc.Dealt(0, 0, 0, false, last)
+	}
+	if err := s.camps.Restore(rc); err != nil {
+		return fmt.Errorf("recovering from %s: %w", s.opts.Data, err)
+	}
+	if err := s.journal.Start(); err != nil {
+		return err
+	}
+	for _, st := range s.sets {
+		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
+	}
+	st := ledger.Sum(s.ledgers)
+	took := time.Since(start)
+	s.recoveryTime = took
+	s.log.Info("recovered", "data", s.opts.Data, "snapshot", snap.path, "records_replayed", records, "took", took.Round(time.Microsecond),
+		"pool_envelopes", st.Shake.Pool, "pool_fen", st.Shake.PoolAmount, "shake_got_fen", st.Shake.GotAmount,
+		"group_envelopes_held", st.Envelopes.Held, "group_live_fen", st.Envelopes.LiveAmount,
+		"opened_fen", st.Envelopes.OpenedAmount, "campaigns", rc.Campaigns())
+	if err := st.Check(); err != nil {
+		return fmt.Errorf("recovered ledger does not balance: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package stages
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+
+	"hongbao/ledger"
+)
+
+// Part is one stage's state for a snapshot, taken on its own goroutine at a
+// KSnapshot: Pos is the position of the stage's journal mark, so the
+// snapshot may be kept once Pos is durable, and a replay from it takes the
+// stage's records after the mark.
+type Part struct {
+	PID  uint16
+	Pos  uint64
+	Data []byte
+}
+
+// Dealt is what a stage dealt for one campaign: envelopes and their amounts
+// (send: totals).
+type Dealt struct{ N, Amount uint64 }
+
+// tallies are the campaigns' progress as a stage saw it: in its snapshot
+// and rebuilt by its replay, so that a restart resumes each campaign from
+// exactly what was durably dealt.
+type tallies map[uint32]*Dealt
+
+func (t tallies) add(campaign uint32, n, amount uint64) {
+	if campaign == 0 {
+		return // dealt by no campaign (tests)
+	}
+	d := t[campaign]
+	if d == nil {
+		d = new(Dealt)
+		t[campaign] = d
+	}
+	d.N += n
+	d.Amount += amount
+}
+
+func (t tallies) append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(t)))
+	for _, id := range slices.Sorted(maps.Keys(t)) {
+		b = binary.BigEndian.AppendUint32(b, id)
+		b = binary.BigEndian.AppendUint64(b, t[id].N)
+		b = binary.BigEndian.AppendUint64(b, t[id].Amount)
+	}
+	return b
+}
+
+func (t tallies) load(r *reader) {
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		id := r.u32()
+		t.add(id, r.u64(), r.u64())
+	}
+}
+
+// reader decodes a snapshot part; its first error sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+var errShortPart = errors.New("stages: snapshot part cut short")
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil || len(r.b) < n {
+		r.err = errShortPart
+		return make([]byte, n)
+	}
+	b := r.b[:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (r *reader) u16() uint16 { return binary.BigEndian.Uint16(r.take(2)) }
+func (r *reader) u32() uint32 { return binary.BigEndian.Uint32(r.take(4)) }
+func (r *reader) u64() uint64 { return binary.BigEndian.Uint64(r.take(8)) }
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("stages: %d bytes after the snapshot part", len(r.b))
+	}
+	return r.err
+}
+
+// appendCounters appends the counters' values.
+func appendCounters(b []byte, cs []*atomic.Uint64) []byte {
+	for _, c := range cs {
+		b = binary.BigEndian.AppendUint64(b, c.Load())
+	}
+	return b
+}
+
+// counters reads as many values as cs has, to store once the whole part is
+// read.
+func (r *reader) counters(cs []*atomic.Uint64) []uint64 {
+	vs := make([]uint64, len(cs))
+	for i := range vs {
+		vs[i] = r.u64()
+	}
+	return vs
+}
+
+func store(cs []*atomic.Uint64, vs []uint64) {
+	for i, c := range cs {
+		c.Store(vs[i])
+	}
+}
+
+// snapshotted are the shake counters a snapshot keeps: the money, not the
+// traffic.
+func (s *Shake) snapshotted() []*atomic.Uint64 {
+	c := s.c
+	return []*atomic.Uint64{&c.Created, &c.CreatedAmount, &c.Popped, &c.PoppedAmount, &c.Returned, &c.ReturnedAmount}
+}
+
+// snapshotted are the split counters a snapshot keeps (live and held are
+// the envelopes'): the money, not the traffic.
+func (s *Split) snapshotted() []*atomic.Uint64 {
+	c := s.c
+	return []*atomic.Uint64{&c.Created, &c.CreatedAmount, &c.Opened, &c.OpenedAmount, &c.Refunded, &c.RefundedAmount}
+}
+
+// Tallies is what the stage dealt for each campaign, with the last shake
+// envelope id it was dealt; read it only while the SET is stopped.
+func (s *Shake) Tallies() (map[uint32]*Dealt, uint64) { return s.camps, s.lastDealt }
+
+// Snapshots makes the stage hand its state to out at every KSnapshot.
+func (s *Shake) Snapshots(out func(Part)) { s.snapOut = out }
+
+func (s *Shake) snapshot(id uint64) {
+	if s.snapOut == nil || s.jp == nil {
+		return
+	}
+	b := appendCounters(make([]byte, 0, 64+12*s.pool.Len()), s.snapshotted())
+	b = binary.BigEndian.AppendUint64(b, s.lastDealt)
+	b = s.camps.append(b)
+	b = binary.BigEndian.AppendUint64(b, uint64(s.pool.Len()))
+	s.pool.Each(func(id uint64, amount uint32) {
+		b = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, id), amount)
+	})
+	pos := s.jp.Mark(id)
+	s.jp.Publish()
+	s.snapOut(Part{PID: s.jp.ID(), Pos: pos, Data: b})
+}
+
+// Load restores the stage from its part of a snapshot, before any Restore;
+// egress is the SET's egress counters (got is popped less returned).
+func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
+	r := &reader{b: data}
+	vs := r.counters(s.snapshotted())
+	s.lastDealt = r.u64()
+	s.camps.load(r)
+	for n := r.u64(); n > 0 && r.err == nil; n-- {
+		id := r.u64()
+		s.pool.Push(id, r.u32())
+	}
+	if err := r.done(); err != nil {
+		return err
+	}
+	store(s.snapshotted(), vs)
+	c := s.c
+	egress.Got.Store(c.Popped.Load() - c.Returned.Load())
+	egress.GotAmount.Store(c.PoppedAmount.Load() - c.ReturnedAmount.Load())
+	s.gauges()
+	return nil
+}
+
+// Tallies is what the stage dealt for each campaign; read it only while
+// the SET is stopped.
+func (s *Split) Tallies() map[uint32]*Dealt { return s.camps }
+
+// Snapshots makes the stage hand its state to out at every KSnapshot.
+func (s *Split) Snapshots(out func(Part)) { s.snapOut = out }
+
+func (s *Split) snapshot(id uint64) {
+	if s.snapOut == nil || s.jp == nil {
+		return
+	}
+	b := appendCounters(make([]byte, 0, 64+64*len(s.groups)), s.snapshotted())
+	b = binary.BigEndian.AppendUint64(b, s.ids.Peek())
+	b = s.camps.append(b)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.groups)))
+	n := 0
+	for _, e := range s.expiry { // creation order; every envelope held is in it once
+		g := s.groups[e.id]
+		if g == nil || g.expires != e.expires {
+			continue
+		}
+		n++
+		b = binary.BigEndian.AppendUint64(b, e.id)
+		b = binary.BigEndian.AppendUint32(b, g.sender)
+		b = binary.BigEndian.AppendUint32(b, g.total)
+		b = binary.BigEndian.AppendUint64(b, uint64(g.expires))
+		b = binary.BigEndian.AppendUint16(b, uint16(len(g.recipients)))
+		for i, r := range g.recipients {
+			b = binary.BigEndian.AppendUint32(b, r)
+			b = binary.BigEndian.AppendUint32(b, g.shares[i])
+		}
+	}
+	if n != len(s.groups) {
+		panic(fmt.Sprintf("BUG: stages: %d group envelopes held, %d in the expiry queue", len(s.groups), n))
+	}
+	pos := s.jp.Mark(id)
+	s.jp.Publish()
+	s.snapOut(Part{PID: s.jp.ID(), Pos: pos, Data: b})
+}
+
+// Load restores the stage from its part of a snapshot, before any Restore;
+// now is the recovery's time.
+func (s *Split) Load(data []byte, now int64) error {
+	s.at = now
+	r := &reader{b: data}
+	vs, next := r.counters(s.snapshotted()), r.u64()
+	s.camps.load(r)
+	rcpt := make([]byte, 0, 4*256)
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		id, sender, total, expires, k := r.u64(), r.u32(), r.u32(), int64(r.u64()), int(r.u16())
+		rcpt = rcpt[:0]
+		shares := make([]uint32, k)
+		for i := range k {
+			rcpt = binary.BigEndian.AppendUint32(rcpt, r.u32())
+			shares[i] = r.u32()
+		}
+		if r.err != nil || k == 0 {
+			break
+		}
+		g := s.add(id, sender, total, expires, rcpt)
+		for i, share := range shares {
+			if share == 0 {
+				continue
+			}
+			g.shares[i] = share
+			g.remaining -= share
+			g.sharesLeft--
+			s.c.LiveAmount.Add(^uint64(share - 1))
+		}
+		if g.sharesLeft == 0 {
+			s.setLive(g, -1)
+			g.retained = now + int64(s.limits.Retain)
+			s.spent = append(s.spent, expiring{id, g.retained})
+		}
+	}
+	if err := r.done(); err != nil {
+		return err
+	}
+	s.ids.After(next - 1)
+	store(s.snapshotted(), vs) // after the envelopes' own counting: these are the totals
+	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
+	return nil
+}
