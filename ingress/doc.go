@@ -70,6 +70,63 @@
 // KLogin, KPing, KFatal, KWritable and KDisconnect use ClaimAnswer and stall
 // the same way.
 //
+// # Shedding by delay
+//
+// A full ring is rare: past the capacity of the machine the backlog sits in
+// the kernel's socket buffers, where no ring sees it, and every request is
+// served, seconds late. So with Options.ShedDelay (the server's -shed-delay,
+// 50 ms) each loop measures how long what it reads waited, and once requests
+// have waited longer than that round after round, it answers the SHAKEs and
+// CHATs that did "overloaded" at once (SHAKE_RESULT 2, CHAT_ACK 2), in the
+// batched answer of a full ring (see Full rings). Those counts are in
+// Stats.Shed, and in Stats.Overload with the full rings' ones. LOGIN and PING
+// are never refused; nor are OPEN and SEND (frame.go's refuse says why).
+//
+// What is measured: the kernel's receive timestamp (SO_TIMESTAMPNS, read
+// with recvmsg) of the newest byte of each read, against the clock after
+// the read. It is the wait that grows under overload, exactly, per
+// connection; for a connection with several requests queued it is the
+// newest one's, so it errs towards serving. It costs a recvmsg instead of a
+// read and a clock read, so a loop takes it only when a read may be near the
+// target: while the shedder is not idle, after an epoll_wait that left ready
+// connections behind, or after a cycle longer than half the target (loop.
+// gateStamps argues why the other reads cannot be). Under a load the server
+// carries, no read is timestamped (Stats.Stamped).
+//
+// The control law (shed.go), per loop: a round is over target when a read in
+// it waited longer than ShedDelay. Rounds all over target for an interval
+// (2 × ShedDelay) arm the shedder; armed, it refuses the reads that waited
+// longer than ShedDelay and serves the fresher ones; rounds all under target
+// for an interval disarm it. A burst that drains within the interval is
+// served late rather than refused; a standing queue is cut back to the target
+// and held there, so the answers served wait at most about ShedDelay in the
+// kernel, and the refused ones not much longer.
+//
+// Rejected:
+//   - A fixed rate cap (the seed's): right only on the machine and at the
+//     connection count it was tuned for; capacity at a million connections
+//     is half that at 19,000.
+//   - The ring's queueing time (RecvNs to the egress): a ring holds at most a
+//     few milliseconds of work, and the wait that grows is before the read.
+//   - The loop's cycle time as the delay itself: it bounds the wait only when
+//     epoll_wait left nothing ready behind; with more ready connections than
+//     one epoll_wait returns, a connection waits an unknown number of cycles.
+//     It serves as the gate of the timestamps instead.
+//   - CoDel's own law (drop one, then the next after interval/√count): it
+//     makes TCP senders slow down, but these clients send at their own rate;
+//     at twice the capacity it would need millions of refusals to reach the
+//     rate that holds the queue, which grows meanwhile.
+//   - A refusal per sample over target with no arming (a deadline): a GC
+//     pause or a descheduled loop at a load the server carries would refuse
+//     requests a few milliseconds late that it could serve.
+//   - The smallest sample of the interval (CoDel's standing-queue test) per
+//     read: a connection with a second request queued reports the newer
+//     one's short wait, which at 19,000 connections and twice the capacity
+//     breaks every run of samples over target; the largest sample per round
+//     is over target in every round of a standing queue.
+//   - Netpoll mode: the Go scheduler is its queue and it has no rounds; it
+//     never sheds by delay, as it is kept for comparison.
+//
 // # Modes
 //
 // ModeNetpoll is a goroutine per connection on the standard net package,

@@ -45,6 +45,10 @@ type proc struct {
 	// overloaded server would fall behind its input by as much either way.
 	refused     *event.Event
 	refusedSlot event.Slot
+
+	// shed: the frames being consumed came in a read that waited too long
+	// (see shedder): SHAKE and CHAT are answered "overloaded" at once.
+	shed bool
 }
 
 // consume handles the complete frames at the start of data, which arrived
@@ -87,6 +91,9 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 	case proto.Login:
 		return p.fatal(c, proto.ErrCodeMalformed, f.Stamp)
 	case proto.Shake:
+		if p.shed {
+			return p.refuse(c, f, now, 0)
+		}
 		s, ok := p.bus.ClaimRequest(int(c.SET))
 		if !ok {
 			return p.overload(c, f, now, 0, 0)
@@ -129,6 +136,9 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 		s.Publish()
 	case proto.Chat:
 		to, text := f.Chat()
+		if p.shed {
+			return p.refuse(c, f, now, to)
+		}
 		s, ok := p.bus.ClaimRequest(p.bus.SETOf(to))
 		if !ok {
 			return p.overload(c, f, now, 0, to)
@@ -245,6 +255,21 @@ func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to u
 	b.B = appendStatus(b.B, f.Type, f.Stamp, overloadStatus[f.Type], env, to)
 	p.cnt[cOverload+int(f.Type)]++
 	return resMore
+}
+
+// refuse answers a SHAKE or CHAT (to: its recipient) "overloaded" because
+// it waited too long to be read: the same batched answer as for a full ring,
+// counted as shed too. Only SHAKE and CHAT are shed: OPEN and SEND move money
+// a client was promised (an ENVELOPE push) or chose to give, are few (paced
+// by campaigns and per-user limits), and a client that sees them refused must
+// redo a step of a conversation, where a refused SHAKE or CHAT is just asked
+// again; they wait their turn, in a queue the shed SHAKEs keep short.
+func (p *proc) refuse(c *conn.Conn, f proto.Frame, now int64, to uint32) result {
+	r := p.overload(c, f, now, 0, to)
+	if r == resMore {
+		p.cnt[cShed+int(f.Type)]++
+	}
+	return r
 }
 
 // publishRefused publishes the open batch of refusals, if any.
