@@ -60,7 +60,7 @@ func TestStampReaderAllocs(t *testing.T) {
 
 // stampedPair returns the client end of a loopback TCP connection and a
 // blocking descriptor of the server end with SO_TIMESTAMPNS set.
-func stampedPair(t *testing.T) (net.Conn, int) {
+func stampedPair(t testing.TB) (net.Conn, int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,5 +114,41 @@ func TestGateStamps(t *testing.T) {
 		if l.stamp != step.stamp {
 			t.Errorf("step %d: stamp %v; want %v", i, l.stamp, step.stamp)
 		}
+	}
+}
+
+// BenchmarkRead compares a plain read with a timestamped one: each reads
+// one 12-byte frame of a queue of them that the client wrote beforehand.
+func BenchmarkRead(b *testing.B) {
+	for _, stamped := range []bool{false, true} {
+		name := "read"
+		if stamped {
+			name = "recvmsg+timestamp"
+		}
+		b.Run(name, func(b *testing.B) {
+			cli, fd := stampedPair(b)
+			var r stampReader
+			frame, buf := make([]byte, 12), make([]byte, 12)
+			const queue = 256
+			b.ReportAllocs()
+			for i := 0; i < b.N; i += queue {
+				b.StopTimer()
+				for range queue {
+					cli.Write(frame)
+				}
+				b.StartTimer()
+				for range queue {
+					var err error
+					if stamped {
+						_, _, err = r.read(fd, buf)
+					} else {
+						_, err = unix.Read(fd, buf)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
