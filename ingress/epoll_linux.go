@@ -306,9 +306,13 @@ func (l *loop) run() {
 // eventsPerWait), whatever this round reads became ready after it, so it has
 // waited at most the time since then plus this round's own work: when that
 // cycle is under half the target, nothing this round reads can be near the
-// target and the reads go untimestamped. A round that is slow all by itself
-// (descheduled mid-round) shows as a long cycle to the next one; the
-// interval the shedder waits before refusing covers that one round.
+// target and the reads go untimestamped. Two kinds of reads escape that
+// bound: the rest of an input over ReadBudget, and the input of a connection
+// whose reading a full ring paused; the first is one client's own backlog,
+// the second the full ring's overload, which its refusals answer. A round
+// that is slow all by itself (descheduled mid-round) shows as a long cycle
+// to the next one; the interval the shedder waits before refusing covers
+// that one round.
 func (l *loop) gateStamps(now int64, n int) {
 	l.stamp = l.shed.busy() || l.lastFull || now-l.lastRound > l.shed.target/2
 	l.lastRound, l.lastFull = now, n == len(l.events)
