@@ -10,7 +10,8 @@ import (
 
 // TestStampReader: a read with the receive timestamp returns the bytes and
 // when the kernel took the newest of them: after they were sent, before the
-// read, and at least the pause between the two before the read.
+// read, and at least the pause between the two before the read; of several
+// writes, the last one's.
 func TestStampReader(t *testing.T) {
 	cli, fd := stampedPair(t)
 	var r stampReader
@@ -33,10 +34,21 @@ func TestStampReader(t *testing.T) {
 		t.Logf("read %d: the bytes waited %v in the socket", i, time.Duration(read-ts))
 	}
 
+	// Two writes in one read: the timestamp is the newer one's.
+	cli.Write([]byte("old"))
+	time.Sleep(pause)
+	second := time.Now().UnixNano()
+	cli.Write([]byte("new"))
+	time.Sleep(pause)
+	n, ts, err := r.read(fd, buf)
+	if err != nil || string(buf[:n]) != "oldnew" || ts < second {
+		t.Fatalf("two writes: %q, %v, timestamp %d; want oldnew and the second write's time (≥ %d)", buf[:n], err, ts, second)
+	}
+
 	// Without SO_TIMESTAMPNS: the bytes, and no timestamp.
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 0)
 	cli.Write([]byte("hi"))
-	n, ts, err := r.read(fd, buf)
+	n, ts, err = r.read(fd, buf)
 	if err != nil || ts != 0 || n == 0 {
 		t.Fatalf("without timestamps: n %d ts %d err %v; want bytes and ts 0", n, ts, err)
 	}
@@ -83,6 +95,20 @@ func stampedPair(t testing.TB) (net.Conn, int) {
 	t.Cleanup(func() { f.Close() })
 	fd := int(f.Fd())
 	stampConn(fd)
+	// The kernel turns timestamping on for the whole system after the first
+	// socket asks, from a work queue: the first packets may come without.
+	var r stampReader
+	buf := make([]byte, 1)
+	for start := time.Now(); ; {
+		cli.Write([]byte("w"))
+		if _, ts, err := r.read(fd, buf); err != nil || ts != 0 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("no receive timestamp")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return cli, fd
 }
 
