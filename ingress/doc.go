@@ -103,7 +103,7 @@
 // kernel, and the refused ones not much longer.
 //
 // Rejected:
-//   - A fixed rate cap (the seed's): right only on the machine and at the
+//   - A fixed rate cap: right only on the machine and at the
 //     connection count it was tuned for; capacity at a million connections
 //     is half that at 19,000.
 //   - The ring's queueing time (RecvNs to the egress): a ring holds at most a
