@@ -74,6 +74,9 @@ func (l *loop) accept(i int) {
 // add makes fd a connection of this loop.
 func (l *loop) add(fd int, now int64) {
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) // answers are small and latency-bound
+	if l.shed.target > 0 {
+		stampConn(fd)
+	}
 	ic := l.slab.get()
 	ic.c.FD, ic.c.Accepted = fd, now
 	ic.loop, ic.flags = uint16(l.idx), fPre

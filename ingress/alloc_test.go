@@ -69,8 +69,8 @@ func allocBus(t testing.TB, size, headroom int, answers *atomic.Int64) *event.Bu
 }
 
 // TestAllocsPerFrame: decoding a frame and publishing its event allocates
-// nothing in steady state, for every request type, and so does the overload
-// answer of a full ring.
+// nothing in steady state, for every request type, and neither do the
+// overload answers of a full ring and of a read that waited too long.
 func TestAllocsPerFrame(t *testing.T) {
 	if raceEnabled || testing.CoverMode() != "" {
 		t.Skip("instrumentation allocates")
@@ -91,7 +91,7 @@ func TestAllocsPerFrame(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	f := func(name string, size, headroom int, wantAnswers int64) {
+	f := func(name string, size, headroom int, shed bool, wantAnswers int64) {
 		var answers atomic.Int64
 		bus = allocBus(t, size, headroom, &answers)
 		ing, err := ingress.New(ingress.Options{Listen: []string{"127.0.0.1:0"}, Bus: bus})
@@ -100,6 +100,7 @@ func TestAllocsPerFrame(t *testing.T) {
 		}
 		defer ing.Close()
 		tc := ing.NewTestConn(7)
+		tc.Shed(shed)
 		consume(tc) // warm up the pools
 		if allocs := testing.AllocsPerRun(1000, func() { consume(tc) }); allocs != 0 {
 			t.Errorf("%s: %v allocations per %d frames; want 0", name, allocs, 6)
@@ -108,8 +109,9 @@ func TestAllocsPerFrame(t *testing.T) {
 			t.Errorf("%s: %d answers made by the ingress; want %d", name, got, wantAnswers*1002)
 		}
 	}
-	f("ring with room", 4096, 16, 1)                 // the OPEN of a shake id
-	f("requests refused: overload answers", 8, 8, 5) // and SHAKE, OPEN, SEND, CHAT refused
+	f("ring with room", 4096, 16, false, 1)                  // the OPEN of a shake id
+	f("requests refused: overload answers", 8, 8, false, 5)  // and SHAKE, OPEN, SEND, CHAT refused
+	f("a late read: SHAKE and CHAT shed", 4096, 16, true, 3) // and the OPEN of a shake id
 
 	bus = nil
 	ing, err := ingress.New(ingress.Options{Listen: []string{"127.0.0.1:0"}, Bare: true})

@@ -197,10 +197,11 @@ func TestOverload(t *testing.T) {
 			proto.AppendOpen(nil, 7, env),
 			proto.AppendSend(nil, 8, 10, []uint32{4}),
 			proto.AppendChat(nil, 9, 5, []byte("x")),
-			proto.AppendPing(nil, 10),                            // seq 6
-			proto.AppendShake(nil, 11),                           // overloaded, in the batch
-			proto.AppendPing(nil, 12), proto.AppendPing(nil, 13), // seqs 7, 8: the ring is full
-			proto.AppendPing(nil, 14), // stalls
+			proto.AppendPing(nil, 10),  // seq 6, which closes the batch
+			proto.AppendShake(nil, 11), // overloaded, in a new batch at seq 7
+			proto.AppendPing(nil, 12),  // seq 8: the ring is full
+			proto.AppendPing(nil, 13),  // stalls
+			proto.AppendPing(nil, 14),
 			proto.AppendShake(nil, 15),
 		)
 		waitFor(t, "the stall", func() bool { return ing.Stats().Stalls == 1 })
@@ -212,7 +213,7 @@ func TestOverload(t *testing.T) {
 		}
 		rc.hold.Store(false)
 		close(rc.gate)
-		waitFor(t, "every event", func() bool { return len(rc.events()) == 11 })
+		waitFor(t, "every event", func() bool { return len(rc.events()) == 12 })
 
 		type want struct {
 			kind  event.Kind
@@ -224,21 +225,21 @@ func TestOverload(t *testing.T) {
 		refused = proto.AppendOpenResult(refused, 7, proto.OpenOverloaded, env, 0)
 		refused = proto.AppendSendAck(refused, 8, proto.SendOverloaded, 0)
 		refused = proto.AppendChatAck(refused, 9, proto.ChatOverloaded, 5)
-		refused = proto.AppendShakeResult(refused, 11, proto.ShakeOverloaded, 0, 0)
 		wants := []want{
 			{event.KLogin, 1, nil}, {event.KPing, 2, proto.AppendPong(nil, 2)},
 			{event.KShake, 3, nil}, {event.KShake, 4, nil}, {event.KShake, 5, nil},
 			{event.KAnswer, 6, refused},
 			{event.KPing, 10, proto.AppendPong(nil, 10)},
+			{event.KAnswer, 11, proto.AppendShakeResult(nil, 11, proto.ShakeOverloaded, 0, 0)},
 			{event.KPing, 12, proto.AppendPong(nil, 12)}, {event.KPing, 13, proto.AppendPong(nil, 13)},
 			{event.KPing, 14, proto.AppendPong(nil, 14)},
 			{event.KShake, 15, nil},
 		}
 		got := rc.events()
-		if x := got[10]; x.ev.Kind == event.KAnswer {
+		if x := got[11]; x.ev.Kind == event.KAnswer {
 			// The retry may come before the stage has freed the headroom: then
 			// the SHAKE behind the stalled PING is refused too.
-			wants[10] = want{event.KAnswer, 15, proto.AppendShakeResult(nil, 15, proto.ShakeOverloaded, 0, 0)}
+			wants[11] = want{event.KAnswer, 15, proto.AppendShakeResult(nil, 15, proto.ShakeOverloaded, 0, 0)}
 		}
 		for i, w := range wants {
 			x := got[i]

@@ -50,33 +50,55 @@ func (l *loop) onConn(ic *iconn, events uint32, now int64) {
 
 // read makes one read and handles what came, or the end of the input.
 func (l *loop) read(ic *iconn, now int64) {
-	switch data, end := l.fill(ic); {
+	switch data, end, wait := l.fill(ic); {
 	case end:
 		l.eof(ic)
 	case data != nil:
-		l.input(ic, data, now)
+		l.inputRead(ic, data, wait, now)
 	}
+}
+
+// inputRead handles what a read brought, whose newest byte waited wait ns
+// (0: not measured): the shedder decides from it whether the read's SHAKEs
+// and CHATs are refused.
+func (l *loop) inputRead(ic *iconn, data []byte, wait, now int64) {
+	l.p.shed = l.shed.sample(wait)
+	l.input(ic, data, now)
+	l.p.shed = false
 }
 
 // fill makes one read of at most budget bytes into the loop's buffer, behind
 // the partial frame ic kept, and returns them all; nil when there was nothing
-// to read, and end at the end of the input (EOF or an error).
-func (l *loop) fill(ic *iconn) (data []byte, end bool) {
+// to read, and end at the end of the input (EOF or an error). wait is how
+// long the newest byte read sat in the socket, when this round measures it
+// (else 0).
+func (l *loop) fill(ic *iconn) (data []byte, end bool, wait int64) {
 	c := &ic.c
 	k := 0
 	if c.In != nil {
 		k = copy(l.buf, c.In.B)
 	}
-	n, err := unix.Read(c.FD, l.buf[k:k+l.budget])
+	var n int
+	var err error
+	if l.stamp {
+		var ts int64
+		n, ts, err = l.sr.read(c.FD, l.buf[k:k+l.budget])
+		l.cnt[cStamped]++
+		if ts != 0 {
+			wait = l.ing.o.Now() - ts
+		}
+	} else {
+		n, err = unix.Read(c.FD, l.buf[k:k+l.budget])
+	}
 	l.cnt[cReads]++
 	switch {
 	case err == unix.EAGAIN || err == unix.EINTR:
-		return nil, false
+		return nil, false, 0
 	case err != nil || n == 0:
-		return nil, true
+		return nil, true, 0
 	}
 	l.cnt[cBytesIn] += uint64(n)
-	return l.buf[:k+n], false
+	return l.buf[:k+n], false, wait
 }
 
 // input handles data: ic's kept bytes and what was just read (or, on a retry,
@@ -280,10 +302,10 @@ func (l *loop) drain(ic *iconn, now int64) {
 		ic.flags &^= fUnread
 		return
 	}
-	data, end := l.fill(ic)
+	data, end, wait := l.fill(ic)
 	if data == nil || end {
 		ic.flags &^= fUnread
 		return
 	}
-	l.input(ic, data, now)
+	l.inputRead(ic, data, wait, now)
 }

@@ -116,6 +116,80 @@
 // KLogin, KPing, KFatal, KWritable and KDisconnect use ClaimAnswer and stall
 // the same way.
 //
+// # Shedding by delay
+//
+// A full ring is rare: past the capacity of the machine the backlog sits in
+// the kernel's socket buffers, where no ring sees it, and every request is
+// served, seconds late. So with Options.ShedDelay (the server's -shed-delay,
+// 50 ms) each loop measures how long what it reads waited, and once requests
+// have waited longer than that round after round, it answers the SHAKEs and
+// CHATs that did "overloaded" at once (SHAKE_RESULT 2, CHAT_ACK 2), in the
+// batched answer of a full ring (see Full rings). Those counts are in
+// Stats.Shed, and in Stats.Overload with the full rings' ones. LOGIN and PING
+// are never refused; nor are OPEN and SEND (frame.go's refuse says why).
+//
+// What is measured: the kernel's receive timestamp (SO_TIMESTAMPNS, read
+// with recvmsg) of the newest byte of each read, against the clock after
+// the read. It is the wait that grows under overload, exactly, per
+// connection; for a connection with several requests queued it is the
+// newest one's, so it errs towards serving. It costs a recvmsg instead of a
+// read and a clock read, so a loop takes it only when a read may be near the
+// target: while the shedder is not idle, after an epoll_wait that left ready
+// connections behind, or after a cycle longer than half the target (loop.
+// gateStamps argues why the other reads cannot be). A timestamped read and
+// its clock read took 1,405 ns against a plain read's 1,167 (BenchmarkRead,
+// medians of 5): +240 ns, 1.5 % of a SHAKE's 16 µs of server CPU, which the
+// gate saves whenever the loop keeps up (Stats.Stamped counts the others).
+// The kernel timestamps every packet it receives once any socket asks for
+// it: one clock read per packet.
+//
+// The control law (shed.go), per loop: a round is over target when a read in
+// it waited longer than ShedDelay. Rounds all over target for an interval
+// (2 × ShedDelay) arm the shedder; armed, it refuses the reads that waited
+// longer than ShedDelay and serves the fresher ones; rounds all under target
+// for an interval disarm it. A burst that drains within the interval is
+// served late rather than refused; a standing queue is cut back to the target
+// and held there, so the answers served wait at most about ShedDelay in the
+// kernel, and the refused ones not much longer.
+//
+// What it cannot do: a refusal costs the server nearly what an answer does
+// (the read, a ring slot, the egress's write; only the stage's work is
+// saved), so shedding holds the queue only while the server can answer
+// every request, refused or not. Past that the reads fall behind whatever
+// is refused. Measured with the load client on the same two cores: at
+// 30,000 SHAKE/s over 19,000 connections nothing is refused; asked 120,000
+// there, the load client sends ~67,000 and 44 % of them are refused, yet the
+// latency is the load client's own lag; at a million connections the
+// servers read 37,000 of the 41,700 a second sent and fall behind while
+// refusing 43 %.
+//
+// Rejected:
+//   - A fixed rate cap: right only on the machine and at the
+//     connection count it was tuned for; capacity at a million connections
+//     is half that at 19,000.
+//   - The ring's queueing time (RecvNs to the egress): a ring holds at most a
+//     few milliseconds of work, and the wait that grows is before the read.
+//   - The loop's cycle time as the delay itself: it bounds the wait only when
+//     epoll_wait left nothing ready behind; with more ready connections than
+//     one epoll_wait returns, a connection waits an unknown number of cycles.
+//     It serves as the gate of the timestamps instead.
+//   - CoDel's own law (drop one, then the next after interval/√count): it
+//     makes TCP senders slow down, but these clients send at their own rate;
+//     at twice the capacity it would need millions of refusals to reach the
+//     rate that holds the queue, which grows meanwhile.
+//   - A refusal per sample over target with no arming (a deadline): a GC
+//     pause or a descheduled loop at a load the server carries would refuse
+//     requests a few milliseconds late that it could serve.
+//   - The smallest sample of the interval (CoDel's standing-queue test) per
+//     read: a connection with a second request queued reports the newer
+//     one's short wait. At 19,000 connections and 60,000 SHAKE/s each sends
+//     3 a second, so with 50 ms queued about one read in six has a second
+//     request, and a run of samples all over target ends within a few reads,
+//     long before an interval; the largest sample of a round is over target
+//     in every round of a standing queue.
+//   - Netpoll mode: the Go scheduler is its queue and it has no rounds; it
+//     never sheds by delay, as it is kept for comparison.
+//
 // # Modes
 //
 // ModeNetpoll is a goroutine per connection on the standard net package,

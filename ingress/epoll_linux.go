@@ -184,6 +184,13 @@ type loop struct {
 	cnt    counters
 	sh     *shard
 
+	// Shedding by delay (see the package doc); shed.target 0: off.
+	shed      shedder
+	sr        stampReader
+	stamp     bool  // this round's reads are timestamped
+	lastRound int64 // unix ns when the previous epoll_wait returned
+	lastFull  bool  // it returned eventsPerWait events: more were ready
+
 	pre     list        // connections not logged in, in accept order: the head times out first
 	live    list        // logged-in connections (Bare: all logged-in ones)
 	pending []pendEntry // connections with something a full ring refused (fQueued)
@@ -215,6 +222,9 @@ func newLoop(e *epollEngine, idx int) (_ *loop, err error) {
 		sh:     &ing.shards[idx],
 		cmds:   make(chan command, 1),
 	}
+	if !ing.o.Bare {
+		l.shed = newShedder(int64(ing.o.ShedDelay))
+	}
 	l.p = ing.newProc(&l.cnt, true)
 	l.runningSETs()
 	if l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -240,11 +250,18 @@ func newLoop(e *epollEngine, idx int) (_ *loop, err error) {
 func (l *loop) run() {
 	defer l.e.wg.Done()
 	for !l.quit {
-		n, err := unix.EpollWait(l.epfd, l.events, l.timeout(l.ing.o.Now()))
+		now := l.ing.o.Now()
+		if l.shed.target > 0 {
+			l.shed.endRound(now)
+		}
+		n, err := unix.EpollWait(l.epfd, l.events, l.timeout(now))
 		if err != nil && err != unix.EINTR {
 			panic("BUG: ingress: epoll_wait: " + err.Error())
 		}
-		now := l.ing.o.Now()
+		now = l.ing.o.Now()
+		if l.shed.target > 0 {
+			l.gateStamps(now, n)
+		}
 		woken := false
 		for i := range max(n, 0) {
 			ev := &l.events[i]
@@ -288,6 +305,25 @@ func (l *loop) run() {
 		}
 	}
 	l.exit()
+}
+
+// gateStamps decides whether the reads of the round whose epoll_wait just
+// returned n events at now are timestamped. Without a timestamp a read costs
+// a plain read(2); with one, recvmsg(2) and a clock read. When the previous
+// epoll_wait left nothing ready behind (it returned fewer than
+// eventsPerWait), whatever this round reads became ready after it, so it has
+// waited at most the time since then plus this round's own work: when that
+// cycle is under half the target, nothing this round reads can be near the
+// target and the reads go untimestamped. Two kinds of reads escape that
+// bound: the rest of an input over ReadBudget, and the input of a connection
+// whose reading a full ring paused; the first is one client's own backlog,
+// the second the full ring's overload, which its refusals answer. A round
+// that is slow all by itself (descheduled mid-round) shows as a long cycle
+// to the next one; the interval the shedder waits before refusing covers
+// that one round.
+func (l *loop) gateStamps(now int64, n int) {
+	l.stamp = l.shed.busy() || l.lastFull || now-l.lastRound > l.shed.target/2
+	l.lastRound, l.lastFull = now, n == len(l.events)
 }
 
 // timeout is how long epoll_wait may sleep, in ms: until the oldest

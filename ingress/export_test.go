@@ -36,3 +36,7 @@ func (tc *TestConn) Out() []byte { return tc.p.out }
 
 // ResetOut empties the answers of Bare mode.
 func (tc *TestConn) ResetOut() { tc.p.out = tc.p.out[:0] }
+
+// Shed makes the frames of the next Consume arrive in a read the shedder
+// refuses (or not).
+func (tc *TestConn) Shed(on bool) { tc.p.shed = on }

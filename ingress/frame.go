@@ -39,12 +39,18 @@ type proc struct {
 	out     []byte // answers of the current read (Bare), or the closing frame of an ingress-owned connection
 
 	// refused is the open batch of "overloaded" answers of the connection
-	// being consumed (nil: none), published when consume returns: one ring
-	// slot and one egress pass for all of a read's refusals. Were each
+	// being consumed (nil: none), published when a frame is not refused or
+	// consume returns: one ring slot and one egress pass for each run of a
+	// read's refusals (all of them, when a read is shed). Were each
 	// refusal an event, refusing would cost about what serving does, and an
 	// overloaded server would fall behind its input by as much either way.
 	refused     *event.Event
 	refusedSlot event.Slot
+	refusedLast bool // the last frame handled went into refused
+
+	// shed: the frames being consumed came in a read that waited too long
+	// (see shedder): SHAKE and CHAT are answered "overloaded" at once.
+	shed bool
 }
 
 // consume handles the complete frames at the start of data, which arrived
@@ -62,8 +68,15 @@ func (p *proc) consume(ic *iconn, data []byte, now int64) (used int, r result) {
 		if n == 0 {
 			return used, resMore
 		}
+		p.refusedLast = false
 		if r = p.frame(ic, f, now); r == resStall {
 			return used, r
+		}
+		if !p.refusedLast {
+			// A batch holds consecutive refusals only, so that in the ring
+			// (and on the wire) its answers keep their place among the
+			// answers to the frames around them.
+			p.publishRefused()
 		}
 		used += n
 		p.cnt[cFramesIn+int(f.Type)]++
@@ -87,6 +100,9 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 	case proto.Login:
 		return p.fatal(c, proto.ErrCodeMalformed, f.Stamp)
 	case proto.Shake:
+		if p.shed {
+			return p.refuse(c, f, now, 0)
+		}
 		s, ok := p.bus.ClaimRequest(int(c.SET))
 		if !ok {
 			return p.overload(c, f, now, 0, 0)
@@ -129,6 +145,9 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 		s.Publish()
 	case proto.Chat:
 		to, text := f.Chat()
+		if p.shed {
+			return p.refuse(c, f, now, to)
+		}
 		s, ok := p.bus.ClaimRequest(p.bus.SETOf(to))
 		if !ok {
 			return p.overload(c, f, now, 0, to)
@@ -227,9 +246,9 @@ func (p *proc) fatal(c *conn.Conn, code uint8, stamp uint64) result {
 
 // overload answers a request that ClaimRequest refused "overloaded", in the
 // open batch of refusals, or in a new one claimed in c's own SET with a claim
-// that only fails when the ring is completely full. The batch's slot is
-// claimed before the requests that follow it, so its answers may reach the
-// client before answers to earlier requests: the protocol allows that.
+// that only fails when the ring is completely full. A frame that is not
+// refused closes the batch (consume), so a connection's answers from its own
+// SET leave in the order of its requests.
 func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to uint32) result {
 	if p.refused == nil {
 		s, ok := p.bus.ClaimAnswer(int(c.SET))
@@ -243,8 +262,24 @@ func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to u
 	}
 	b := p.refused.Buf
 	b.B = appendStatus(b.B, f.Type, f.Stamp, overloadStatus[f.Type], env, to)
+	p.refusedLast = true
 	p.cnt[cOverload+int(f.Type)]++
 	return resMore
+}
+
+// refuse answers a SHAKE or CHAT (to: its recipient) "overloaded" because
+// it waited too long to be read: the same batched answer as for a full ring,
+// counted as shed too. Only SHAKE and CHAT are shed: OPEN and SEND move money
+// a client was promised (an ENVELOPE push) or chose to give, are few (paced
+// by campaigns and per-user limits), and a client that sees them refused must
+// redo a step of a conversation, where a refused SHAKE or CHAT is just asked
+// again; they wait their turn, in a queue the shed SHAKEs keep short.
+func (p *proc) refuse(c *conn.Conn, f proto.Frame, now int64, to uint32) result {
+	r := p.overload(c, f, now, 0, to)
+	if r == resMore {
+		p.cnt[cShed+int(f.Type)]++
+	}
+	return r
 }
 
 // publishRefused publishes the open batch of refusals, if any.

@@ -29,6 +29,9 @@ const (
 	MaxReadBudget = 16 << 20
 	// MaxLoops bounds Loops (a loop's index is 16 bits).
 	MaxLoops = 1 << 12
+	// MaxShedDelay bounds ShedDelay: a request that waited longer than a
+	// minute to be read has been given up on by any client.
+	MaxShedDelay = time.Minute
 )
 
 // Options configures an Ingress. The zero value of every field but Listen
@@ -56,6 +59,13 @@ type Options struct {
 	Handoff bool
 
 	ReadBudget int // bytes read per connection per round; 0: DefaultReadBudget
+
+	// ShedDelay: once requests have waited longer than this to be read,
+	// round after round for 2 × ShedDelay, an epoll loop answers the SHAKEs
+	// and CHATs that waited longer "overloaded" at once, until no round has
+	// for 2 × ShedDelay (see "Shedding by delay" in the package doc). 0:
+	// never; netpoll and Bare never shed by delay.
+	ShedDelay time.Duration
 
 	Logger *slog.Logger // nil: discard
 	Now    func() int64 // unix ns; nil: time.Now().UnixNano (tests set it)
@@ -110,6 +120,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LoginTimeout < time.Millisecond {
 		bad("LoginTimeout=%v: want ≥ 1ms", o.LoginTimeout)
+	}
+	if o.ShedDelay < 0 || o.ShedDelay > MaxShedDelay {
+		bad("ShedDelay=%v: want 0 (never) or up to %v", o.ShedDelay, MaxShedDelay)
 	}
 	if o.ReadBudget < 1 || o.ReadBudget > MaxReadBudget {
 		bad("ReadBudget=%d: want 1..%d bytes", o.ReadBudget, MaxReadBudget)

@@ -25,9 +25,11 @@ type Stats struct {
 	BytesIn       uint64
 	Reads         uint64 // read syscalls
 	Stalls        uint64 // times a connection stopped for a full ring (its input kept)
+	Stamped       uint64 // reads made with the kernel's receive timestamp: only while a request may wait near Options.ShedDelay
 
 	Frames   RequestCounts // well-formed frames decoded, by type
-	Overload RequestCounts // "overloaded" answers made for a full ring: SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2
+	Overload RequestCounts // "overloaded" answers: SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2, for a full ring or by delay
+	Shed     RequestCounts // the part of Overload refused by delay (Options.ShedDelay): SHAKE and CHAT only
 }
 
 // RequestCounts counts something per client-to-server frame type.
@@ -61,7 +63,7 @@ func (r *RequestCounts) field(t proto.Type) *uint64 {
 	return nil
 }
 
-// Counter indexes; framesIn and overload are followed by one slot per type.
+// Counter indexes; framesIn, overload and shed are followed by one slot per type.
 const (
 	cAccepted = iota
 	cRefused
@@ -74,9 +76,11 @@ const (
 	cBytesIn
 	cReads
 	cStalls
+	cStamped
 	cFramesIn
 	cOverload = cFramesIn + int(proto.Ping) + 1
-	nCounters = cOverload + int(proto.Ping) + 1
+	cShed     = cOverload + int(proto.Ping) + 1
+	nCounters = cShed + int(proto.Ping) + 1
 )
 
 // counters is what one loop (or netpoll goroutine) counted since its last
@@ -116,8 +120,10 @@ func (s *Stats) add(sh *shard) {
 	s.BytesIn += v(cBytesIn)
 	s.Reads += v(cReads)
 	s.Stalls += v(cStalls)
+	s.Stamped += v(cStamped)
 	for t := proto.Login; t <= proto.Ping; t++ {
 		*s.Frames.field(t) += v(cFramesIn + int(t))
 		*s.Overload.field(t) += v(cOverload + int(t))
+		*s.Shed.field(t) += v(cShed + int(t))
 	}
 }

@@ -113,6 +113,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		AuthSecret:   secret,
 		Bus:          s.bus,
 		Bare:         o.Pipeline == "none",
+		ShedDelay:    max(o.ShedDelay, 0),
 		NoYield:      o.Pipeline == "disruptor", // its listeners poll: a yield queues the loop behind them
 		Handoff:      o.Handoff,
 		Logger:       log,
