@@ -88,6 +88,10 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.sample(`hongbao_shake_total{result="got"}`, popped)
 	e.sample(`hongbao_shake_total{result="empty"}`, st.Shake.Empty)
 	e.sample(`hongbao_shake_total{result="overload"}`, st.Shake.Overload)
+	e.family("hongbao_shed_total", "counter", "Requests answered overloaded at once because they had waited longer than -shed-delay in the kernel before being read (part of the overload results), by type.")
+	e.sample(`hongbao_shed_total{type="shake"}`, ist.Shed.Shake)
+	e.sample(`hongbao_shed_total{type="chat"}`, ist.Shed.Chat)
+	e.counter("hongbao_stamped_reads_total", "Reads made with the kernel's receive timestamp, to measure how long requests waited: only while some may wait near -shed-delay.", ist.Stamped)
 	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
 
 	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
