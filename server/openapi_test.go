@@ -448,42 +448,35 @@ func (sp *spec) pathItem(path string) map[string]any {
 	if item, ok := sp.paths[path].(map[string]any); ok {
 		return item
 	}
-	segs := strings.Split(path, "/")
-	for tmpl, item := range sp.paths {
-		ts := strings.Split(tmpl, "/")
-		if len(ts) != len(segs) {
-			continue
+	return sp.matchItem(path, func(tmpl, seg string) bool {
+		if isParam(tmpl) {
+			return seg != ""
 		}
-		match := true
-		for i := range ts {
-			if isParam(ts[i]) {
-				match = match && segs[i] != ""
-			} else {
-				match = match && ts[i] == segs[i]
-			}
-		}
-		if match {
-			return item.(map[string]any)
-		}
-	}
-	return nil
+		return tmpl == seg
+	})
 }
 
 // templateItem returns the path item documented for the mux pattern path:
 // the same literal segments, and a {param} wherever path has one, whatever
 // its name (OpenAPI has one template per path, as the mux has one route).
 func (sp *spec) templateItem(path string) map[string]any {
+	return sp.matchItem(path, func(tmpl, seg string) bool { return tmpl == seg || isParam(tmpl) && isParam(seg) })
+}
+
+// matchItem returns the path item whose template has path's segment count
+// and every segment matching path's by match.
+func (sp *spec) matchItem(path string, match func(tmpl, seg string) bool) map[string]any {
 	segs := strings.Split(path, "/")
 	for tmpl, item := range sp.paths {
 		ts := strings.Split(tmpl, "/")
 		if len(ts) != len(segs) {
 			continue
 		}
-		match := true
+		ok := true
 		for i := range ts {
-			match = match && (ts[i] == segs[i] || isParam(ts[i]) && isParam(segs[i]))
+			ok = ok && match(ts[i], segs[i])
 		}
-		if match {
+		if ok {
 			return item.(map[string]any)
 		}
 	}
