@@ -25,7 +25,7 @@ build: ## build the binaries into bin/
 	@# -buildvcs=auto: the binaries say their revision (-version, hongbao_build_info) even where GOFLAGS turns stamping off
 	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
 
-test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests
+test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests and memory bounds
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
 	@# The race detector allocates and blurs heap figures, so the zero-allocation tests and the memory bounds skip under -race: run them plainly.
 	$(GO) test -count=1 -run 'Alloc|BoundsMemory' $(PKGS)
@@ -51,7 +51,7 @@ perf: build ## seed scenario, 19,000 users: profiles, GC trace, flame graphs, ch
 	$(GO) run ./perf/cmd/perf $(PERFFLAGS)
 
 COMPAREFLAGS ?=
-perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress): one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
+perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress, hand-off, no journal), interleaved rounds: one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
 	$(GO) run ./perf/cmd/compare $(COMPAREFLAGS)
 
 soak: build ## 10 min at half the max QPS with connection churn and campaigns: RSS/heap/goroutine/fd slopes, reconciliation (SOAKFLAGS, e.g. -duration 2m)
