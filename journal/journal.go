@@ -622,6 +622,35 @@ func (j *Journal) rotate() error {
 	return nil
 }
 
+// WriteFile writes a file under a temporary name, syncs it, renames it
+// into place and syncs the directory: a crash leaves the old file or the
+// whole new one. Snapshots are written so.
+func WriteFile(dir, name string, b []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
 // SyncDir makes a directory's entries (files created, renamed, removed)
 // durable.
 func SyncDir(dir string) error {

@@ -29,6 +29,10 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// Checksum is the CRC-32C of b, the checksum of records and segment headers,
+// for other files of the data directory (snapshots) to use the same.
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
 // Record is one decoded record. Payload aliases the buffer it was decoded
 // from.
 type Record struct {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,8 +29,6 @@ const (
 	snapshotMagic  = "HBSNAP01"
 	snapshotSuffix = ".snapshot"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // snapshotStats are the last snapshot's figures, for /metrics.
 type snapshotStats struct {
@@ -81,7 +78,7 @@ func loadSnapshot(dir string, sets int) (loadedSnapshot, error) {
 		return bad("not a snapshot")
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	if journal.Checksum(body) != sum {
 		return bad("checksum mismatch")
 	}
 	if n := int(binary.BigEndian.Uint32(b[8:])); n != sets {
@@ -163,9 +160,9 @@ func (s *Server) snapshot() error {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(p.Data)))
 		b = append(b, p.Data...)
 	}
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	b = binary.BigEndian.AppendUint32(b, journal.Checksum(b))
 	dir := s.snapshotDir()
-	if err := writeDurably(dir, snapshotName(id), b); err != nil {
+	if err := journal.WriteFile(dir, snapshotName(id), b); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	s.snapID = id
@@ -181,35 +178,6 @@ func (s *Server) snapshot() error {
 	s.snapStats.ns.Store(int64(took))
 	s.log.Info("snapshot", "id", id, "bytes", len(b), "took", took.Round(time.Microsecond), "journal_from_segment", segment)
 	return nil
-}
-
-// writeDurably writes a file under a temporary name, syncs it, renames it
-// into place and syncs the directory: a crash leaves the old file or the
-// whole new one.
-func writeDurably(dir, name string, b []byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return journal.SyncDir(dir)
 }
 
 // removeOlder removes the snapshots (and temporary files) before keep.
