@@ -51,11 +51,19 @@ func TestRestore(t *testing.T) {
 	if err != nil || c.ID != 7 {
 		t.Fatalf("a new campaign: id %v, %v; want 7", c, err)
 	}
-	// Deals for a campaign whose start is not known are an error, not a guess.
-	bad := NewRecovered()
-	bad.Dealt(9, 1, 1, true, 0)
+	// Deals for a campaign whose start the snapshots no longer hold (ended
+	// and dropped from the last KeepFinished): not listed, its id not given
+	// again.
+	old := NewRecovered()
+	old.Dealt(9, 1, 1, true, 0)
 	r2, _ := newRunner(t, 1, Config{})
-	if err := r2.Restore(bad); err == nil {
-		t.Fatal("deals of an unknown campaign restored")
+	if err := r2.Restore(old); err != nil {
+		t.Fatalf("deals of a long-finished campaign: %v", err)
+	}
+	if l := r2.List(); len(l) != 0 {
+		t.Fatalf("campaigns after restoring a long-finished one: %+v; want none listed", l)
+	}
+	if c, err := r2.Start(Params{Kind: Shake, Rate: 10, Total: 1, Min: 1, Max: 1}); err != nil || c.ID != 10 {
+		t.Fatalf("a new campaign after it: id %v, %v; want 10", c, err)
 	}
 }

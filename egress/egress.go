@@ -198,7 +198,6 @@ func (e *Egress) Handle(b event.Batch) {
 	}
 }
 
-// The latency counters hold one histogram per request kind, KLogin to KPing.
 // Journal makes the egress hold each money answer (an event with a journal
 // position) until the journal has made its record durable; nil: at once.
 func (e *Egress) Journal(j *journal.Journal) { e.j = j }
@@ -264,6 +263,7 @@ func (e *Egress) refuse(ev *event.Event) {
 	e.write(ev.Conn, ev.Frame())
 }
 
+// The latency counters hold one histogram per request kind, KLogin to KPing.
 var _ [ledger.RequestTypes]struct{} = [event.KPing - event.KLogin + 1]struct{}{}
 
 // answered returns the kind of request an answer frame answers. The answer

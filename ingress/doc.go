@@ -59,20 +59,19 @@
 // every event once, in sequence order, whoever runs it. Not with
 // Options.Handoff (-handoff), nor for SETs whose stages are not fused.
 //
-// Why: the milliseconds between decode and write were a hand-off. Each
-// publish made the SET's goroutine runnable on the loop's P, where it waited
-// for the rest of the loop's round (up to 512 reads) and then for the SETs
-// woken before it. A runtime trace of 4 s at 30,000 SHAKE/s over 19,000
-// connections (go tool trace -pprof=sched) held 6.5 s of goroutines runnable
-// and not running: 61 % SET goroutines readied by the loops' publishes, 35 %
-// the loops queued behind them after their yield. Running the SET on the
-// loop removes the hand-off: that trace's delay fell to 0.18 s, and in
-// back-to-back runs at 30,000/s (the server's own figures over 10 s,
-// go_sched_latencies_seconds and /proc/PID/task/*/schedstat) the Go
-// scheduler's p99 fell from 0.26–0.79 ms to 0.01–0.03 ms, the server's
-// context switches by a third, its CPU per SHAKE by 16 %, and in the
-// calmer pair its decode → write p99 from ≤ 1 ms to ≤ 0.26 ms (p99.9 ≤ 33 →
-// ≤ 2 ms). What is left of the tail on a shared VM is the kernel's run
+// Why: a hand-off costs milliseconds between decode and write. Each publish
+// that wakes a SET's goroutine makes it runnable on the loop's P, where it
+// waits for the rest of the loop's round (up to 512 reads) and then for the
+// SETs woken before it. A runtime trace of 4 s at 30,000 SHAKE/s over 19,000
+// connections (go tool trace -pprof=sched) with -handoff holds 6.5 s of
+// goroutines runnable and not running: 61 % SET goroutines readied by the
+// loops' publishes, 35 % the loops queued behind them after their yield;
+// with the loops running their SETs, 0.18 s. In back-to-back runs at
+// 30,000/s (the server's own figures over 10 s, go_sched_latencies_seconds
+// and /proc/PID/task/*/schedstat), running them against -handoff: the Go
+// scheduler's p99 0.01–0.03 ms against 0.26–0.79 ms, a third fewer context
+// switches, 16 % less CPU per SHAKE, and in the calmer pair decode → write
+// p99 ≤ 0.26 ms against ≤ 1 ms (p99.9 ≤ 2 against ≤ 33 ms). What is left of the tail on a shared VM is the kernel's run
 // queue: the server's threads waited 0.4–1.3 s per second for a CPU that
 // the load client and other tenants held, inline or not.
 //

@@ -55,7 +55,7 @@ type Options struct {
 	// Handoff keeps an epoll loop from running a SET's stages itself (see
 	// Running SETs in the package doc): every publish wakes the SET's
 	// goroutine, as it must for SETs whose stages are not fused. For
-	// comparison (-loop-runs=false).
+	// comparison (the server's -handoff).
 	Handoff bool
 
 	ReadBudget int // bytes read per connection per round; 0: DefaultReadBudget

@@ -149,9 +149,13 @@ func TestLoopRunsSETs(t *testing.T) {
 	if n := ing.Stats().Overload.Shake; n != 0 {
 		t.Errorf("%d SHAKEs answered overloaded", n)
 	}
-	for set, st := range stages {
-		if st.onLoop.Load() == 0 || st.onRing.Load() == 0 {
-			t.Errorf("SET %d: %d batches run by a loop, %d by its goroutine; want both", set, st.onLoop.Load(), st.onRing.Load())
-		}
+	// Both ran batches (summed over the SETs: which SET a busy machine's
+	// scheduler leaves to its goroutine is chance).
+	var onLoop, onRing int64
+	for _, st := range stages {
+		onLoop, onRing = onLoop+st.onLoop.Load(), onRing+st.onRing.Load()
+	}
+	if onLoop == 0 || onRing == 0 {
+		t.Errorf("%d batches run by a loop, %d by the SETs' goroutines; want both", onLoop, onRing)
 	}
 }

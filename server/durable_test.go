@@ -223,7 +223,7 @@ func (f syncGate) Sync() error {
 
 // TestMoneyWaitsForDurability: a SHAKE_RESULT 1 leaves only once its record
 // is synced, while answers about no money (PONG, an empty SHAKE) leave at
-// once; a batch of held answers goes out after the one sync.
+// once; the held answers all go out once the sync is done.
 func TestMoneyWaitsForDurability(t *testing.T) {
 	var held atomic.Bool
 	release := make(chan struct{})

@@ -95,9 +95,9 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
 
 	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
-	e.counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool: /stats shake.got is hongbao_shake_total{result=\"got\"} less these.", returned)
+	e.counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool (since the start: /stats shake.got, which a restart keeps, is hongbao_shake_total{result=\"got\"} less these plus what was got before it).", returned)
 	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN: see hongbao_envelopes_taken_back_total.", openOK)
-	e.counter("hongbao_envelopes_taken_back_total", "Shares whose OPEN_RESULT never reached its opener, put back in their envelope: /stats envelopes.opened is hongbao_envelopes_opened_total less these.", takenBack)
+	e.counter("hongbao_envelopes_taken_back_total", "Shares whose OPEN_RESULT never reached its opener, put back in their envelope (since the start: /stats envelopes.opened, which a restart keeps, is hongbao_envelopes_opened_total less these plus what was opened before it).", takenBack)
 	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
 	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
 	e.gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))

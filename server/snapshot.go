@@ -118,7 +118,10 @@ func (s *Server) snapshot() error {
 	for len(s.snapParts) > 0 { // a late part of a snapshot that gave up
 		<-s.snapParts
 	}
+	// Ids are never reused, not even after an attempt that gave up: its
+	// late marks and parts must not pass for this one's.
 	id := s.snapID + 1
+	s.snapID = id
 	segment, err := s.journal.Rotate()
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
@@ -134,13 +137,15 @@ func (s *Server) snapshot() error {
 	}
 	var parts []stages.Part
 	if data, pid, pos, ok := s.camps.Snapshot(id); ok {
-		parts = append(parts, stages.Part{PID: pid, Pos: pos, Data: data})
+		parts = append(parts, stages.Part{ID: id, PID: pid, Pos: pos, Data: data})
 	}
 	timeout := time.After(time.Minute)
-	for range 2 * s.bus.Sets() {
+	for want := len(parts) + 2*s.bus.Sets(); len(parts) < want; {
 		select {
 		case p := <-s.snapParts:
-			parts = append(parts, p)
+			if p.ID == id {
+				parts = append(parts, p)
+			}
 		case <-timeout:
 			return errors.New("snapshot: the SETs did not hand in their state within a minute")
 		}
@@ -165,7 +170,6 @@ func (s *Server) snapshot() error {
 	if err := journal.WriteFile(dir, snapshotName(id), b); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	s.snapID = id
 	if err := s.journal.RemoveBefore(segment); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}

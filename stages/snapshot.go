@@ -16,6 +16,7 @@ import (
 // snapshot may be kept once Pos is durable, and a replay from it takes the
 // stage's records after the mark.
 type Part struct {
+	ID   uint64 // the snapshot it belongs to: a late part of one given up is not taken for the next's
 	PID  uint16
 	Pos  uint64
 	Data []byte
@@ -147,7 +148,7 @@ func (s *Shake) snapshot(id uint64) {
 	})
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
-	s.snapOut(Part{PID: s.jp.ID(), Pos: pos, Data: b})
+	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
 }
 
 // Load restores the stage from its part of a snapshot, before any Restore;
@@ -209,7 +210,7 @@ func (s *Split) snapshot(id uint64) {
 	}
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
-	s.snapOut(Part{PID: s.jp.ID(), Pos: pos, Data: b})
+	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
 }
 
 // Load restores the stage from its part of a snapshot, before any Restore;

@@ -350,9 +350,15 @@ func (s *Split) open(ev *event.Event, now int64) {
 		status, share = s.draw(ev.Env, ev.User, now)
 	}
 	s.c.OpenStatus[status].Add(1)
-	if status == proto.OpenOK && s.jp != nil {
+	switch {
+	case s.jp == nil:
+	case status == proto.OpenOK:
 		s.jp.Append(RecDraw, appendID(s.rec[:0], ev.Env, ev.User, share))
 		s.gate(ev) // Answer carries it to the requester's SET
+	case status == proto.OpenAlready:
+		// It tells the share too: not before the draw it repeats is durable
+		// (a second OPEN right behind the first would otherwise overtake it).
+		s.gate(ev)
 	}
 	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {
 		return proto.AppendOpenResult(dst, ev.Stamp, status, ev.Env, share)
