@@ -164,8 +164,10 @@ func (l *loop) run(wg *sync.WaitGroup) {
 			l.event(&l.events[i])
 		}
 		l.readAgain()
+		// Sends stop at endNs by their own test, so a send due before the end still goes
+		// out when a slow round wakes after it; churns and connects stop at the end.
+		l.sendDue()
 		if l.now < l.endNs {
-			l.sendDue()
 			l.churnDue()
 			l.connectDue()
 		}
@@ -194,19 +196,19 @@ func (l *loop) wakeAt() int64 {
 		return l.now
 	}
 	t := min(l.nextPublish, l.nextSweep)
-	if l.now >= l.endNs {
-		return t
-	}
-	t = min(t, l.endNs)
 	if !l.havePend {
 		if u, at, ok := l.sched.Next(); ok {
 			l.pendUser, l.pendAt, l.havePend = u, at, true
 		}
 	}
-	if l.havePend {
+	if l.havePend && l.pendAt < l.endNs {
 		t = min(t, l.pendAt)
 	}
-	t = min(t, l.sendP.wake(l.endNs), l.chatP.wake(l.endNs), l.churnP.wake(l.endNs))
+	t = min(t, l.sendP.wake(l.endNs), l.chatP.wake(l.endNs))
+	if l.now >= l.endNs {
+		return t
+	}
+	t = min(t, l.endNs, l.churnP.wake(l.endNs))
 	if l.connHead < len(l.connQ) {
 		t = min(t, l.now+int64(max(0, (1-l.tokens)/l.connRate)))
 	}

@@ -3,6 +3,7 @@
 package loadclient
 
 import (
+	"math"
 	"math/rand/v2"
 
 	"hongbao/proto"
@@ -31,9 +32,10 @@ func (p *pacer) due(now, end int64) bool {
 	return p.step > 0 && p.next <= float64(now) && p.next < float64(end)
 }
 
+// wake returns when the next send is due, math.MaxInt64 when none is due before end.
 func (p *pacer) wake(end int64) int64 {
 	if p.step == 0 || p.next >= float64(end) {
-		return end
+		return math.MaxInt64
 	}
 	return int64(p.next)
 }
