@@ -196,6 +196,10 @@ type Config struct {
 	// Live is the live group envelopes of the SETs, summed (the ledgers'
 	// Split.Live).
 	Live func() uint64
+	// Node and Nodes, in a cluster, make the ids this Runner gives unique
+	// cluster-wide: campaign ids ≡ Node (mod Nodes), shake envelope ids from
+	// producer Node. Nodes 0 means 1: a server alone.
+	Node, Nodes int
 }
 
 // DefaultKeepFinished is Config.KeepFinished's default: GET /campaigns stays
@@ -246,7 +250,8 @@ type Runner struct {
 
 // NewRunner returns a Runner dealing into bus's SETs.
 func NewRunner(bus *event.Bus, cfg Config) (*Runner, error) {
-	ids, err := envelope.NewShakeIDGen(0, time.Now().UnixNano())
+	cfg.Nodes = max(cfg.Nodes, 1)
+	ids, err := envelope.NewShakeIDGen(cfg.Node, time.Now().UnixNano())
 	if err != nil {
 		return nil, err
 	}
@@ -262,10 +267,31 @@ func NewRunner(bus *event.Bus, cfg Config) (*Runner, error) {
 
 // Start validates p and starts a campaign.
 func (r *Runner) Start(p Params) (*Campaign, error) {
+	return r.StartAs(0, p)
+}
+
+// NextID is the id the next Start gives.
+func (r *Runner) NextID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.newID()
+}
+
+// newID returns the first id above every id given that is this Runner's
+// (≡ Node mod Nodes).
+func (r *Runner) newID() int {
+	n := r.cfg.Nodes
+	id := r.nextID + 1
+	return id + ((r.cfg.Node-id)%n+n)%n
+}
+
+// StartAs starts campaign p with the given id, chosen by the gateway of a
+// cluster where it was created (0: a new id of this Runner's).
+func (r *Runner) StartAs(id int, p Params) (*Campaign, error) {
 	if err := p.Validate(r.cfg.Limits); err != nil {
 		return nil, err
 	}
-	dealer, err := envelope.NewDealer(r.bus.Sets(), MaxBatch)
+	dealer, err := envelope.NewDealer(len(r.bus.Local()), MaxBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -277,12 +303,17 @@ func (r *Runner) Start(p Params) (*Campaign, error) {
 	case r.cfg.MaxRunning > 0 && len(r.running) >= r.cfg.MaxRunning:
 		return nil, &TooManyError{Max: r.cfg.MaxRunning}
 	}
-	r.nextID++
+	if id == 0 {
+		id = r.newID()
+	} else if r.byID[id] != nil {
+		return nil, fmt.Errorf("campaign %d exists already", id)
+	}
+	r.nextID = max(r.nextID, id)
 	now := r.now()
-	c := &Campaign{ID: r.nextID, Params: p, Started: now,
+	c := &Campaign{ID: id, Params: p, Started: now,
 		pacer:   envelope.NewPacer(now.UnixNano(), p.Rate, p.Total),
 		dealer:  dealer,
-		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(r.nextID)),
+		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(id)),
 		perTick: max(1, perTick(p.Rate, envelope.TickInterval)),
 	}
 	if err := r.jn.record(RecStarted, startedRecord(c), true, func() {
@@ -488,7 +519,9 @@ func (r *Runner) deal(c *Campaign, n uint64) {
 	p := c.Params
 	span := uint64(p.Max-p.Min) + 1
 	draw := func() uint32 { return p.Min + uint32(c.rnd.Uint64n(span)) }
-	c.dealer.Deal(n, func(set int, count uint32) {
+	local := r.bus.Local()
+	c.dealer.Deal(n, func(i int, count uint32) {
+		set := local[i]
 		switch p.Kind {
 		case Shake: // one event carries the whole batch
 			var sum uint64

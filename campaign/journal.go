@@ -231,7 +231,7 @@ func (r *Runner) Restore(rc *Recovered) error {
 			return fmt.Errorf("campaign: campaign %d dealt %d envelopes of its %d", id, rcv.dealtN, st.Params.Total)
 		}
 		r.nextID = max(r.nextID, st.ID)
-		dealer, err := envelope.NewDealer(r.bus.Sets(), MaxBatch)
+		dealer, err := envelope.NewDealer(len(r.bus.Local()), MaxBatch)
 		if err != nil {
 			return err
 		}

@@ -28,10 +28,16 @@ var _ Transport = (*Ring)(nil)
 
 // Bus is the set of every SET's transport (ring), and the routing rules
 // between them. Safe for concurrent use: every transport is multi-producer.
+//
+// In a cluster the Bus spans every SET of the cluster: a SET this gateway
+// does not run has, as its transport, the link to the gateway that does
+// (package cluster), which carries the events published into it there.
 type Bus struct {
 	rings    []Transport
 	headroom int           // slots a request must leave free (see PublishRequest)
 	held     []atomic.Bool // per SET: a stage of it holds events back (Outbox)
+	local    []int         // the SETs run here, ascending
+	remote   []bool        // per SET: its transport is a link to another gateway
 }
 
 // NewBus wraps the SETs' rings (or other transports). A request is refused
@@ -45,8 +51,34 @@ func NewBus[R Transport](rings []R, headroom int) *Bus {
 		}
 		ts[i] = r
 	}
-	return &Bus{rings: ts, headroom: headroom, held: make([]atomic.Bool, len(rings))}
+	local := make([]int, len(rings))
+	for i := range local {
+		local[i] = i
+	}
+	return &Bus{rings: ts, headroom: headroom, held: make([]atomic.Bool, len(rings)), local: local, remote: make([]bool, len(rings))}
 }
+
+// SetRemote makes the SETs for which remote returns a transport run
+// elsewhere: their events go to that transport (a link to the gateway that
+// runs them), which may serve several SETs. Call it before anything is
+// published.
+func (b *Bus) SetRemote(remote func(set int) Transport) {
+	b.local = b.local[:0]
+	for set := range b.rings {
+		if t := remote(set); t != nil {
+			b.rings[set], b.remote[set] = t, true
+		} else {
+			b.local = append(b.local, set)
+		}
+	}
+}
+
+// Local returns the SETs run here, ascending: every SET outside a cluster.
+// The caller must not change it.
+func (b *Bus) Local() []int { return b.local }
+
+// IsLocal reports whether set runs here.
+func (b *Bus) IsLocal(set int) bool { return !b.remote[set] }
 
 // Sets is the number of SETs.
 func (b *Bus) Sets() int { return len(b.rings) }
@@ -123,8 +155,8 @@ func (b *Bus) Settle(deadline time.Time) bool {
 	for quiet := 0; quiet < 3; {
 		b.Tick()
 		busy := false
-		for set, r := range b.rings {
-			if r.Len() > 0 || b.held[set].Load() {
+		for _, set := range b.local {
+			if b.rings[set].Len() > 0 || b.held[set].Load() {
 				busy = true
 				break
 			}
@@ -142,11 +174,12 @@ func (b *Bus) Settle(deadline time.Time) bool {
 	return true
 }
 
-// Close closes every ring, letting each drain, and returns the first error.
+// Close closes every ring run here, letting each drain, and returns the
+// first error. The links to other gateways are their owner's to close.
 func (b *Bus) Close() error {
 	var first error
-	for _, r := range b.rings {
-		if err := r.Close(); err != nil && first == nil {
+	for _, set := range b.local {
+		if err := b.rings[set].Close(); err != nil && first == nil {
 			first = err
 		}
 	}

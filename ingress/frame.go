@@ -30,13 +30,14 @@ const (
 // answers in out). One per epoll loop; one per netpoll connection goroutine.
 // Not safe for concurrent use.
 type proc struct {
-	bus     *event.Bus
-	bare    bool
-	secret  bool
-	ver     *proto.Verifier // this loop's; nil in netpoll, which borrows from verPool
-	verPool *sync.Pool      // of *proto.Verifier, for netpoll
-	cnt     *counters
-	out     []byte // answers of the current read (Bare), or the closing frame of an ingress-owned connection
+	bus      *event.Bus
+	redirect func(set int) string // the address of the gateway that runs set
+	bare     bool
+	secret   bool
+	ver      *proto.Verifier // this loop's; nil in netpoll, which borrows from verPool
+	verPool  *sync.Pool      // of *proto.Verifier, for netpoll
+	cnt      *counters
+	out      []byte // answers of the current read (Bare), or the closing frame of an ingress-owned connection
 
 	// refused is the open batch of "overloaded" answers of the connection
 	// being consumed (nil: none), published when a frame is not refused or
@@ -196,6 +197,15 @@ func (p *proc) login(c *conn.Conn, f proto.Frame, now int64) result {
 		return resMore
 	}
 	set := p.bus.SETOf(user)
+	if !p.bus.IsLocal(set) { // another gateway of the cluster runs the user's SET
+		p.cnt[cLoginRejected]++
+		addr := ""
+		if p.redirect != nil {
+			addr = p.redirect(set)
+		}
+		p.out = proto.AppendLoginRedirect(p.out, f.Stamp, user, addr)
+		return resClose
+	}
 	s, ok := p.bus.ClaimAnswer(set)
 	if !ok {
 		return resStall // retried whole, token check included: rare, and keeps no state

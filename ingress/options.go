@@ -57,6 +57,10 @@ type Options struct {
 	// goroutine, as it must for SETs whose stages are not fused. For
 	// comparison (the server's -handoff).
 	Handoff bool
+	// Redirect, in a cluster, returns the client address of the gateway
+	// that runs a SET this one does not (LOGIN_ACK 3); "" when it is not
+	// known. nil: every SET of Bus runs here.
+	Redirect func(set int) string
 
 	ReadBudget int // bytes read per connection per round; 0: DefaultReadBudget
 

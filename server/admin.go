@@ -37,6 +37,8 @@ func (s *Server) listenAdmin() error {
 	mux.HandleFunc("POST /campaigns/{kind}", s.startCampaign)
 	mux.HandleFunc("DELETE /campaigns/{id}", s.cancelCampaign)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
+	mux.HandleFunc("GET /cluster", s.handleCluster)
+	mux.HandleFunc("GET /cluster/stats", s.handleClusterStats)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -139,7 +141,12 @@ func (s *Server) startCampaign(w http.ResponseWriter, r *http.Request) {
 	}
 	if bad == nil {
 		var c *campaign.Campaign
-		if c, bad = s.camps.Start(p); bad == nil {
+		if s.node != nil {
+			c, bad = s.startClusterCampaign(p)
+		} else {
+			c, bad = s.camps.Start(p)
+		}
+		if bad == nil {
 			s.log.Info("campaign started", "id", c.ID, "kind", p.Kind, "rate", p.Rate, "total", p.Total)
 			writeJSON(w, http.StatusOK, c.Status())
 			return

@@ -122,11 +122,11 @@ func (s *Server) writeMetrics(w io.Writer) {
 
 	if s.bus != nil {
 		e.family("hongbao_ring_occupancy", "gauge", "Events in a SET's ring now: claimed and not yet finished by its last stage.")
-		for i := range s.bus.Sets() {
+		for _, i := range s.bus.Local() {
 			e.sample(fmt.Sprintf(`hongbao_ring_occupancy{set="%d"}`, i), uint64(s.bus.Ring(i).Len()))
 		}
 		e.family("hongbao_ring_capacity", "gauge", "Slots of a SET's ring (-ring): occupancy can reach it.")
-		for i := range s.bus.Sets() {
+		for _, i := range s.bus.Local() {
 			e.sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
 		}
 	}

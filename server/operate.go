@@ -27,6 +27,9 @@ func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := s.camps.Cancel(id)
+	if s.node != nil {
+		s.cancelClusterCampaign(id) // whatever the state of this gateway's part
+	}
 	switch {
 	case errors.Is(err, campaign.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: never started, or finished before the last %d", id, campaign.DefaultKeepFinished)})
@@ -75,7 +78,7 @@ func (s *Server) unhealthy() string {
 		return fmt.Sprintf("the journal cannot make money durable, so none is handed out: %v", err)
 	}
 	if s.bus != nil {
-		for i := 0; i < s.bus.Sets(); i++ {
+		for _, i := range s.bus.Local() {
 			if err := s.bus.Ring(i).Err(); err != nil {
 				return fmt.Sprintf("SET %d stopped: a stage failed: %v", i, err)
 			}

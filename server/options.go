@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"hongbao/cluster"
 	"hongbao/ingress"
 	"hongbao/journal"
 	"hongbao/ring"
@@ -56,6 +57,10 @@ type Options struct {
 	Data            string        // -data: the directory of the journal and the snapshots
 	Journal         string        // -journal: on | off
 	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
+	NATS            string        // -nats: the NATS URL of a cluster; "" one server alone
+	Node            string        // -node I/N: this gateway's number and the cluster's gateways
+	Advertise       string        // -advertise: the client address other gateways send users to
+	ClusterTimeout  time.Duration // -cluster-timeout: bound on a crossing's answer
 	// JournalCreate, when set, opens the journal's segment files instead of
 	// the file system: tests inject write and sync failures with it.
 	JournalCreate func(path string) (journal.File, error)
@@ -171,6 +176,7 @@ func (o *Options) Fill() {
 	fillZero(&o.SendRate, DefaultSendRate)
 	fillZero(&o.SendBurst, DefaultSendBurst)
 	fillZero(&o.MaxLivePerUser, DefaultMaxLivePerUser)
+	fillZero(&o.ClusterTimeout, cluster.DefaultTimeout)
 	fillZero(&o.MaxEnvelopes, DefaultMaxEnvelopes)
 	fillZero(&o.MaxCampaigns, DefaultMaxCampaigns)
 	fillZero(&o.MaxPool, DefaultMaxPool)
@@ -284,6 +290,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AdminToken != "" && o.AdminTokenFile != "" {
 		bad("admin-token-file", "give the token by one means only (-admin-token is also set)")
+	}
+	if o.NATS != "" || o.Node != "" {
+		o.validateCluster(bad)
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		bad("log-format", "%q: want text or json", o.LogFormat)
@@ -399,6 +408,13 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"off: nothing is written and a restart starts from an empty ledger (for comparison only: make perf-compare)")
 	fs.DurationVar(&o.SnapshotEvery, "snapshot-every", DefaultSnapshotEvery, "how often the state is written to a snapshot under -data and the journal before it removed (and at SIGTERM);\n"+
 		"a start replays only the journal after the newest snapshot: a minute keeps that to seconds. Negative: only at SIGTERM")
+	fs.StringVar(&o.NATS, "nats", "", "`URL` of the NATS server(s) (comma-separated) over which gateways form one cluster\n"+
+		"(docs/PROTOCOL.md, Clusters); empty: this server alone. Needs -node")
+	fs.StringVar(&o.Node, "node", "", "`I/N`: this is gateway I of a cluster of N, running the SETs s with s mod N == I out of -sets\n"+
+		"(the same -sets and N on every gateway: a gateway that differs refuses to start)")
+	fs.StringVar(&o.Advertise, "advertise", "", "the client `address` other gateways send this one's users to (LOGIN_ACK 3); default: the first -listen address")
+	fs.DurationVar(&o.ClusterTimeout, "cluster-timeout", cluster.DefaultTimeout, "an OPEN or CHAT that crosses to another gateway and gets no answer by then is answered\n"+
+		"unavailable (OPEN_RESULT 5, CHAT_ACK 2); a share drawn for it is taken back")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -421,5 +437,5 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 func (o Options) Limits() stages.Limits {
 	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
 		SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
-		MaxEnvelopes: (o.MaxEnvelopes + o.Sets - 1) / o.Sets}
+		MaxEnvelopes: (o.MaxEnvelopes + o.localSets() - 1) / o.localSets()}
 }

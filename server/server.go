@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"hongbao/campaign"
+	"hongbao/cluster"
 	"hongbao/egress"
 	"hongbao/event"
 	"hongbao/ingress"
@@ -62,6 +63,7 @@ type Server struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 
+	node    *cluster.Node    // in a cluster (-nats): this gateway's membership; else nil
 	journal *journal.Journal // nil with -journal off or -pipeline=none
 	dataDir *dataDir
 	sets    []*set.SET
@@ -98,7 +100,14 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		if err := s.openJournal(); err != nil {
 			return nil, err
 		}
+		if o.NATS != "" {
+			if err := s.joinCluster(); err != nil {
+				s.closeJournal()
+				return nil, err
+			}
+		}
 		if err := s.buildSETs(); err != nil {
+			s.closeCluster()
 			s.closeJournal()
 			return nil, err
 		}
@@ -116,6 +125,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		ShedDelay:    max(o.ShedDelay, 0),
 		NoYield:      o.Pipeline == "disruptor", // its listeners poll: a yield queues the loop behind them
 		Handoff:      o.Handoff,
+		Redirect:     s.redirect,
 		Logger:       log,
 	})
 	if err != nil {
@@ -123,13 +133,17 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if s.bus != nil {
-		s.camps, err = campaign.NewRunner(s.bus, campaign.Config{
+		cc := campaign.Config{
 			Limits: campaign.Limits{MaxRate: 1_000_000, MaxTotal: 1 << 32,
 				MaxShares: uint16(o.MaxShares), MaxAmount: uint32(o.MaxTotal)},
 			MaxRunning: o.MaxCampaigns,
 			MaxPool:    uint64(o.MaxPool), Taken: s.shakeTaken,
 			MaxLive: uint64(o.MaxEnvelopes), Live: s.envelopesLive,
-		})
+		}
+		if s.node != nil {
+			cc.Node, cc.Nodes = s.node.Options().Node, s.node.Options().Nodes
+		}
+		s.camps, err = campaign.NewRunner(s.bus, cc)
 		if err == nil {
 			err = s.recover()
 		}
@@ -156,6 +170,9 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 func (s *Server) buildSETs() error {
 	so := s.opts.setOptions()
 	so.Journal = s.journal
+	if s.node != nil {
+		so.Remote = s.node.Remote
+	}
 	bus, sets, err := set.Build(s.opts.Sets, so)
 	if err != nil {
 		return err
@@ -189,13 +206,19 @@ func (s *Server) closeRings() {
 	if s.bus != nil {
 		s.bus.Close()
 	}
+	s.closeCluster()
 }
 
 // Start starts the stages, the event loops, the ticker and the admin API.
 func (s *Server) Start() error {
 	if s.bus != nil {
-		for i := 0; i < s.bus.Sets(); i++ {
+		for _, i := range s.bus.Local() {
 			if err := s.bus.Ring(i).Start(); err != nil {
+				return err
+			}
+		}
+		if s.node != nil {
+			if err := s.startCluster(); err != nil {
 				return err
 			}
 		}
@@ -233,7 +256,7 @@ func (s *Server) stageGoroutines() int {
 	if s.bus == nil {
 		return 0
 	}
-	return s.opts.Sets * s.opts.setOptions().Goroutines()
+	return s.opts.localSets() * s.opts.setOptions().Goroutines()
 }
 
 // tick lets stages retry what full rings refused (event.Outbox), and watches
@@ -248,7 +271,7 @@ func (s *Server) tick() {
 			return
 		case <-t.C:
 			s.bus.Tick()
-			for i := 0; i < s.bus.Sets(); i++ {
+			for _, i := range s.bus.Local() {
 				if err := s.bus.Ring(i).Err(); err != nil {
 					s.log.Error("SET stopped: a stage failed", "set", i, "err", err)
 					panic(err) // a half-dead server would hand out money inconsistently
@@ -292,7 +315,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// Shutdown waited out ctx for it.)
 	s.ing.CloseIdle(8)
 	if s.bus != nil {
-		for i := 0; i < s.bus.Sets(); i++ {
+		for _, i := range s.bus.Local() {
 			r := s.bus.Ring(i)
 			if seq, err := r.Claim(1); err == nil {
 				*r.At(seq) = event.Event{Kind: event.KShutdown}
@@ -337,6 +360,7 @@ stop:
 		}
 		errs = append(errs, s.bus.Close())
 	}
+	errs = append(errs, s.closeCluster())
 	errs = append(errs, s.closeJournal())
 	if s.admin != nil {
 		s.stopAdmin(ctx)

@@ -126,7 +126,7 @@ func (s *Server) snapshot() error {
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	for i := range s.bus.Sets() {
+	for _, i := range s.bus.Local() {
 		r := s.bus.Ring(i)
 		seq, err := r.Claim(1)
 		if err != nil {
@@ -140,7 +140,7 @@ func (s *Server) snapshot() error {
 		parts = append(parts, stages.Part{ID: id, PID: pid, Pos: pos, Data: data})
 	}
 	timeout := time.After(time.Minute)
-	for want := len(parts) + 2*s.bus.Sets(); len(parts) < want; {
+	for want := len(parts) + 2*len(s.bus.Local()); len(parts) < want; {
 		select {
 		case p := <-s.snapParts:
 			if p.ID == id {

@@ -38,6 +38,9 @@ type Options struct {
 	// with the same -sets), and the egress holds money answers until it has
 	// made their records durable.
 	Journal *journal.Journal
+	// Remote, in a cluster, returns the transport of a SET another gateway
+	// runs (the link to it), nil for a SET run here. nil: every SET is here.
+	Remote func(set int) event.Transport
 }
 
 // Goroutines is the number of goroutines that run one SET's stages.
@@ -185,21 +188,30 @@ func (s *SET) Dealt() (shake, send map[uint32]*stages.Dealt, lastShake uint64) {
 	return shake, s.split.Tallies(), lastShake
 }
 
-// Build makes n SETs, the bus between them and their stages: both phases.
-// The SETs are not started: bus.Ring(i).Start starts SET i.
+// Build makes the bus between n SETs, and those of them run here (all but
+// the ones o.Remote names) with their stages: both phases. The SETs are not
+// started: bus.Ring(i).Start starts SET i.
 func Build(n int, o Options) (*event.Bus, []*SET, error) {
-	sets := make([]*SET, n)
+	var sets []*SET
 	ts := make([]event.Transport, n)
-	for i := range sets {
+	for i := range ts {
+		if o.Remote != nil {
+			if ts[i] = o.Remote(i); ts[i] != nil {
+				continue
+			}
+		}
 		s, err := New(i, o)
 		if err != nil {
 			return nil, nil, err
 		}
-		sets[i], ts[i] = s, s.Transport()
+		sets, ts[i] = append(sets, s), s.Transport()
 	}
 	// Requests may fill a ring only to 7/8: the rest stays for answers and
 	// overload replies, which must never be refused for room.
 	bus := event.NewBus(ts, o.Ring/8)
+	if o.Remote != nil {
+		bus.SetRemote(o.Remote)
+	}
 	for _, s := range sets {
 		if err := s.AddStages(bus); err != nil {
 			return nil, nil, err

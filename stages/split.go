@@ -81,6 +81,16 @@ type Split struct {
 	rec     []byte            // a record's payload, reused
 	camps   tallies           // created (or skipped) for each send campaign
 	snapOut func(Part)
+	// crossed names the shares drawn for OPENs from another gateway of a
+	// cluster by their crossing, so that a cancel (the requester's gateway
+	// gave up waiting) takes back that draw and no other. Kept in memory
+	// only: a gateway that restarts has no crossings of its own to match.
+	crossed map[crossKey]uint32
+}
+
+type crossKey struct {
+	env  uint64
+	user uint32
 }
 
 type expiring struct {
@@ -133,7 +143,11 @@ func (s *Split) Handle(b event.Batch) {
 		case event.KOpen:
 			s.open(ev, now)
 		case event.KUnopen:
-			s.unopen(ev.Env, ev.User, ev.Amount)
+			if ev.Amount == 0 { // a cancelled crossing: whatever it drew, if anything
+				s.cancel(ev.Env, ev.User, ev.Conn.Gen)
+			} else {
+				s.unopen(ev.Env, ev.User, ev.Amount)
+			}
 		case event.KRepush:
 			s.repush(ev.Env, ev.User)
 		case event.KSnapshot:
@@ -350,6 +364,12 @@ func (s *Split) open(ev *event.Event, now int64) {
 		status, share = s.draw(ev.Env, ev.User, now)
 	}
 	s.c.OpenStatus[status].Add(1)
+	if status == proto.OpenOK && ev.Conn.C == nil && ev.Conn.Gen != 0 { // from another gateway
+		if s.crossed == nil {
+			s.crossed = make(map[crossKey]uint32)
+		}
+		s.crossed[crossKey{ev.Env, ev.User}] = ev.Conn.Gen
+	}
 	switch {
 	case s.jp == nil:
 	case status == proto.OpenOK:
@@ -408,6 +428,9 @@ func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 // An envelope already forgotten keeps the share counted (TakeBackLost): it
 // would take its retention to pass while the answer was in flight.
 func (s *Split) unopen(id uint64, user, amount uint32) {
+	if s.crossed != nil {
+		delete(s.crossed, crossKey{id, user})
+	}
 	g := s.groups[id]
 	i := -1
 	if g != nil {
@@ -435,6 +458,24 @@ func (s *Split) unopen(id uint64, user, amount uint32) {
 	s.c.OpenedAmount.Add(^uint64(amount - 1))
 	s.c.LiveAmount.Add(uint64(amount))
 	s.c.TakenBack.Add(1)
+}
+
+// cancel takes back the share of user in envelope id if crossing xid drew
+// it: its requester was answered "unavailable" instead.
+func (s *Split) cancel(id uint64, user, xid uint32) {
+	k := crossKey{id, user}
+	if x, ok := s.crossed[k]; !ok || x != xid {
+		return // nothing drawn for it (or taken back already)
+	}
+	if g := s.groups[id]; g != nil {
+		for j, r := range g.recipients {
+			if r == user && g.shares[j] != 0 {
+				s.unopen(id, user, g.shares[j])
+				return
+			}
+		}
+	}
+	delete(s.crossed, k)
 }
 
 // expire drops envelopes past their TTL, refunding what was not opened, and
@@ -486,6 +527,11 @@ func (s *Split) refund(g *group) {
 func (s *Split) forget(id uint64, rec uint8) {
 	if s.jp != nil {
 		s.jp.Append(rec, binary.BigEndian.AppendUint64(s.rec[:0], id))
+	}
+	if len(s.crossed) > 0 {
+		for _, r := range s.groups[id].recipients {
+			delete(s.crossed, crossKey{id, r})
+		}
 	}
 	if len(s.free) < freeGroups {
 		s.free = append(s.free, s.groups[id])

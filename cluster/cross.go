@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"math/rand/v2"
+	"sync"
+
+	"hongbao/conn"
+	"hongbao/event"
+)
+
+// A crossing is a request that went to another gateway (an OPEN of an
+// envelope whose SET runs there, a CHAT to a user connected there) and waits
+// for its answer. The answer finds the requester's connection here by the
+// crossing's id; a crossing not answered within the bound is answered
+// "unavailable" here, and an OPEN's is cancelled at the envelope's gateway,
+// which takes back a share it drew for it (the answer, if it comes later,
+// is dropped: the client was told nothing was drawn).
+type crossing struct {
+	h        conn.Handle
+	kind     event.Kind
+	user     uint32
+	peer     uint32
+	stamp    uint64
+	env      uint64
+	recvNs   int64
+	deadline int64
+}
+
+type expiry struct {
+	xid      uint32
+	deadline int64
+}
+
+// crossings is the table of a gateway's crossings in flight. Links add
+// (from their goroutines), the receiver takes, the sweeper expires: under mu,
+// once per event, short.
+type crossings struct {
+	mu    sync.Mutex
+	next  uint32
+	open  map[uint32]crossing
+	queue []expiry // in deadline order: every crossing gets the same bound
+	head  int
+}
+
+func newCrossings() *crossings {
+	// A random start, so that an answer to a gateway that restarted finds no
+	// crossing of the new run by chance.
+	return &crossings{next: rand.Uint32(), open: make(map[uint32]crossing)}
+}
+
+// add records ev's crossing, due by deadline, and returns its id (never 0).
+func (x *crossings) add(ev *event.Event, deadline int64) uint32 {
+	x.mu.Lock()
+	x.next++
+	if x.next == 0 {
+		x.next++
+	}
+	id := x.next
+	x.open[id] = crossing{h: ev.Conn, kind: ev.Kind, user: ev.User, peer: ev.Peer, stamp: ev.Stamp, env: ev.Env,
+		recvNs: ev.RecvNs, deadline: deadline}
+	x.queue = append(x.queue, expiry{id, deadline})
+	x.mu.Unlock()
+	return id
+}
+
+// take removes and returns crossing xid, if still waiting.
+func (x *crossings) take(xid uint32) (crossing, bool) {
+	x.mu.Lock()
+	c, ok := x.open[xid]
+	if ok {
+		delete(x.open, xid)
+	}
+	x.mu.Unlock()
+	return c, ok
+}
+
+// expire removes the crossings due by now and appends them, with their
+// ids, to out.
+func (x *crossings) expire(now int64, out []expired) []expired {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for x.head < len(x.queue) && x.queue[x.head].deadline <= now {
+		e := x.queue[x.head]
+		x.head++
+		if c, ok := x.open[e.xid]; ok {
+			delete(x.open, e.xid)
+			out = append(out, expired{e.xid, c})
+		}
+	}
+	if x.head > 1024 && x.head*2 > len(x.queue) { // amortised: drop the consumed head
+		x.queue = x.queue[:copy(x.queue, x.queue[x.head:])]
+		x.head = 0
+	}
+	return out
+}
+
+// waiting is the number of crossings in flight.
+func (x *crossings) waiting() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.open)
+}
+
+type expired struct {
+	xid uint32
+	c   crossing
+}

@@ -1,0 +1,25 @@
+// Package cluster makes several gateways (server processes) one service
+// over NATS: gateway I of N runs the SETs s with s mod N == I out of the
+// cluster's -sets, and every event for a SET run elsewhere crosses to its
+// gateway (docs/PROTOCOL.md, Clusters).
+//
+// The crossing is a stage of the pipeline, as the journal is: on each
+// gateway, every other gateway is a link, a ring whose single stage (the
+// forwarder) encodes the events published into it — by the ingress, the
+// stages and the campaign runner, exactly as into a SET's ring — and sends
+// each round's batch as one NATS message to that gateway, which publishes
+// every event into the ring of the SET it is for. A money answer (an OPEN's
+// share, an ENVELOPE push) leaves only once the journal of the gateway that
+// made it has it on disk, as at the egress.
+//
+// Requests that cross (OPEN, CHAT) wait in the crossing table of the
+// requester's gateway: the answer finds the connection there; a crossing not
+// answered within the bound (-cluster-timeout) is answered "unavailable",
+// and an OPEN's is cancelled at the envelope's gateway, which takes back a
+// share it drew for it, so no share is counted that no client was told of.
+//
+// Membership is announced on NATS: each gateway publishes a heartbeat with
+// its node number, the cluster's shape (-nodes, -sets), its client and admin
+// addresses; a gateway whose shape differs from the cluster's already there,
+// or whose node number is taken, refuses to start.
+package cluster

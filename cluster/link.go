@@ -1,0 +1,209 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/valyala/bytebufferpool"
+
+	"hongbao/conn"
+	"hongbao/envelope"
+	"hongbao/event"
+	"hongbao/proto"
+	"hongbao/ring"
+)
+
+// link carries the events for the SETs of one other gateway: a ring, as a
+// SET's, whose stage sends each batch as one message.
+type link struct {
+	n       *Node
+	node    int
+	subject string
+	ring    *event.Ring
+	buf     []byte
+}
+
+func newLink(n *Node, node int) (*link, error) {
+	r, err := ring.New[event.Event](ring.Options{Size: n.o.Ring, Producers: ring.MultiProducer})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the link to node %d: %w", node, err)
+	}
+	l := &link{n: n, node: node, subject: n.subject(fmt.Sprintf("ev.%d", node)), ring: r,
+		buf: make([]byte, 0, 64<<10)}
+	r.AddStage(l, ring.StageOptions[event.Event]{Name: fmt.Sprintf("link%d", node), MaxBatch: 4096})
+	return l, nil
+}
+
+// Handle implements ring.Handler: it sends the batch, in order. A request
+// that waits for an answer enters the crossing table here, so its bound
+// counts from when it leaves.
+func (l *link) Handle(b event.Batch) {
+	n := l.n
+	l.buf = appendHeader(l.buf[:0], n.o.Node)
+	count := 0
+	deadline := time.Now().Add(n.o.Timeout).UnixNano()
+	for q := b.Lo; q <= b.Hi; q++ {
+		ev := b.At(q)
+		if ev.Kind == event.KTick || ev.Kind == 0 {
+			continue
+		}
+		if ev.JPos != 0 && !n.jn.Durable(ev.JPID, ev.JPos) {
+			if err := n.jn.Wait(ev.JPID, ev.JPos); err != nil {
+				// Never durable: the answer must not leave. The crossing's
+				// bound answers the requester; a push is lost with its envelope.
+				release(ev)
+				continue
+			}
+		}
+		var xid uint32
+		switch {
+		case ev.Conn.C != nil && (ev.Kind == event.KOpen || ev.Kind == event.KChat):
+			xid = n.cross.add(ev, deadline)
+		case ev.Conn.C == nil:
+			xid = ev.Conn.Gen // an answer or cancel of a crossing from elsewhere
+		}
+		if len(l.buf)+eventLen+event.OutCap+bufLen(ev) > maxMessage && count > 0 {
+			l.send(count)
+			l.buf = appendHeader(l.buf[:0], n.o.Node)
+			count = 0
+		}
+		l.buf = appendEvent(l.buf, ev, xid)
+		count++
+		release(ev)
+	}
+	if count > 0 {
+		l.send(count)
+	}
+}
+
+func bufLen(ev *event.Event) int {
+	if ev.Buf == nil {
+		return 0
+	}
+	return len(ev.Buf.B)
+}
+
+func release(ev *event.Event) {
+	if ev.Buf != nil {
+		bytebufferpool.Put(ev.Buf)
+		ev.Buf = nil
+	}
+}
+
+func (l *link) send(count int) {
+	setCount(l.buf, count)
+	if err := l.n.nc.Publish(l.subject, l.buf); err != nil {
+		// Disconnected past the client's reconnect buffer, or closed: the
+		// crossings in it time out and are answered "unavailable".
+		l.n.M.PublishErrors.Add(1)
+		return
+	}
+	l.n.M.Sent.Add(uint64(count))
+	l.n.M.Messages.Add(1)
+}
+
+// target returns the SET an event crossing to this gateway is for; the
+// sender routed it by the same rule (event.Bus).
+func (n *Node) target(ev *event.Event) int {
+	switch ev.Kind {
+	case event.KOpen, event.KUnopen, event.KRepush:
+		return envelope.OwnerSET(ev.Env)
+	case event.KChat:
+		return int(ev.Peer % uint32(n.o.Sets))
+	case event.KAnswer, event.KPush:
+		return int(ev.User % uint32(n.o.Sets))
+	}
+	return -1
+}
+
+// receive publishes the events of a message from another gateway into the
+// rings of their SETs, waiting for room (only a stage that stopped would
+// keep it waiting; the rings close after the node).
+func (n *Node) receive(m *nats.Msg) {
+	_, count, b, err := decodeHeader(m.Data)
+	if err != nil {
+		n.M.Malformed.Add(1)
+		return
+	}
+	var ev event.Event
+	for range count {
+		var xid uint32
+		if xid, b, err = decodeEvent(b, &ev); err != nil {
+			n.M.Malformed.Add(1)
+			return
+		}
+		n.M.Received.Add(1)
+		set := n.target(&ev)
+		if set < 0 || set >= n.o.Sets || !n.Owns(set) {
+			n.M.Misrouted.Add(1)
+			release(&ev)
+			continue
+		}
+		switch ev.Kind {
+		case event.KAnswer:
+			c, ok := n.cross.take(xid)
+			if !ok {
+				n.M.Late.Add(1) // answered "unavailable" already; an OPEN's share was cancelled
+				release(&ev)
+				continue
+			}
+			ev.Conn, ev.RecvNs = c.h, c.recvNs
+		case event.KOpen, event.KChat, event.KUnopen:
+			ev.Conn = conn.Handle{Gen: xid} // no connection here: the answer goes back by xid
+		}
+		if !n.publish(set, &ev) {
+			release(&ev)
+			return
+		}
+	}
+}
+
+// publish copies ev into set's ring, waiting for room; false once the ring
+// is closing.
+func (n *Node) publish(set int, ev *event.Event) bool {
+	r := n.bus.Ring(set)
+	seq, err := r.Claim(1)
+	if err != nil {
+		return false
+	}
+	*r.At(seq) = *ev
+	r.Publish(seq, seq)
+	return true
+}
+
+// sweep answers the crossings past their bound "unavailable" and cancels
+// the OPENs among them at the envelope's gateway.
+func (n *Node) sweep() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.o.Timeout / 20)
+	defer t.Stop()
+	var due []expired
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		due = n.cross.expire(time.Now().UnixNano(), due[:0])
+		for _, e := range due {
+			n.M.TimedOut.Add(1)
+			c := e.c
+			a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
+			if c.kind == event.KOpen {
+				a.SetFrame(proto.AppendOpenResult(a.Out[:0], c.stamp, proto.OpenOverloaded, c.env, 0))
+			} else {
+				a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
+			}
+			if !n.publish(int(c.user%uint32(n.o.Sets)), &a) {
+				return
+			}
+			if c.kind == event.KOpen {
+				cancel := event.Event{Kind: event.KUnopen, User: c.user, Env: c.env, Conn: conn.Handle{Gen: e.xid}}
+				if set := envelope.OwnerSET(c.env); set >= 0 && set < n.o.Sets && !n.publish(set, &cancel) {
+					return
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,445 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"hongbao/event"
+	"hongbao/journal"
+	"hongbao/ring"
+)
+
+// Options configure a gateway's place in the cluster.
+type Options struct {
+	URL     string        // NATS server(s), comma-separated
+	Node    int           // this gateway's number, 0..Nodes−1
+	Nodes   int           // gateways in the cluster
+	Sets    int           // SETs of the cluster, the same on every gateway
+	Addr    string        // the client address other gateways send users to (LOGIN_ACK 3)
+	Admin   string        // the admin address, for GET /cluster
+	Timeout time.Duration // a crossing not answered by then is answered "unavailable"
+	Ring    int           // slots of each link's ring
+	Subject string        // the prefix of every subject: one NATS account can hold several clusters
+	Logger  *slog.Logger
+}
+
+// DefaultTimeout is the bound on a crossing's answer.
+const DefaultTimeout = time.Second
+
+// Heartbeats: how often a gateway announces itself, and after how long
+// without one a gateway counts as down.
+const (
+	beatEvery = 250 * time.Millisecond
+	downAfter = 4 * beatEvery
+	joinWait  = 3 * beatEvery
+)
+
+// Gateway is one gateway as its heartbeats announce it.
+type Gateway struct {
+	Node     int    `json:"node"`
+	Nodes    int    `json:"nodes"`
+	Sets     int    `json:"sets"`
+	Addr     string `json:"addr"`
+	Admin    string `json:"admin"`
+	Instance uint64 `json:"instance"` // random per process: a restart is a new instance
+	Version  string `json:"version,omitempty"`
+}
+
+// Node is this gateway's membership of the cluster: its NATS connection,
+// the gateways it has heard from, the links to the others, the crossings in
+// flight.
+type Node struct {
+	o    Options
+	log  *slog.Logger
+	nc   *nats.Conn
+	self Gateway
+
+	mu    sync.Mutex
+	peers map[int]peer       // gateways of this cluster's shape, by node
+	odd   map[uint64]Gateway // gateways of another shape on the same subjects, by instance
+
+	links []*link // per node; nil for this one
+	cross *crossings
+	bus   *event.Bus
+	jn    *journal.Journal
+	subs  []*nats.Subscription
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	M Metrics
+}
+
+type peer struct {
+	Gateway
+	seen time.Time
+}
+
+// Metrics count the crossings, for /metrics.
+type Metrics struct {
+	Sent, Received       atomic.Uint64 // events
+	Messages             atomic.Uint64 // NATS messages sent
+	TimedOut, Late       atomic.Uint64 // crossings answered "unavailable"; answers that came after
+	Misrouted, Malformed atomic.Uint64 // events for a SET not run here; messages that did not decode
+	PublishErrors        atomic.Uint64 // batches NATS refused (disconnected past its buffer)
+}
+
+// Validate checks o.
+func (o *Options) Validate() error {
+	switch {
+	case o.Nodes < 1 || o.Node < 0 || o.Node >= o.Nodes:
+		return fmt.Errorf("-node %d/%d: want I/N with 0 ≤ I < N", o.Node, o.Nodes)
+	case o.Sets < o.Nodes:
+		return fmt.Errorf("-sets %d: a cluster of %d gateways needs at least one SET each", o.Sets, o.Nodes)
+	case o.Timeout <= 0:
+		return fmt.Errorf("-cluster-timeout %v: want > 0", o.Timeout)
+	}
+	return nil
+}
+
+// Owner returns the node that runs set.
+func (o *Options) Owner(set int) int { return set % o.Nodes }
+
+// Join connects to NATS, listens to the cluster's heartbeats for a moment
+// and refuses to join a cluster of another shape or one whose node number
+// o.Node is taken; then it announces itself. The links are ready for
+// set.Options.Remote; Start starts them once the SETs are built.
+func Join(o Options, version string) (*Node, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Subject == "" {
+		o.Subject = "hongbao"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	n := &Node{o: o, log: o.Logger, peers: map[int]peer{}, odd: map[uint64]Gateway{}, cross: newCrossings(), stop: make(chan struct{}),
+		self: Gateway{Node: o.Node, Nodes: o.Nodes, Sets: o.Sets, Addr: o.Addr, Admin: o.Admin, Instance: rand.Uint64(), Version: version}}
+	nc, err := nats.Connect(o.URL, nats.Name(fmt.Sprintf("hongbao gateway %d/%d", o.Node, o.Nodes)),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 0),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: closed on purpose
+				n.log.Warn("cluster: NATS connection lost: crossings answer unavailable until it is back", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("cluster: NATS connection back", "url", c.ConnectedUrl()) }))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connecting to NATS at %s: %w", o.URL, err)
+	}
+	n.nc = nc
+	sub, err := nc.Subscribe(n.subject("gw"), n.heard)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n.subs = append(n.subs, sub)
+	if err := n.beat(true); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	time.Sleep(joinWait)
+	if err := n.checkJoin(); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n.links = make([]*link, o.Nodes)
+	for node := range o.Nodes {
+		if node != o.Node {
+			if n.links[node], err = newLink(n, node); err != nil {
+				nc.Close()
+				return nil, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) subject(s string) string { return n.o.Subject + "." + s }
+
+// beat announces this gateway; hello asks the others to answer at once.
+func (n *Node) beat(hello bool) error {
+	b, _ := json.Marshal(struct {
+		Gateway
+		Hello bool `json:"hello,omitempty"`
+	}{n.self, hello})
+	return n.nc.Publish(n.subject("gw"), b)
+}
+
+func (n *Node) heard(m *nats.Msg) {
+	var g struct {
+		Gateway
+		Hello bool `json:"hello"`
+	}
+	if json.Unmarshal(m.Data, &g) != nil || g.Instance == n.self.Instance {
+		return
+	}
+	if g.Nodes != n.o.Nodes || g.Sets != n.o.Sets { // kept apart: it must not take a node's place
+		n.mu.Lock()
+		_, known := n.odd[g.Instance]
+		n.odd[g.Instance] = g.Gateway
+		n.mu.Unlock()
+		if !known {
+			n.log.Error("cluster: a gateway of another shape is on the same subjects: ignored", "node", g.Node, "nodes", g.Nodes, "sets", g.Sets, "addr", g.Addr)
+		}
+		return
+	}
+	n.mu.Lock()
+	n.peers[g.Node] = peer{g.Gateway, time.Now()}
+	n.mu.Unlock()
+	if g.Hello {
+		n.beat(false)
+	}
+}
+
+func (n *Node) checkJoin() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.odd {
+		return fmt.Errorf("cluster: gateway %d at %s runs -node %d/%d -sets %d; this one -node %d/%d -sets %d: every gateway needs the same N and -sets",
+			p.Node, p.Addr, p.Node, p.Nodes, p.Sets, n.o.Node, n.o.Nodes, n.o.Sets)
+	}
+	if p, ok := n.peers[n.o.Node]; ok {
+		return fmt.Errorf("cluster: node %d is already served by the gateway at %s", p.Node, p.Addr)
+	}
+	return nil
+}
+
+// Remote returns the link that carries the events of set when another
+// gateway runs it, nil when this one does: set.Options.Remote.
+func (n *Node) Remote(set int) event.Transport {
+	if l := n.links[n.o.Owner(set)]; l != nil {
+		return l.ring
+	}
+	return nil
+}
+
+// Start starts the links, the receiver and the heartbeats, delivering what
+// other gateways send into bus (the SETs must be built and started), with
+// money answers gated on j (nil: journal off).
+func (n *Node) Start(bus *event.Bus, j *journal.Journal) error {
+	n.bus, n.jn = bus, j
+	for _, l := range n.links {
+		if l != nil {
+			if err := l.ring.Start(); err != nil {
+				return err
+			}
+		}
+	}
+	sub, err := n.nc.Subscribe(n.subject(fmt.Sprintf("ev.%d", n.o.Node)), n.receive)
+	if err != nil {
+		return err
+	}
+	sub.SetPendingLimits(-1, 256<<20) // a burst waits here rather than being dropped
+	n.subs = append(n.subs, sub)
+	n.wg.Add(2)
+	go n.heartbeats()
+	go n.sweep()
+	return nil
+}
+
+func (n *Node) heartbeats() {
+	defer n.wg.Done()
+	t := time.NewTicker(beatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.beat(false)
+		}
+	}
+}
+
+// Owns reports whether this gateway runs set.
+func (n *Node) Owns(set int) bool { return n.o.Owner(set) == n.o.Node }
+
+// OwnerAddr returns the client address of the gateway that runs set, ""
+// when it has not been heard from (down, or not started yet).
+func (n *Node) OwnerAddr(set int) string {
+	owner := n.o.Owner(set)
+	if owner == n.o.Node {
+		return n.o.Addr
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.peers[owner]; ok {
+		return p.Addr
+	}
+	return ""
+}
+
+// GatewayStatus is one gateway in GET /cluster.
+type GatewayStatus struct {
+	Node      int     `json:"node"`
+	Addr      string  `json:"addr"`
+	Admin     string  `json:"admin"`
+	Sets      []int   `json:"sets"`
+	Up        bool    `json:"up"`
+	Self      bool    `json:"self,omitempty"`
+	LastSeenS float64 `json:"last_seen_s"` // seconds since its last heartbeat; 0 for this one
+}
+
+// Map is GET /cluster.
+type Map struct {
+	Node     int             `json:"node"`
+	Nodes    int             `json:"nodes"`
+	Sets     int             `json:"sets"`
+	NATS     bool            `json:"nats_connected"`
+	Timeout  float64         `json:"crossing_timeout_s"`
+	InFlight int             `json:"crossings_in_flight"`
+	Gateways []GatewayStatus `json:"gateways"`
+}
+
+// Map returns the cluster as this gateway sees it.
+func (n *Node) Map() Map {
+	m := Map{Node: n.o.Node, Nodes: n.o.Nodes, Sets: n.o.Sets, NATS: n.nc.IsConnected(), Timeout: n.o.Timeout.Seconds(),
+		InFlight: n.cross.waiting()}
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for node := range n.o.Nodes {
+		g := GatewayStatus{Node: node, Sets: []int{}}
+		for s := node; s < n.o.Sets; s += n.o.Nodes {
+			g.Sets = append(g.Sets, s)
+		}
+		if node == n.o.Node {
+			g.Addr, g.Admin, g.Up, g.Self = n.o.Addr, n.o.Admin, true, true
+		} else if p, ok := n.peers[node]; ok {
+			age := now.Sub(p.seen)
+			g.Addr, g.Admin, g.Up, g.LastSeenS = p.Addr, p.Admin, age < downAfter, age.Seconds()
+		}
+		m.Gateways = append(m.Gateways, g)
+	}
+	return m
+}
+
+// up reports whether node has been heard from lately.
+func (n *Node) up(node int) bool {
+	if node == n.o.Node {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.peers[node]
+	return ok && time.Since(p.seen) < downAfter
+}
+
+// Close stops the links (their rings drain into NATS), the sweeper and the
+// heartbeats, and closes the NATS connection after a flush.
+func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	n.wg.Wait()
+	var first error
+	for _, l := range n.links {
+		if l != nil && l.ring != nil {
+			if err := l.ring.Close(); err != nil && !errors.Is(err, ring.ErrClosed) && first == nil {
+				first = err
+			}
+		}
+	}
+	for _, s := range n.subs {
+		s.Unsubscribe()
+	}
+	n.nc.FlushTimeout(time.Second)
+	n.nc.Close()
+	return first
+}
+
+// Request sends data on the cluster subject s and gathers the answers of
+// the other gateways until every one that is up has answered or ctx ends.
+func (n *Node) Request(ctx context.Context, s string, data []byte) ([][]byte, error) {
+	inbox := n.nc.NewRespInbox()
+	sub, err := n.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := n.nc.PublishMsg(n.message(s, inbox, data)); err != nil {
+		return nil, err
+	}
+	want := 0
+	for node := range n.o.Nodes {
+		if node != n.o.Node && n.up(node) {
+			want++
+		}
+	}
+	var out [][]byte
+	for len(out) < want {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break
+		}
+		out = append(out, m.Data)
+	}
+	return out, nil
+}
+
+// fromHeader names the gateway a request or broadcast comes from.
+const fromHeader = "Hongbao-From"
+
+func (n *Node) message(s, reply string, data []byte) *nats.Msg {
+	m := nats.NewMsg(n.subject(s))
+	m.Reply, m.Data = reply, data
+	m.Header.Set(fromHeader, strconv.Itoa(n.o.Node))
+	return m
+}
+
+// Handle answers requests on the cluster subject s with fn's reply; this
+// gateway's own requests and broadcasts are not handed to fn.
+func (n *Node) Handle(s string, fn func(data []byte) []byte) error {
+	self := strconv.Itoa(n.o.Node)
+	sub, err := n.nc.Subscribe(n.subject(s), func(m *nats.Msg) {
+		if m.Header.Get(fromHeader) == self {
+			return
+		}
+		if r := fn(m.Data); r != nil && m.Reply != "" {
+			m.Respond(r)
+		}
+	})
+	if err == nil {
+		n.subs = append(n.subs, sub)
+	}
+	return err
+}
+
+// Broadcast publishes data on the cluster subject s, for the other
+// gateways' Handle.
+func (n *Node) Broadcast(s string, data []byte) error { return n.nc.PublishMsg(n.message(s, "", data)) }
+
+// Peers returns the nodes heard from lately, ascending, this one included.
+func (n *Node) Peers() []int {
+	var out []int
+	for node := range n.o.Nodes {
+		if n.up(node) {
+			out = append(out, node)
+		}
+	}
+	return slices.Clip(out)
+}
+
+// Options returns the node's options.
+func (n *Node) Options() Options { return n.o }
+
+// SetAddrs sets the client and admin addresses this gateway announces, once
+// its listeners are bound; call it before Start.
+func (n *Node) SetAddrs(client, admin string) {
+	n.o.Addr, n.o.Admin = client, admin
+	n.self.Addr, n.self.Admin = client, admin
+}

@@ -1,0 +1,298 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"hongbao/buildinfo"
+	"hongbao/campaign"
+	"hongbao/cluster"
+)
+
+// Cluster mode: -nats and -node make this server gateway I of N (package
+// cluster). Only the SETs it owns run here; the bus carries events for the
+// others to their gateways.
+
+// nodeOf parses -node I/N.
+func (o *Options) nodeOf() (i, n int, err error) {
+	a, b, ok := strings.Cut(o.Node, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q is not I/N", o.Node)
+	}
+	if i, err = strconv.Atoi(a); err == nil {
+		n, err = strconv.Atoi(b)
+	}
+	if err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("%q: want I/N with 0 ≤ I < N", o.Node)
+	}
+	return i, n, nil
+}
+
+func (o *Options) validateCluster(bad func(flag, format string, args ...any)) {
+	switch {
+	case o.NATS == "":
+		bad("nats", "empty: -node needs the NATS URL of the cluster")
+	case o.Node == "":
+		bad("node", "empty: -nats needs this gateway's I/N")
+	}
+	if o.Node != "" {
+		_, n, err := o.nodeOf()
+		if err != nil {
+			bad("node", "%v", err)
+		} else if o.Sets < n {
+			bad("sets", "%d: a cluster of %d gateways needs at least one SET each", o.Sets, n)
+		}
+	}
+	if o.Pipeline != "ring" {
+		bad("pipeline", "%q: a cluster runs the ring pipeline only", o.Pipeline)
+	}
+	if o.ClusterTimeout <= 0 {
+		bad("cluster-timeout", "%v: want a positive duration", o.ClusterTimeout)
+	}
+	if o.Advertise != "" {
+		if _, _, err := net.SplitHostPort(o.Advertise); err != nil {
+			bad("advertise", "%q is not host:port", o.Advertise)
+		}
+	}
+}
+
+// localSets is how many SETs this server runs: -sets alone, its share of
+// them in a cluster.
+func (o Options) localSets() int {
+	i, n, err := o.nodeOf()
+	if o.NATS == "" || err != nil {
+		return o.Sets
+	}
+	return (o.Sets - i + n - 1) / n
+}
+
+// joinCluster makes this server a gateway of the cluster, before the SETs
+// are built: only its own are.
+func (s *Server) joinCluster() error {
+	i, n, _ := s.opts.nodeOf()
+	node, err := cluster.Join(cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
+		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Logger: s.log}, buildinfo.Read().Version)
+	if err != nil {
+		return err
+	}
+	s.node = node
+	return nil
+}
+
+// startCluster announces this gateway's addresses and starts the links.
+func (s *Server) startCluster() error {
+	addr := s.opts.Advertise
+	if addr == "" {
+		addr = s.Addrs()[0].String()
+	}
+	s.node.SetAddrs(addr, s.AdminAddr())
+	if err := s.node.Handle("stats", func([]byte) []byte {
+		b, _ := json.Marshal(struct {
+			Node int `json:"node"`
+			Stats
+		}{s.node.Options().Node, s.Stats()})
+		return b
+	}); err != nil {
+		return err
+	}
+	if err := s.node.Handle("campaign", s.campaignFromPeer); err != nil {
+		return err
+	}
+	return s.node.Start(s.bus, s.journal)
+}
+
+// handleCluster answers GET /cluster.
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
+	if s.node == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.node.Map())
+}
+
+// ClusterStats is GET /cluster/stats: the gateways' ledgers summed.
+type ClusterStats struct {
+	Stats
+	Gateways int   `json:"gateways"` // that answered, this one included
+	Missing  []int `json:"missing"`  // nodes that did not answer within the bound
+}
+
+// handleClusterStats answers GET /cluster/stats.
+func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
+	if s.node == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ClusterTimeout)
+	defer cancel()
+	answers, err := s.node.Request(ctx, "stats", nil)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "NATS: " + err.Error()})
+		return
+	}
+	all := []Stats{s.Stats()}
+	seen := map[int]bool{s.node.Options().Node: true}
+	for _, a := range answers {
+		var g struct {
+			Node int `json:"node"`
+			Stats
+		}
+		if json.Unmarshal(a, &g) == nil && !seen[g.Node] {
+			seen[g.Node] = true
+			all = append(all, g.Stats)
+		}
+	}
+	out := ClusterStats{Stats: sumStats(all), Gateways: len(all), Missing: []int{}}
+	for node := range s.node.Options().Nodes {
+		if !seen[node] {
+			out.Missing = append(out.Missing, node)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sumStats adds the gateways' ledgers field by field.
+func sumStats(all []Stats) Stats {
+	var sum map[string]any
+	for _, st := range all {
+		b, _ := json.Marshal(st)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		sum = addJSON(sum, m).(map[string]any)
+	}
+	var out Stats
+	b, _ := json.Marshal(sum)
+	json.Unmarshal(b, &out)
+	return out
+}
+
+// addJSON adds two decoded JSON values: numbers add, objects add key by
+// key, anything else keeps a's (or b's when a has none).
+func addJSON(a, b any) any {
+	switch bv := b.(type) {
+	case float64:
+		if av, ok := a.(float64); ok {
+			return av + bv
+		}
+		return bv
+	case map[string]any:
+		am, _ := a.(map[string]any)
+		if am == nil {
+			am = map[string]any{}
+		}
+		for k, v := range bv {
+			am[k] = addJSON(am[k], v)
+		}
+		return am
+	}
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// closeCluster leaves the cluster: the links drain into NATS.
+func (s *Server) closeCluster() error {
+	if s.node == nil {
+		return nil
+	}
+	return s.node.Close()
+}
+
+// redirect is the ingress's LOGIN_ACK 3 address for a SET run elsewhere.
+func (s *Server) redirect(set int) string {
+	if s.node == nil {
+		return ""
+	}
+	return s.node.OwnerAddr(set)
+}
+
+// A campaign created on any gateway is dealt over every SET of the cluster:
+// each gateway deals its part (its SETs' share of the rate and the total)
+// over its own SETs, under the id the creating gateway gave, and journals
+// it as its own. Deals never cross, so every gateway recovers its part from
+// its own journal.
+
+// campaignOp is what a gateway tells the others of a campaign.
+type campaignOp struct {
+	Op     string          `json:"op"` // start | cancel
+	From   int             `json:"from"`
+	ID     int             `json:"id"`
+	Params campaign.Params `json:"params,omitzero"`
+}
+
+// setsBefore is how many SETs nodes 0..node−1 own.
+func setsBefore(node, nodes, sets int) uint64 {
+	var n uint64
+	for j := range node {
+		n += uint64((sets - j + nodes - 1) / nodes)
+	}
+	return n
+}
+
+// partOf is node's part of campaign p: its SETs' share of the rate and the
+// total, rounded so that the parts add up to p's exactly. A part with
+// envelopes but a rate under 1 a second deals 1 a second.
+func partOf(p campaign.Params, node, nodes, sets int) campaign.Params {
+	lo, hi := setsBefore(node, nodes, sets), setsBefore(node+1, nodes, sets)
+	share := func(x uint64) uint64 { return x*hi/uint64(sets) - x*lo/uint64(sets) }
+	p.Total, p.Rate = share(p.Total), share(p.Rate)
+	if p.Total > 0 && p.Rate == 0 {
+		p.Rate = 1
+	}
+	return p
+}
+
+// startClusterCampaign starts this gateway's part of p and tells the others
+// to start theirs.
+func (s *Server) startClusterCampaign(p campaign.Params) (*campaign.Campaign, error) {
+	o := s.node.Options()
+	id := s.camps.NextID()
+	part := partOf(p, o.Node, o.Nodes, o.Sets)
+	c, err := s.camps.StartAs(id, part)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(campaignOp{Op: "start", From: o.Node, ID: id, Params: p})
+	if err := s.node.Broadcast("campaign", b); err != nil {
+		s.log.Error("cluster: the other gateways were not told of a campaign: only this gateway's part is dealt", "id", id, "err", err)
+	}
+	return c, nil
+}
+
+// cancelClusterCampaign tells the other gateways to cancel their part of id.
+func (s *Server) cancelClusterCampaign(id int) {
+	b, _ := json.Marshal(campaignOp{Op: "cancel", From: s.node.Options().Node, ID: id})
+	if err := s.node.Broadcast("campaign", b); err != nil {
+		s.log.Error("cluster: the other gateways were not told to cancel a campaign", "id", id, "err", err)
+	}
+}
+
+// campaignFromPeer starts or cancels this gateway's part of a campaign
+// another gateway created or cancelled.
+func (s *Server) campaignFromPeer(data []byte) []byte {
+	var op campaignOp
+	o := s.node.Options()
+	if json.Unmarshal(data, &op) != nil || op.From == o.Node {
+		return nil
+	}
+	switch op.Op {
+	case "start":
+		part := partOf(op.Params, o.Node, o.Nodes, o.Sets)
+		if _, err := s.camps.StartAs(op.ID, part); err != nil {
+			s.log.Error("cluster: this gateway's part of a campaign was not started: the cluster deals less than asked", "id", op.ID, "from", op.From, "err", err)
+			return nil
+		}
+		s.log.Info("campaign part started", "id", op.ID, "from", op.From, "kind", part.Kind, "rate", part.Rate, "total", part.Total)
+	case "cancel":
+		if _, err := s.camps.Cancel(op.ID); err == nil {
+			s.log.Info("campaign part cancelled", "id", op.ID, "from", op.From)
+		}
+	}
+	return nil
+}

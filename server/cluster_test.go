@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"hongbao/envelope"
+	"hongbao/internal/embednats"
+	"hongbao/proto"
+	"hongbao/server"
+)
+
+// startNATS runs an embedded NATS server for the test.
+func startNATS(t testing.TB) *embednats.Server {
+	t.Helper()
+	ns, err := embednats.Start(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	return ns
+}
+
+// startGateways starts gateways 0..n−1 of a cluster of n over ns, with
+// sets SETs in all.
+func startGateways(t testing.TB, ns *embednats.Server, n, sets int, edit func(o *server.Options)) []*testServer {
+	t.Helper()
+	gws := make([]*testServer, n)
+	for i := range gws {
+		gws[i] = startServer(t, func(o *server.Options) {
+			o.Sets, o.NATS, o.Node = sets, ns.URL(), fmt.Sprintf("%d/%d", i, n)
+			o.ClusterTimeout = 500 * time.Millisecond
+			if edit != nil {
+				edit(o)
+			}
+		})
+	}
+	waitFor(t, "every gateway to see the others", func() bool {
+		for _, g := range gws {
+			var m struct {
+				Gateways []struct {
+					Up   bool   `json:"up"`
+					Addr string `json:"addr"`
+				} `json:"gateways"`
+			}
+			g.getJSON("/cluster", &m)
+			for _, gw := range m.Gateways {
+				if !gw.Up || gw.Addr == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return gws
+}
+
+// owner returns the gateway of user in a cluster of len(gws) gateways over sets SETs.
+func owner(gws []*testServer, sets int, user uint32) *testServer {
+	return gws[int(user)%sets%len(gws)]
+}
+
+// clusterStats is GET /cluster/stats.
+func clusterStats(t testing.TB, g *testServer) server.ClusterStats {
+	t.Helper()
+	var st server.ClusterStats
+	g.getJSON("/cluster/stats", &st)
+	return st
+}
+
+// TestClusterCrossings: two gateways share one SET space: a SEND reaches
+// recipients on both, each OPENs its share across gateways, a CHAT crosses
+// and is delivered, a shake campaign created on one gateway is dealt on
+// both, and the cluster's summed ledger reconciles exactly with what the
+// clients were told.
+func TestClusterCrossings(t *testing.T) {
+	const sets = 4
+	ns := startNATS(t)
+	gws := startGateways(t, ns, 2, sets, nil)
+
+	users := []uint32{2, 1, 3, 4, 5, 6} // SETs 2,1,3,0,1,2: both gateways
+	cl := map[uint32]*client{}
+	for _, u := range users {
+		cl[u] = login(t, owner(gws, sets, u), u)
+	}
+
+	// SEND from user 2 (gateway 0) to users on both gateways.
+	sender := cl[2]
+	rcpt := []uint32{1, 3, 4, 5, 6}
+	const total = 1000
+	s := sender.nextStamp()
+	sender.send(proto.AppendSend(nil, s, total, rcpt))
+	st, env := sender.answer(s).SendAck()
+	if st != proto.SendOK {
+		t.Fatalf("SEND: status %d", st)
+	}
+	if envelope.OwnerSET(env) != 2 {
+		t.Fatalf("envelope %d of SET %d; want the sender's SET 2", env, envelope.OwnerSET(env))
+	}
+	var opened uint64
+	for _, u := range rcpt {
+		c := cl[u]
+		pe, from, tot, _ := c.push(proto.Envelope).Envelope()
+		if pe != env || from != 2 || tot != total {
+			t.Fatalf("user %d: ENVELOPE %d from %d of %d; want %d from 2 of %d", u, pe, from, tot, env, total)
+		}
+		s := c.nextStamp()
+		c.send(proto.AppendOpen(nil, s, env))
+		st, e, amount := c.answer(s).OpenResult()
+		if st != proto.OpenOK || e != env || amount == 0 {
+			t.Fatalf("user %d: OPEN_RESULT %d of %d, %d fen; want 0", u, st, e, amount)
+		}
+		opened += uint64(amount)
+		// Again: "already", with the same share.
+		s = c.nextStamp()
+		c.send(proto.AppendOpen(nil, s, env))
+		if st, _, again := c.answer(s).OpenResult(); st != proto.OpenAlready || again != amount {
+			t.Fatalf("user %d: second OPEN: status %d, %d fen; want 1 with %d", u, st, again, amount)
+		}
+	}
+	if opened != total {
+		t.Errorf("shares add up to %d fen; want %d", opened, total)
+	}
+
+	// CHAT across gateways.
+	s = sender.nextStamp()
+	sender.send(proto.AppendChat(nil, s, 1, []byte("hi")))
+	if st, to := sender.answer(s).ChatAck(); st != proto.ChatHanded || to != 1 {
+		t.Fatalf("CHAT to a user on the other gateway: status %d to %d; want 0 to 1", st, to)
+	}
+	if from, text := cl[1].push(proto.ChatDeliver).ChatDeliver(); from != 2 || string(text) != "hi" {
+		t.Fatalf("CHAT_DELIVER from %d %q", from, text)
+	}
+
+	// A campaign created on gateway 1 is dealt on both.
+	c := gws[1].startCampaign("shake", "rate=100000&total=400&min=1&max=10")
+	waitFor(t, "both gateways' parts dealt", func() bool {
+		st := clusterStats(t, gws[0])
+		return st.Shake.Created == 400
+	})
+	for i, g := range gws {
+		if got := g.stats().Shake.Created; got != 200 {
+			t.Errorf("gateway %d dealt %d of campaign %d; want its part, 200", i, got, c.ID)
+		}
+	}
+	var got uint64
+	for _, u := range users {
+		for range 30 {
+			s := cl[u].nextStamp()
+			cl[u].send(proto.AppendShake(nil, s))
+			if st, _, amount := cl[u].answer(s).ShakeResult(); st == proto.ShakeGot {
+				got += uint64(amount)
+			}
+		}
+	}
+	cs := clusterStats(t, gws[1])
+	if cs.Gateways != 2 || len(cs.Missing) != 0 {
+		t.Errorf("/cluster/stats from %d gateways, missing %v; want 2, none", cs.Gateways, cs.Missing)
+	}
+	if cs.Shake.GotAmount != got || cs.Envelopes.OpenedAmount != opened || cs.Envelopes.CreatedAmount != total {
+		t.Errorf("cluster ledger: shake got %d, opened %d, created %d; clients saw %d, %d, %d",
+			cs.Shake.GotAmount, cs.Envelopes.OpenedAmount, cs.Envelopes.CreatedAmount, got, opened, total)
+	}
+	checkShakeLedger(t, cs.Stats)
+	checkEnvelopeLedger(t, cs.Stats)
+	for _, g := range gws {
+		checkShakeLedger(t, g.stats())
+		checkEnvelopeLedger(t, g.stats())
+	}
+}
+
+// TestClusterGatewayDown: with the envelope's gateway gone, an OPEN answers
+// "unavailable" within the bound, and a CHAT to its users too.
+func TestClusterGatewayDown(t *testing.T) {
+	const sets = 4
+	ns := startNATS(t)
+	gws := startGateways(t, ns, 2, sets, nil)
+	a, b := login(t, gws[0], 2), login(t, gws[1], 1)
+	s := b.nextStamp()
+	b.send(proto.AppendSend(nil, s, 100, []uint32{2}))
+	_, env := b.answer(s).SendAck()
+	a.push(proto.Envelope)
+	if err := gws[1].shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s = a.nextStamp()
+	a.send(proto.AppendOpen(nil, s, env))
+	if st, _, amount := a.answer(s).OpenResult(); st != proto.OpenOverloaded || amount != 0 {
+		t.Fatalf("OPEN of an envelope whose gateway is down: status %d, %d fen; want 5, 0", st, amount)
+	}
+	s = a.nextStamp()
+	a.send(proto.AppendChat(nil, s, 1, []byte("x")))
+	if st, _ := a.answer(s).ChatAck(); st != proto.ChatOverloaded {
+		t.Fatalf("CHAT to a user of a gateway that is down: status %d; want 2", st)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("answers took %v", d)
+	}
+	checkEnvelopeLedger(t, gws[0].stats())
+}
+
+// TestClusterJoinRefused: a gateway of another shape, or with a node
+// number taken, does not start.
+func TestClusterJoinRefused(t *testing.T) {
+	ns := startNATS(t)
+	startGateways(t, ns, 2, 4, nil)
+	for _, c := range []struct {
+		node string
+		sets int
+	}{{"1/2", 4}, {"0/3", 6}, {"1/2", 8}} {
+		o := server.Options{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Sets: c.sets, Ring: 128, Loops: 1,
+			Data: t.TempDir(), NATS: ns.URL(), Node: c.node}
+		o.Fill()
+		if s, err := server.New(o, discardLog()); err == nil {
+			s.Shutdown(t.Context())
+			t.Errorf("-node %s -sets %d joined a cluster of 2 gateways and 4 SETs", c.node, c.sets)
+		} else {
+			t.Logf("-node %s -sets %d: %v", c.node, c.sets, err)
+		}
+	}
+}
+
+func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
