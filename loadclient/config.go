@@ -330,7 +330,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin")
-	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict or off. strict: after the run, wait for the answers in flight and compare the client's figures with the server's /stats exactly (valid only when this run is the server's only client since it started); off: skip (default strict with -admin, else off)")
+	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict or off. strict: after the run, wait for the answers in flight and compare the client's figures with the server's /stats exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several) (valid only when this run is the server's only client since it started); off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")
 	fs.StringVar(&c.Timeline, "timeline", "", "write the per-second timeline as CSV to this `file`")

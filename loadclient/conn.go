@@ -14,6 +14,10 @@ import (
 type Conn struct {
 	net.Conn
 	buf []byte // bytes read and not yet decoded
+
+	// Owner is the address the last LOGIN_ACK 3 (proto.LoginWrongGateway) named: the gateway
+	// that owns the user, "" when that owner is not known now.
+	Owner string
 }
 
 // Dial connects to a server's client address.
@@ -26,7 +30,8 @@ func Dial(addr string, timeout time.Duration) (*Conn, error) {
 }
 
 // Login sends LOGIN for user with token (nil without an auth secret) and returns the
-// LOGIN_ACK status.
+// LOGIN_ACK status. With status proto.LoginWrongGateway, Owner holds the address the server
+// named and the server closes the connection.
 func (c *Conn) Login(user uint32, token []byte, timeout time.Duration) (status uint8, err error) {
 	if err := c.Send(proto.AppendLogin(nil, uint64(time.Now().UnixNano()), user, token)); err != nil {
 		return 0, err
@@ -36,6 +41,9 @@ func (c *Conn) Login(user uint32, token []byte, timeout time.Duration) (status u
 		return 0, err
 	}
 	status, _ = f.LoginAck()
+	if status == proto.LoginWrongGateway {
+		c.Owner = string(f.LoginRedirect())
+	}
 	return status, nil
 }
 

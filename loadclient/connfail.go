@@ -89,7 +89,7 @@ type ConnectFailuresReport struct {
 
 // ConnectFailureReport is one kind of connect failure.
 type ConnectFailureReport struct {
-	Kind     string  `json:"kind"`       // ECONNREFUSED, connect timeout, LOGIN status 1, ERROR 8, EOF, ...
+	Kind     string  `json:"kind"`       // ECONNREFUSED, connect timeout, LOGIN status 1, ERROR 8, EOF, wrong gateway, owner unknown, ...
 	Count    uint64  `json:"count"`      // failures of this kind
 	First    string  `json:"first"`      // the first one's text, e.g. connect 127.0.0.1:9000: connection refused
 	FirstAtS float64 `json:"first_at_s"` // when it happened, seconds from the start of the run

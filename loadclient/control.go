@@ -77,6 +77,7 @@ func updateMetrics(set *metrics.Set, c counters, target uint32) {
 	}
 	set.GetOrCreateCounter("loadclient_skipped_total").Set(c.Skipped)
 	set.GetOrCreateCounter("loadclient_churned_total").Set(c.Churned)
+	set.GetOrCreateCounter("loadclient_redirected_total").Set(c.Redirected)
 	set.GetOrCreateCounter("loadclient_shake_amount_total").Set(c.ShakeAmount)
 	set.GetOrCreateCounter("loadclient_open_amount_total").Set(c.OpenAmount)
 }

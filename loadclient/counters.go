@@ -77,6 +77,7 @@ type counters struct {
 	Unanswered [nReq]uint64            // still in flight when the run closed
 	Skipped    uint64                  // due while the user was not logged in: not sent
 	Churned    uint64                  // connections closed on purpose by -churn, to reconnect
+	Redirected uint64                  // LOGIN_ACK 3 followed: reconnects to the gateway it named
 	Backlog    uint64                  // dropped: the connection's unwritten output was over its limit
 	Pushes     [nPush]uint64
 
@@ -103,6 +104,7 @@ func (c *counters) add(o *counters) {
 	}
 	c.Skipped += o.Skipped
 	c.Churned += o.Churned
+	c.Redirected += o.Redirected
 	c.Backlog += o.Backlog
 	for p := range nPush {
 		c.Pushes[p] += o.Pushes[p]

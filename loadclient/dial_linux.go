@@ -23,6 +23,8 @@ type dialer struct {
 	family  int
 	srcNext int
 
+	gws []gateway // where LOGIN_ACK 3 sent users: uconn.gw−1 indexes it
+
 	connQ      []uint32 // users to connect, FIFO from connHead
 	connHead   int
 	retries    retryHeap
@@ -74,7 +76,8 @@ func (l *loop) dial(c *uconn, idx uint32) {
 	if c.state != stIdle || c.fd >= 0 {
 		return
 	}
-	fd, err := unix.Socket(l.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	to, family := l.target(c)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		l.dialFailed(c, idx, -1, "socket for", err)
 		return
@@ -92,7 +95,7 @@ func (l *loop) dial(c *uconn, idx uint32) {
 			return
 		}
 	}
-	err = unix.Connect(fd, l.servers[(c.user-1)%uint32(len(l.servers))])
+	err = unix.Connect(fd, to)
 	if err != nil && err != unix.EINPROGRESS {
 		l.dialFailed(c, idx, fd, "connect", err)
 		return
@@ -107,13 +110,15 @@ func (l *loop) dial(c *uconn, idx uint32) {
 	l.setState(c, stConnecting)
 }
 
-// dialFailed closes fd (−1: none), counts a connect error, notes why and schedules a retry.
+// dialFailed closes fd (−1: none), counts a connect error, notes why and schedules a retry
+// at the default address (see drop).
 func (l *loop) dialFailed(c *uconn, idx uint32, fd int, op string, err error) {
 	if fd >= 0 {
 		unix.Close(fd)
 	}
 	l.c.Errors[errConnect]++
 	l.errnoFailed(c, op, err)
+	c.gw = 0
 	l.retry(c, idx)
 }
 
@@ -164,7 +169,7 @@ func (l *loop) connectFailed(c *uconn, kind, op, what string) {
 	if what == "" {
 		what = kind
 	}
-	f.First = op + " " + l.plan.servers[(c.user-1)%uint32(len(l.plan.servers))].String() + ": " + what
+	f.First = op + " " + l.targetAddr(c).String() + ": " + what
 }
 
 // errnoFailed is connectFailed for a system call's error: the kind is its errno's name.

@@ -28,9 +28,20 @@
 //
 // At the end the loops stop sending but keep reading and opening pushes; the process waits
 // until nothing is in flight and no push has come for 300 ms (or -grace runs out), reads the
-// server's /stats and compares, measures its memory with the connections still up, and only
+// server's /stats (or /cluster/stats, when GET /cluster lists several gateways) and compares,
+// measures its memory with the connections still up, and only
 // then closes them: answers that were in flight count as unanswered (timeouts), and a
 // connection that dropped counts what it had in flight as lost.
+//
+// # Clusters
+//
+// A gateway that does not own a user answers its LOGIN with LOGIN_ACK 3 and the address of
+// the one that does (gateway_linux.go). The user connects there at once and from then on,
+// counted as redirected; a loop keeps the addresses in a table of at most 255 and a
+// connection one byte, its index (0: the -server address). A connect that fails at such an
+// address goes back to the -server address, which names the owner of the moment. LOGIN_ACK 3
+// with no usable address is a connect failure, "wrong gateway, owner unknown", retried at
+// the -server address after the backoff.
 //
 // # -procs
 //

@@ -17,7 +17,8 @@ import (
 // openAmount for an envelope pushed to the opener (1 when opened before, 2 when not its
 // own), SEND_ACK 0 with pushes to the online recipients, CHAT_ACK and CHAT_DELIVER. Its
 // /stats tells the totals it counted, got_amount less underReport. With loginStatus set it
-// refuses every LOGIN with that status instead.
+// refuses every LOGIN with that status instead; with redirect set, a LOGIN of a user it says
+// is owned elsewhere gets LOGIN_ACK 3 with the address it names, and the connection closes.
 type fakeServer struct {
 	t           *testing.T
 	ln          net.Listener
@@ -26,7 +27,10 @@ type fakeServer struct {
 	underReport int64
 
 	mu           sync.Mutex
-	loginStatus  uint8 // the LOGIN_ACK status for every LOGIN: LoginOK logs users in
+	loginStatus  uint8                                       // the LOGIN_ACK status for every LOGIN: LoginOK logs users in
+	redirect     func(user uint32) (addr string, moved bool) // nil: every user is this gateway's
+	redirected   map[uint32]int                              // LOGIN_ACK 3 by user
+	loggedIn     map[uint32]int                              // LOGIN_ACK 0 by user
 	conns        map[uint32]*fakeConn
 	all          map[net.Conn]bool
 	nextEnv      uint64
@@ -67,7 +71,7 @@ func newFakeServer(t *testing.T, pushEvery int) *fakeServer {
 		t: t, ln: ln, pushEvery: pushEvery,
 		conns: map[uint32]*fakeConn{}, all: map[net.Conn]bool{},
 		byStampSec: map[int64]int{}, pushed: map[[2]uint64]int{}, opened: map[[2]uint64]int{},
-		peers: map[string]int{},
+		peers: map[string]int{}, redirected: map[uint32]int{}, loggedIn: map[uint32]int{},
 	}
 	s.admin = httptest.NewServer(http.HandlerFunc(s.stats))
 	go s.accept()
@@ -82,13 +86,75 @@ func (s *fakeServer) stats(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	json.NewEncoder(w).Encode(s.figures().json())
+}
+
+// fakeStats are the figures of /stats the load client reads.
+type fakeStats struct {
+	connections, logins                     int
+	shakes, gotAmount, opened, openedAmount int64
+}
+
+func (s *fakeServer) figures() fakeStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	json.NewEncoder(w).Encode(map[string]any{
-		"connections": len(s.conns), "logins": s.logins,
-		"shake":     map[string]any{"requests": s.shakes, "got": s.shakes, "got_amount": s.shakeAmount - s.underReport},
-		"envelopes": map[string]any{"opened": s.openedOK, "opened_amount": s.openedAmount},
+	return fakeStats{len(s.conns), int(s.logins), s.shakes, s.shakeAmount - s.underReport, s.openedOK, s.openedAmount}
+}
+
+func (f *fakeStats) add(o fakeStats) {
+	f.connections += o.connections
+	f.logins += o.logins
+	f.shakes += o.shakes
+	f.gotAmount += o.gotAmount
+	f.opened += o.opened
+	f.openedAmount += o.openedAmount
+}
+
+func (f fakeStats) json() map[string]any {
+	return map[string]any{
+		"connections": f.connections, "logins": f.logins,
+		"shake":     map[string]any{"requests": f.shakes, "got": f.shakes, "got_amount": f.gotAmount},
+		"envelopes": map[string]any{"opened": f.opened, "opened_amount": f.openedAmount},
+	}
+}
+
+// fakeCluster is the admin API of a cluster of fake gateways: GET /cluster lists them
+// (node i+1 is gws[i]) and /cluster/stats sums the figures of those not in missing, which it
+// lists; /stats answers the first gateway's own figures, as that gateway's admin would.
+func fakeCluster(t *testing.T, gws []*fakeServer, missing ...int) *httptest.Server {
+	t.Helper()
+	down := map[int]bool{}
+	for _, n := range missing {
+		down[n] = true
+	}
+	h := http.NewServeMux()
+	h.HandleFunc("GET /cluster", func(w http.ResponseWriter, r *http.Request) {
+		var list []map[string]any
+		for i, g := range gws {
+			list = append(list, map[string]any{"node": i + 1, "addr": g.addr()})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"gateways": list})
 	})
+	h.HandleFunc("GET /cluster/stats", func(w http.ResponseWriter, r *http.Request) {
+		var sum fakeStats
+		answered := 0
+		for i, g := range gws {
+			if !down[i+1] {
+				sum.add(g.figures())
+				answered++
+			}
+		}
+		doc := sum.json()
+		doc["gateways"] = answered
+		doc["missing"] = append([]int{}, missing...)
+		json.NewEncoder(w).Encode(doc)
+	})
+	h.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(gws[0].figures().json())
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // kill closes the listener and every connection, as a server killed mid-run.
@@ -167,12 +233,25 @@ func (s *fakeServer) serve(c *fakeConn) {
 				u, _ := f.Login()
 				s.mu.Lock()
 				st := s.loginStatus
-				if st == proto.LoginOK {
+				var owner string
+				moved := s.redirect != nil
+				if moved {
+					owner, moved = s.redirect(u)
+				}
+				switch {
+				case moved:
+					s.redirected[u]++
+				case st == proto.LoginOK:
 					user = u
 					s.conns[user] = c
 					s.logins++
+					s.loggedIn[u]++
 				}
 				s.mu.Unlock()
+				if moved {
+					c.write(proto.AppendLoginRedirect(out, f.Stamp, u, owner))
+					return
+				}
 				out = proto.AppendLoginAck(out, f.Stamp, st, u)
 			} else if user == 0 {
 				out = proto.AppendError(out, f.Stamp, proto.ErrCodeNotLoggedIn)

@@ -157,6 +157,10 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 	}
 	switch r {
 	case reqLogin:
+		if st == proto.LoginWrongGateway {
+			l.redirect(c, idx, f.LoginRedirect())
+			return false
+		}
 		if st != proto.LoginOK {
 			// A refused login (bad token, bad user) would be refused again: no reconnect.
 			l.connectFailed(c, codeKind("LOGIN status ", f.Body[0]), "LOGIN refused by", "")

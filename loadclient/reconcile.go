@@ -9,7 +9,9 @@ import (
 	"time"
 )
 
-// ReconcileReport compares the client's figures with the server's /stats after the run.
+// ReconcileReport compares the client's figures with the server's /stats after the run, or
+// with /cluster/stats when GET /cluster lists more than one gateway: the same figures summed
+// over the gateways that answered. A gateway that did not answer fails it.
 //
 // It is exact only when this run is the server's only client since the server started (or
 // since its ledger was last zeroed): the server's totals count every client. Checks:
@@ -19,9 +21,12 @@ import (
 // acknowledged ok.
 type ReconcileReport struct {
 	OK       bool             `json:"ok"`
+	Endpoint string           `json:"endpoint,omitempty"` // what was read: /stats or /cluster/stats
+	Gateways int              `json:"gateways,omitempty"` // /cluster/stats: the gateways summed
+	Missing  []int            `json:"missing,omitempty"`  // /cluster/stats: the nodes that did not answer
 	Checks   []Check          `json:"checks"`
 	InFlight map[string]int64 `json:"in_flight,omitempty"` // still unanswered when the grace ran out
-	Err      string           `json:"error,omitempty"`     // /stats could not be read
+	Err      string           `json:"error,omitempty"`     // the figures could not be read, or not from every gateway
 }
 
 // Check is one figure compared: Want is the reference (the server's, or for a client-only
@@ -37,8 +42,15 @@ type Check struct {
 // Summary says in one line whether the reconciliation passed, and if not which figures
 // differ and by how much.
 func (r *ReconcileReport) Summary() string {
+	from := ""
+	switch {
+	case r.Endpoint == pathClusterStats:
+		from = fmt.Sprintf(" (%s, %d gateways)", r.Endpoint, r.Gateways)
+	case r.Endpoint != "":
+		from = " (" + r.Endpoint + ")"
+	}
 	if r.Err != "" {
-		return "reconcile: FAILED: " + r.Err
+		return "reconcile" + from + ": FAILED: " + r.Err
 	}
 	var bad []string
 	for _, c := range r.Checks {
@@ -47,17 +59,27 @@ func (r *ReconcileReport) Summary() string {
 		}
 	}
 	if len(bad) == 0 {
-		return fmt.Sprintf("reconcile: ok, %d figures agree with the server", len(r.Checks))
+		return fmt.Sprintf("reconcile%s: ok, %d figures agree with the server", from, len(r.Checks))
 	}
-	s := "reconcile: MISMATCH: " + strings.Join(bad, "; ")
+	s := "reconcile" + from + ": MISMATCH: " + strings.Join(bad, "; ")
 	if len(r.InFlight) > 0 {
 		s += fmt.Sprintf("; still in flight after the grace: %v", r.InFlight)
 	}
 	return s
 }
 
-// serverStats is the part of GET /stats the reconciliation reads.
+// Admin paths the reconciliation reads.
+const (
+	pathStats        = "/stats"
+	pathCluster      = "/cluster"
+	pathClusterStats = "/cluster/stats"
+)
+
+// serverStats is the part of GET /stats (or /cluster/stats) the reconciliation reads.
 type serverStats struct {
+	Gateways *int  `json:"gateways"` // /cluster/stats only: the gateways that answered
+	Missing  []int `json:"missing"`  // /cluster/stats only: the nodes that did not
+
 	Shake struct {
 		Got       *int64 `json:"got"`
 		GotAmount *int64 `json:"got_amount"`
@@ -76,44 +98,83 @@ func adminURL(admin string) string {
 	return strings.TrimRight(admin, "/")
 }
 
-// fetchStats reads the server's /stats.
-func fetchStats(cfg *Config) (*serverStats, error) {
-	req, err := http.NewRequest(http.MethodGet, adminURL(cfg.Admin)+"/stats", nil)
+// adminGet reads GET path from the admin API: its status and at most 1 MiB of its body.
+func adminGet(cfg *Config, path string) (status int, body []byte, err error) {
+	req, err := http.NewRequest(http.MethodGet, adminURL(cfg.Admin)+path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("-admin %q: %w", cfg.Admin, err)
+		return 0, nil, fmt.Errorf("-admin %q: %w", cfg.Admin, err)
 	}
 	if cfg.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the server's /stats: %w", err)
+		return 0, nil, fmt.Errorf("cannot read the server's %s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the server's /stats: %w", err)
+		return 0, nil, fmt.Errorf("cannot read the server's %s: %w", path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("server's /stats answered %s: %.200s", resp.Status, body)
+	return resp.StatusCode, body, nil
+}
+
+// statsPath asks GET /cluster which figures to read: /cluster/stats when it lists more than
+// one gateway, /stats when it lists one or answers 404 (a server on its own).
+func statsPath(cfg *Config) (string, error) {
+	status, body, err := adminGet(cfg, pathCluster)
+	if err != nil {
+		return "", err
+	}
+	switch status {
+	case http.StatusNotFound:
+		return pathStats, nil
+	case http.StatusOK:
+	default:
+		return "", fmt.Errorf("server's %s answered %d %s: %.200s", pathCluster, status, http.StatusText(status), body)
+	}
+	var cl struct {
+		Gateways []json.RawMessage `json:"gateways"`
+	}
+	if err := json.Unmarshal(body, &cl); err != nil {
+		return "", fmt.Errorf("cannot parse the server's %s: %w", pathCluster, err)
+	}
+	if len(cl.Gateways) > 1 {
+		return pathClusterStats, nil
+	}
+	return pathStats, nil
+}
+
+// fetchStats reads the server's figures from path, /stats or /cluster/stats.
+func fetchStats(cfg *Config, path string) (*serverStats, error) {
+	status, body, err := adminGet(cfg, path)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("server's %s answered %d %s: %.200s", path, status, http.StatusText(status), body)
 	}
 	var st serverStats
 	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("cannot parse the server's /stats: %w", err)
+		return nil, fmt.Errorf("cannot parse the server's %s: %w", path, err)
 	}
 	for name, p := range map[string]*int64{
 		"shake.got": st.Shake.Got, "shake.got_amount": st.Shake.GotAmount,
 		"envelopes.opened": st.Envelopes.Opened, "envelopes.opened_amount": st.Envelopes.OpenedAmount,
 	} {
 		if p == nil {
-			return nil, fmt.Errorf("the server's /stats has no %s", name)
+			return nil, fmt.Errorf("the server's %s has no %s", path, name)
 		}
+	}
+	if path == pathClusterStats && st.Gateways == nil {
+		return nil, fmt.Errorf("the server's %s has no gateways", path)
 	}
 	return &st, nil
 }
 
-// reconcile compares c, the figures after the drain, with the server's /stats. drained is
-// false when answers were still in flight when the grace ran out.
+// reconcile compares c, the figures after the drain, with the server's /stats, or with
+// /cluster/stats in a cluster of several gateways. drained is false when answers were still
+// in flight when the grace ran out.
 func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
 	r := &ReconcileReport{}
 	if !drained {
@@ -124,11 +185,21 @@ func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
 			}
 		}
 	}
-	st, err := fetchStats(cfg)
+	path, err := statsPath(cfg)
 	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
+	r.Endpoint = path
+	st, err := fetchStats(cfg, path)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	if st.Gateways != nil {
+		r.Gateways = *st.Gateways
+	}
+	r.Missing = st.Missing
 	add := func(figure, note string, want, got int64) {
 		r.Checks = append(r.Checks, Check{Figure: figure, Want: want, Got: got, Diff: got - want, Note: note})
 	}
@@ -141,6 +212,10 @@ func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
 	r.OK = true
 	for _, ch := range r.Checks {
 		r.OK = r.OK && ch.Diff == 0
+	}
+	if len(r.Missing) > 0 {
+		r.OK = false
+		r.Err = fmt.Sprintf("gateway nodes %v did not answer %s: its sums leave them out", r.Missing, path)
 	}
 	return r
 }

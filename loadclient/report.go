@@ -22,6 +22,7 @@ type Report struct {
 	ConnectionsMax  int64                     `json:"connections_max"` // the most logged in at a tick
 	Connects        uint64                    `json:"connects"`        // successful TCP connects
 	Churned         uint64                    `json:"churned"`         // connections closed on purpose (-churn) to reconnect
+	Redirected      uint64                    `json:"redirected"`      // LOGIN_ACK 3 followed to the gateway it named
 	Requests        map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
 	Pushes          map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
 	DeliverLatency  LatencyReport             `json:"chat_deliver_latency"`
@@ -83,6 +84,7 @@ func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileRepo
 		ConnectionsMax:  rep.maxUp,
 		Connects:        c.Connects,
 		Churned:         c.Churned,
+		Redirected:      c.Redirected,
 		Requests:        map[string]*RequestReport{},
 		Pushes:          map[string]uint64{},
 		DeliverLatency:  latencyOf(res.hists[histDeliver]),
@@ -130,8 +132,8 @@ func (r *Report) WriteJSON(path string) error {
 
 // WriteSummary prints r as a table.
 func (r *Report) WriteSummary(w io.Writer) {
-	fmt.Fprintf(w, "\n%d users (%d processes), %.0fs from %s, %d connects (%d churned), at most %d up\n",
-		r.Users, r.Procs, r.Seconds, r.Start.Format(time.TimeOnly), r.Connects, r.Churned, r.ConnectionsMax)
+	fmt.Fprintf(w, "\n%d users (%d processes), %.0fs from %s, %d connects (%d churned, %d redirected), at most %d up\n",
+		r.Users, r.Procs, r.Seconds, r.Start.Format(time.TimeOnly), r.Connects, r.Churned, r.Redirected, r.ConnectionsMax)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "request\tsent\tanswered\tlost\tunanswered\tstatus\tp50\tp90\tp99\tp99.9\tmax\t")
 	for k := range nReq {

@@ -109,8 +109,8 @@ func TestEveryEnvelopeOpenedOnce(t *testing.T) {
 	if got, want := r.Pushes["ENVELOPE"], uint64(len(fake.pushed)); got != want {
 		t.Errorf("client counted %d ENVELOPE pushes; server pushed %d", got, want)
 	}
-	if r.Reconcile == nil || !r.Reconcile.OK {
-		t.Errorf("reconcile: %+v; want ok", r.Reconcile)
+	if r.Reconcile == nil || !r.Reconcile.OK || r.Reconcile.Endpoint != "/stats" {
+		t.Errorf("reconcile: %+v; want ok from /stats (GET /cluster answers 404)", r.Reconcile)
 	}
 	if send := r.Requests["SEND"]; send.Sent == 0 || send.Status["0"] != send.Sent {
 		t.Errorf("SEND: %+v; want every SEND acknowledged ok", send)
@@ -303,5 +303,149 @@ func TestChurn(t *testing.T) {
 	defer fake.mu.Unlock()
 	if fake.logins != int64(r.Connects) {
 		t.Errorf("the server saw %d logins; the client made %d connects", fake.logins, r.Connects)
+	}
+}
+
+// TestRedirect runs against two gateways: A, the -server, answers LOGIN_ACK 3 for odd users
+// with the address of B. Every odd user must end logged in at B only, every even one at A,
+// each once, with the redirects counted apart from the errors, every SHAKE answered, and the
+// reconciliation reading /cluster/stats, the sum over A and B.
+func TestRedirect(t *testing.T) {
+	a, b := newFakeServer(t, 4), newFakeServer(t, 4)
+	a.mu.Lock()
+	a.redirect = func(user uint32) (string, bool) { return b.addr(), user%2 == 1 }
+	a.mu.Unlock()
+	cluster := fakeCluster(t, []*fakeServer{a, b})
+	const users = 30
+	cfg := config(t, "-server", a.addr(), "-users", "1-30", "-qps", "200", "-duration", "2s", "-loops", "2",
+		"-admin", cluster.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Redirected != users/2 {
+		t.Errorf("redirected %d; want %d, one per odd user", r.Redirected, users/2)
+	}
+	if login := r.Requests["LOGIN"].Status; login["0"] != users || login["3"] != users/2 {
+		t.Errorf("LOGIN statuses %v; want 0:%d 3:%d", login, users, users/2)
+	}
+	if r.Connects != users+users/2 || r.ConnectFailures.Total != 0 {
+		t.Errorf("%d connects, connect failures %+v; want %d and none", r.Connects, r.ConnectFailures, users+users/2)
+	}
+	shake := r.Requests["SHAKE"]
+	if shake.Sent == 0 || shake.Answered != shake.Sent || shake.Status["1"] != shake.Sent || shake.Lost != 0 {
+		t.Errorf("SHAKE %+v; want every one answered with status 1, none lost", shake)
+	}
+	a.mu.Lock()
+	b.mu.Lock()
+	for u := uint32(1); u <= users; u++ {
+		at, other, owner := a, b, "A"
+		if u%2 == 1 {
+			at, other, owner = b, a, "B"
+		}
+		if at.loggedIn[u] != 1 || other.loggedIn[u] != 0 {
+			t.Errorf("user %d logged in %d times at A and %d at B; want once at %s", u, a.loggedIn[u], b.loggedIn[u], owner)
+		}
+		if want := int(u % 2); a.redirected[u] != want || b.redirected[u] != 0 {
+			t.Errorf("user %d redirected %d times by A and %d by B; want %d by A", u, a.redirected[u], b.redirected[u], want)
+		}
+	}
+	if a.shakes == 0 || b.shakes == 0 || a.shakes+b.shakes != int64(shake.Sent) {
+		t.Errorf("A got %d SHAKEs, B %d; want both some, %d in all", a.shakes, b.shakes, shake.Sent)
+	}
+	b.mu.Unlock()
+	a.mu.Unlock()
+	if rec := r.Reconcile; rec == nil || !rec.OK || rec.Endpoint != "/cluster/stats" || rec.Gateways != 2 {
+		t.Errorf("reconcile %+v; want ok from /cluster/stats over 2 gateways", rec)
+	}
+	var summary strings.Builder
+	r.WriteSummary(&summary)
+	for _, want := range []string{"15 redirected", "reconcile (/cluster/stats, 2 gateways): ok"} {
+		if !strings.Contains(summary.String(), want) {
+			t.Errorf("summary does not say %q:\n%s", want, summary.String())
+		}
+	}
+	doc, _ := json.Marshal(r)
+	if !strings.Contains(string(doc), `"redirected":15`) || !strings.Contains(string(doc), `"endpoint":"/cluster/stats"`) {
+		t.Errorf("JSON report lacks the redirect count or the endpoint: %s", doc)
+	}
+}
+
+// TestRedirectOwnerUnknown checks LOGIN_ACK 3 without a usable address: empty (the owner is
+// down) or not an ip:port. Each is a connect failure of its own kind, retried at the default
+// gateway after the backoff, never a redirect.
+func TestRedirectOwnerUnknown(t *testing.T) {
+	a := newFakeServer(t, 0)
+	a.mu.Lock()
+	a.redirect = func(user uint32) (string, bool) {
+		switch user {
+		case 2:
+			return "", true
+		case 3:
+			return "gateway-b:7001", true
+		}
+		return "", false
+	}
+	a.mu.Unlock()
+	cfg := config(t, "-server", a.addr(), "-users", "1-4", "-qps", "20", "-duration", "1s", "-grace", "100ms",
+		"-admin", a.admin.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "wrong gateway, owner unknown") {
+		t.Fatalf("Run: %v; want a failure naming the unknown owner", err)
+	}
+	cf := r.ConnectFailures
+	if len(cf.Kinds) != 1 || cf.Kinds[0].Kind != "wrong gateway, owner unknown" || cf.Kinds[0].Count < 4 {
+		t.Fatalf("connect failures %+v; want only \"wrong gateway, owner unknown\", retried (at least twice per user)", cf)
+	}
+	if want := "LOGIN redirected by " + a.addr() + ": "; !strings.HasPrefix(cf.Kinds[0].First, want) {
+		t.Errorf("first failure %q; want it to start %q", cf.Kinds[0].First, want)
+	}
+	if r.Redirected != 0 || r.Errors["connect"] != cf.Total {
+		t.Errorf("redirected %d, errors %v; want no redirect and %d connect errors", r.Redirected, r.Errors, cf.Total)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.loggedIn[1] != 1 || a.loggedIn[4] != 1 || a.redirected[2] < 2 || a.redirected[3] < 2 {
+		t.Errorf("logged in %v, redirected %v; want users 1 and 4 logged in once, 2 and 3 asking A again", a.loggedIn, a.redirected)
+	}
+	if r.Reconcile == nil || !r.Reconcile.OK || r.Reconcile.Endpoint != "/stats" {
+		t.Errorf("reconcile %+v; want ok from /stats (GET /cluster answers 404)", r.Reconcile)
+	}
+}
+
+// TestReconcileClusterMissing checks that /cluster/stats naming gateways that did not answer
+// fails the reconciliation, naming them, even when the figures of the others agree.
+func TestReconcileClusterMissing(t *testing.T) {
+	a, b := newFakeServer(t, 0), newFakeServer(t, 0)
+	cluster := fakeCluster(t, []*fakeServer{a, b, b}, 3)
+	cfg := config(t, "-server", a.addr(), "-users", "1-10", "-qps", "50", "-duration", "1s", "-admin", cluster.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "gateway nodes [3] did not answer /cluster/stats") {
+		t.Fatalf("Run: %v; want a failure naming node 3", err)
+	}
+	rec := r.Reconcile
+	if rec == nil || rec.OK || rec.Endpoint != "/cluster/stats" || rec.Gateways != 2 || len(rec.Missing) != 1 || rec.Missing[0] != 3 {
+		t.Errorf("reconcile %+v; want failed, /cluster/stats, 2 gateways, node 3 missing", rec)
+	}
+	for _, c := range rec.Checks {
+		if c.Diff != 0 {
+			t.Errorf("check %+v differs; the gateways that answered hold every figure", c)
+		}
+	}
+}
+
+// TestConnLoginRedirect checks that the small client sees LOGIN_ACK 3 and its address.
+func TestConnLoginRedirect(t *testing.T) {
+	a := newFakeServer(t, 0)
+	a.mu.Lock()
+	a.redirect = func(user uint32) (string, bool) { return "127.0.0.1:7001", user == 7 }
+	a.mu.Unlock()
+	c, err := loadclient.Dial(a.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st, err := c.Login(7, nil, time.Second); err != nil || st != proto.LoginWrongGateway || c.Owner != "127.0.0.1:7001" {
+		t.Fatalf("Login: status %d, owner %q, %v; want 3 and 127.0.0.1:7001", st, c.Owner, err)
 	}
 }

@@ -35,6 +35,7 @@ type uconn struct {
 	state    uint8
 	flags    uint8
 	fails    uint8        // failed attempts since the last login: the backoff exponent
+	gw       uint8        // where it connects: 0 the default -server address, else l.gws[gw-1]
 	inflight [nReq]uint16 // requests sent and not answered, by kind
 	since    uint32       // loop ms: when the current wait began (connect, login, oldest answer)
 	in, out  *[]byte      // nil when empty
@@ -67,11 +68,15 @@ func (l *loop) setState(c *uconn, s uint8) {
 }
 
 // drop closes c after an error of class, counts its requests in flight as lost and
-// schedules a reconnect, unless the run has ended.
+// schedules a reconnect, unless the run has ended. A connect that failed at a gateway a
+// LOGIN_ACK 3 named goes back to the default address, which knows the owner now.
 func (l *loop) drop(c *uconn, idx uint32, class int) {
 	l.c.Errors[class]++
 	l.closeConn(c, &l.c.Lost)
 	l.setState(c, stIdle)
+	if class == errConnect {
+		c.gw = 0
+	}
 	l.retry(c, idx)
 }
 

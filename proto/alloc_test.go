@@ -67,6 +67,9 @@ func readAll(f proto.Frame) uint64 {
 		return uint64(to) + uint64(len(text))
 	case proto.LoginAck:
 		s, u := f.LoginAck()
+		if s == proto.LoginWrongGateway {
+			return uint64(s) + uint64(u) + uint64(len(f.LoginRedirect()))
+		}
 		return uint64(s) + uint64(u)
 	case proto.ShakeResult:
 		s, e, a := f.ShakeResult()
@@ -108,6 +111,7 @@ func TestAllocsAppend(t *testing.T) {
 	f("AppendChat", func(b []byte) []byte { return proto.AppendChat(b, 1, 2, maxText) })
 	f("AppendPing", func(b []byte) []byte { return proto.AppendPing(b, 1) })
 	f("AppendLoginAck", func(b []byte) []byte { return proto.AppendLoginAck(b, 1, 2, 3) })
+	f("AppendLoginRedirect", func(b []byte) []byte { return proto.AppendLoginRedirect(b, 1, 2, "127.0.0.1:7001") })
 	f("AppendShakeResult", func(b []byte) []byte { return proto.AppendShakeResult(b, 1, 2, 3, 4) })
 	f("AppendOpenResult", func(b []byte) []byte { return proto.AppendOpenResult(b, 1, 2, 3, 4) })
 	f("AppendSendAck", func(b []byte) []byte { return proto.AppendSendAck(b, 1, 2, 3) })

@@ -42,6 +42,14 @@ func (f Frame) LoginAck() (status uint8, user uint32) {
 	return f.Body[0], be.Uint32(f.Body[1:])
 }
 
+// LoginRedirect returns the address of a LOGIN_ACK body whose status is LoginWrongGateway:
+// status u8 · user u32 · addr_len u8 · addr. The address is empty when the owner is not known
+// right now. Call it only after LoginAck gave that status: other bodies have no address.
+func (f Frame) LoginRedirect() (addr []byte) {
+	k := 6 + int(f.Body[5])
+	return f.Body[6:k:k]
+}
+
 // ShakeResult returns the fields of a SHAKE_RESULT body: status u8 · envelope u64 · amount u32.
 func (f Frame) ShakeResult() (status uint8, env uint64, amount uint32) {
 	return f.Body[0], be.Uint64(f.Body[1:]), be.Uint32(f.Body[9:])

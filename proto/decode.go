@@ -42,9 +42,16 @@ type layout struct {
 	unit  int // bytes per count of the variable part after the fixed fields; 0: none
 	max   int // largest count allowed; 0: as many as len allows
 
+	// redirect: a status u8 at body offset 0 equal to LoginWrongGateway extends the fixed
+	// fields by a u8 at offset redirectOff that counts the address bytes after it.
+	redirect bool
+
 	// Preformatted, so that reporting them does not allocate.
-	unknown, short, overrun, tooMany Violation
+	unknown, short, overrun, tooMany, redirectShort, redirectOverrun Violation
 }
+
+// redirectOff is the body offset of addr_len in a LOGIN_ACK LoginWrongGateway.
+const redirectOff = 1 + 4
 
 // requests and responses are indexed by type; a zero entry is an unknown type.
 var requests = [256]layout{
@@ -57,7 +64,7 @@ var requests = [256]layout{
 }
 
 var responses = [256]layout{
-	LoginAck:    {known: true, fixed: 1 + 4},
+	LoginAck:    {known: true, fixed: 1 + 4, redirect: true},
 	ShakeResult: {known: true, fixed: 1 + 8 + 4},
 	OpenResult:  {known: true, fixed: 1 + 8 + 4},
 	SendAck:     {known: true, fixed: 1 + 8},
@@ -87,6 +94,10 @@ func init() {
 			l.short = Violation{ErrCodeMalformed, fmt.Sprintf("%v body shorter than its %d fixed bytes", t, l.fixed)}
 			l.overrun = Violation{ErrCodeMalformed, fmt.Sprintf("%v count at body offset %d runs past len", t, countOff)}
 			l.tooMany = Violation{ErrCodeMalformed, fmt.Sprintf("%v count above %d", t, l.max)}
+			if l.redirect {
+				l.redirectShort = Violation{ErrCodeMalformed, fmt.Sprintf("%v status %d body shorter than its %d fixed bytes", t, LoginWrongGateway, redirectOff+1)}
+				l.redirectOverrun = Violation{ErrCodeMalformed, fmt.Sprintf("%v status %d addr_len at body offset %d runs past len", t, LoginWrongGateway, redirectOff)}
+			}
 		}
 	}
 	fill(&requests, "request")
@@ -128,6 +139,22 @@ func next(buf []byte, tab *[256]layout) (Frame, int, error) {
 		}
 		if l.fixed+count*l.unit > body {
 			return Frame{}, 0, &l.overrun
+		}
+	}
+	if l.redirect {
+		if len(buf) < HeaderLen+1 {
+			return Frame{}, 0, nil
+		}
+		if buf[HeaderLen] == LoginWrongGateway {
+			if body < redirectOff+1 {
+				return Frame{}, 0, &l.redirectShort
+			}
+			if len(buf) < HeaderLen+redirectOff+1 {
+				return Frame{}, 0, nil
+			}
+			if redirectOff+1+int(buf[HeaderLen+redirectOff]) > body {
+				return Frame{}, 0, &l.redirectOverrun
+			}
 		}
 	}
 	if len(buf) < n {

@@ -105,6 +105,8 @@ func TestNextBodyTooShort(t *testing.T) {
 	f(req, proto.AppendChat(nil, 1, 2, maxText), count)
 	f(req, proto.AppendChat(nil, 1, 2, nil), fixed)
 	f(resp, proto.AppendLoginAck(nil, 1, 0, 2), fixed)
+	f(resp, proto.AppendLoginRedirect(nil, 1, 2, "b:1"), count)
+	f(resp, proto.AppendLoginRedirect(nil, 1, 2, ""), proto.HeaderLen+1)
 	f(resp, proto.AppendShakeResult(nil, 1, 0, 2, 3), fixed)
 	f(resp, proto.AppendOpenResult(nil, 1, 0, 2, 3), fixed)
 	f(resp, proto.AppendSendAck(nil, 1, 0, 2), fixed)
@@ -182,6 +184,40 @@ func TestNextIgnoresTrailingBytesAndFlags(t *testing.T) {
 	f(proto.NextRequest, proto.AppendShake(nil, 1), func(proto.Frame) bool { return true })
 	f(proto.NextResponse, proto.AppendPong(nil, 1), func(proto.Frame) bool { return true })
 	f(proto.NextResponse, proto.AppendError(nil, 1, 4), func(fr proto.Frame) bool { return fr.ErrorCode() == 4 })
+	f(proto.NextResponse, proto.AppendLoginAck(nil, 1, proto.LoginOK, 2), func(fr proto.Frame) bool {
+		s, u := fr.LoginAck()
+		return s == proto.LoginOK && u == 2
+	})
+	f(proto.NextResponse, proto.AppendLoginRedirect(nil, 1, 2, "b:1"), func(fr proto.Frame) bool {
+		addr := fr.LoginRedirect()
+		return string(addr) == "b:1" && cap(addr) == 3
+	})
+}
+
+// TestNextLoginRedirect checks the LOGIN_ACK layouts: 5 fixed bytes for every status but
+// LoginWrongGateway, which needs addr_len and the address it counts.
+func TestNextLoginRedirect(t *testing.T) {
+	resp := proto.NextResponse
+	// LOGIN_ACK 3 with only the 5 bytes of the other statuses: its addr_len is missing.
+	frame := header(proto.LoginAckLen, proto.LoginAck, 0, 1)
+	frame = append(frame, proto.LoginWrongGateway, 0, 0, 0, 7)
+	violation(t, resp, "LOGIN_ACK 3 without addr_len", frame, proto.HeaderLen+1, proto.ErrCodeMalformed)
+	// The same bytes with status 2 are a whole LOGIN_ACK.
+	frame[proto.HeaderLen] = proto.LoginInvalidUser
+	if _, n, err := resp(frame); n != len(frame) || err != nil {
+		t.Errorf("LOGIN_ACK 2: got n=%d err=%v; want n=%d err=nil", n, err, len(frame))
+	}
+	// An addr_len one above what len leaves, with the bytes there (they belong to what follows).
+	frame = proto.AppendLoginRedirect(nil, 1, 7, "gw-b:7001")
+	frame[proto.HeaderLen+5]++
+	violation(t, resp, "LOGIN_ACK 3 addr_len past len", append(frame, 'x'), proto.HeaderLen+6, proto.ErrCodeMalformed)
+	// addr_len 0: the owner is not known right now.
+	frame = proto.AppendLoginRedirect(nil, 1, 7, "")
+	if fr, n, err := resp(frame); n != len(frame) || err != nil {
+		t.Errorf("LOGIN_ACK 3 addr_len 0: got n=%d err=%v; want n=%d err=nil", n, err, len(frame))
+	} else if s, u := fr.LoginAck(); s != proto.LoginWrongGateway || u != 7 || len(fr.LoginRedirect()) != 0 {
+		t.Errorf("LOGIN_ACK 3 addr_len 0: got status %d user %d addr %q", s, u, fr.LoginRedirect())
+	}
 }
 
 // TestNextIncremental decodes the streams one byte at a time and split at every point, and
@@ -213,12 +249,12 @@ func TestNextIncremental(t *testing.T) {
 	}
 	req, resp := requestStream(), responseStream()
 	f("requests", proto.NextRequest, req, 9, false)
-	f("responses", proto.NextResponse, resp, 11, false)
+	f("responses", proto.NextResponse, resp, 13, false)
 	f("requests twice", proto.NextRequest, append(append([]byte(nil), req...), req...), 18, false)
 	f("requests and a partial frame", proto.NextRequest, append(append([]byte(nil), req...), req[:30]...), 9, false)
 	f("requests then a response", proto.NextRequest, append(append([]byte(nil), req...), resp...), 9, true)
-	f("responses then a request", proto.NextResponse, append(append([]byte(nil), resp...), req...), 11, true)
-	f("responses then len 4097", proto.NextResponse, append(append([]byte(nil), resp...), header(4097, proto.Pong, 0, 0)...), 11, true)
+	f("responses then a request", proto.NextResponse, append(append([]byte(nil), resp...), req...), 13, true)
+	f("responses then len 4097", proto.NextResponse, append(append([]byte(nil), resp...), header(4097, proto.Pong, 0, 0)...), 13, true)
 }
 
 func TestTypeString(t *testing.T) {

@@ -17,6 +17,8 @@
 // The body layouts are in the Append functions. LOGIN, SEND, CHAT and CHAT_DELIVER have a fixed
 // 6-byte prefix whose last field, a u16 at body offset 4, counts a variable part that follows it
 // (token bytes, u32 recipients, text bytes).
+// LOGIN_ACK has 5 fixed bytes, except with status LoginWrongGateway: then a u8 at body offset 5
+// counts the address bytes that follow it.
 //
 // # Decoding contract
 //
@@ -32,13 +34,15 @@
 //
 // A violation is reported as soon as the bytes that prove it have arrived, not when the whole
 // frame has: a bad len with 2 bytes; an unknown type, or a len too short for the type's fixed
-// fields, with 3; a count that runs past len, or a text_len above MaxChatText, with 18. The
-// checks run in the same order however the stream is split, so a stream decoded in pieces gives
-// the same frames and the same violation as the whole stream decoded at once. A server that
-// answers ERROR does not wait for the rest of a frame it has already rejected.
+// fields, with 3; a LOGIN_ACK LoginWrongGateway whose len has no room for addr_len, with 13; a
+// count or an addr_len that runs past len, or a text_len above MaxChatText, with 18. The checks
+// run in the same order however the stream is split, so a stream decoded in pieces gives the
+// same frames and the same violation as the whole stream decoded at once. A server that answers
+// ERROR does not wait for the rest of a frame it has already rejected.
 //
 // Decoding checks the frame's form, never its meaning: status and ERROR codes, user 0, SEND
-// limits, token length and UTF-8 text are for the caller.
+// limits, token length and UTF-8 text are for the caller. The one status the decoder reads is
+// LOGIN_ACK LoginWrongGateway, because it changes the layout of the body.
 //
 // Frame.Body aliases buf: it is valid only until the caller reuses or overwrites that part of
 // its buffer. A stage that keeps a frame longer copies what it needs.

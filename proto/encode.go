@@ -70,11 +70,30 @@ func AppendPing(dst []byte, stamp uint64) []byte {
 	return appendHeader(dst, PingLen, Ping, stamp)
 }
 
-// AppendLoginAck appends a LOGIN_ACK frame: status u8 · user u32.
+// AppendLoginAck appends a LOGIN_ACK frame: status u8 · user u32. It panics if status is
+// LoginWrongGateway, whose body goes on with an address: use AppendLoginRedirect.
 func AppendLoginAck(dst []byte, stamp uint64, status uint8, user uint32) []byte {
+	if status == LoginWrongGateway {
+		panic("proto: AppendLoginAck: status LoginWrongGateway needs an address: use AppendLoginRedirect")
+	}
 	dst = appendHeader(dst, LoginAckLen, LoginAck, stamp)
 	dst = append(dst, status)
 	return be.AppendUint32(dst, user)
+}
+
+// AppendLoginRedirect appends a LOGIN_ACK frame with status LoginWrongGateway: status u8 ·
+// user u32 · addr_len u8 · addr. addr is the client address (host:port) of the gateway that
+// owns user, or empty when that owner is not known right now. It panics if
+// len(addr) > MaxRedirectAddr.
+func AppendLoginRedirect(dst []byte, stamp uint64, user uint32, addr string) []byte {
+	if len(addr) > MaxRedirectAddr {
+		panic(fmt.Sprintf("proto: AppendLoginRedirect: address of %d bytes, above MaxRedirectAddr %d", len(addr), MaxRedirectAddr))
+	}
+	dst = appendHeader(dst, LoginRedirectLen(len(addr)), LoginAck, stamp)
+	dst = append(dst, LoginWrongGateway)
+	dst = be.AppendUint32(dst, user)
+	dst = append(dst, uint8(len(addr)))
+	return append(dst, addr...)
 }
 
 // AppendShakeResult appends a SHAKE_RESULT frame: status u8 · envelope u64 · amount u32.

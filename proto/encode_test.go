@@ -43,6 +43,8 @@ func TestAppendWireBytes(t *testing.T) {
 	f(proto.AppendChat(pre(), stamp, 0xc1c2c3c4, []byte("hi")), "0014 05 00"+S+"c1c2c3c4 0002 6869")
 	f(proto.AppendPing(pre(), stamp), "000c 06 00"+S)
 	f(proto.AppendLoginAck(pre(), stamp, proto.LoginInvalidUser, 0xa1a2a3a4), "0011 81 00"+S+"02 a1a2a3a4")
+	f(proto.AppendLoginRedirect(pre(), stamp, 0xa1a2a3a4, "b:7"), "0015 81 00"+S+"03 a1a2a3a4 03 623a37")
+	f(proto.AppendLoginRedirect(pre(), stamp, 0xa1a2a3a4, ""), "0012 81 00"+S+"03 a1a2a3a4 00")
 	f(proto.AppendShakeResult(pre(), stamp, proto.ShakeGot, 0x1112131415161718, 100), "0019 82 00"+S+"01 1112131415161718 00000064")
 	f(proto.AppendOpenResult(pre(), stamp, proto.OpenOverloaded, 0x1112131415161718, 100), "0019 83 00"+S+"05 1112131415161718 00000064")
 	f(proto.AppendSendAck(pre(), stamp, proto.SendOK, 0x1112131415161718), "0015 84 00"+S+"00 1112131415161718")
@@ -76,6 +78,7 @@ func TestFixedLens(t *testing.T) {
 	f("SEND", proto.AppendSend(nil, 0, 0, manyRcpt), proto.SendLen(len(manyRcpt)))
 	f("CHAT", proto.AppendChat(nil, 0, 0, maxText), proto.ChatLen(proto.MaxChatText))
 	f("CHAT_DELIVER", proto.AppendChatDeliver(nil, 0, 0, maxText), proto.ChatLen(proto.MaxChatText))
+	f("LOGIN_ACK 3", proto.AppendLoginRedirect(nil, 0, 0, "127.0.0.1:7001"), proto.LoginRedirectLen(len("127.0.0.1:7001")))
 	f("largest LOGIN", proto.AppendLogin(nil, 0, 0, make([]byte, proto.MaxTokenLen)), proto.MaxFrameLen)
 	f("largest SEND", proto.AppendSend(nil, 0, 0, make([]uint32, proto.MaxSendRecipients)), proto.MaxFrameLen-2)
 }
@@ -124,6 +127,10 @@ func TestRoundTrip(t *testing.T) {
 
 	f(resp, proto.AppendLoginAck(nil, 4, proto.LoginBadToken, maxU32), 4,
 		func(f proto.Frame) []any { s, u := f.LoginAck(); return []any{s, u} }, proto.LoginBadToken, uint32(maxU32))
+	redirect := func(f proto.Frame) []any { s, u := f.LoginAck(); return []any{s, u, string(f.LoginRedirect())} }
+	longAddr := strings.Repeat("a", proto.MaxRedirectAddr)
+	f(resp, proto.AppendLoginRedirect(nil, 4, maxU32, longAddr), 4, redirect, proto.LoginWrongGateway, uint32(maxU32), longAddr)
+	f(resp, proto.AppendLoginRedirect(nil, 4, 1, ""), 4, redirect, proto.LoginWrongGateway, uint32(1), "")
 	f(resp, proto.AppendShakeResult(nil, 5, proto.ShakeOverloaded, maxU64, maxU32), 5,
 		func(f proto.Frame) []any { s, e, a := f.ShakeResult(); return []any{s, e, a} }, proto.ShakeOverloaded, uint64(maxU64), uint32(maxU32))
 	f(resp, proto.AppendOpenResult(nil, 6, proto.OpenNoShares, maxU64, maxU32), 6,
@@ -158,4 +165,6 @@ func TestAppendPanicsWhenTooLong(t *testing.T) {
 	f("AppendSend", func() { proto.AppendSend(nil, 0, 1, make([]uint32, proto.MaxSendRecipients+1)) })
 	f("AppendChat", func() { proto.AppendChat(nil, 0, 1, make([]byte, proto.MaxChatText+1)) })
 	f("AppendChatDeliver", func() { proto.AppendChatDeliver(nil, 0, 1, make([]byte, proto.MaxChatText+1)) })
+	f("AppendLoginRedirect", func() { proto.AppendLoginRedirect(nil, 0, 1, strings.Repeat("a", proto.MaxRedirectAddr+1)) })
+	f("AppendLoginAck status 3", func() { proto.AppendLoginAck(nil, 0, proto.LoginWrongGateway, 1) })
 }

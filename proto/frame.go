@@ -26,7 +26,7 @@ const (
 	ShakeLen       = HeaderLen
 	OpenLen        = HeaderLen + 8
 	PingLen        = HeaderLen
-	LoginAckLen    = HeaderLen + 1 + 4
+	LoginAckLen    = HeaderLen + 1 + 4 // LOGIN_ACK with any status but LoginWrongGateway
 	ShakeResultLen = HeaderLen + 1 + 8 + 4
 	OpenResultLen  = HeaderLen + 1 + 8 + 4
 	SendAckLen     = HeaderLen + 1 + 8
@@ -38,6 +38,14 @@ const (
 
 // LoginLen returns the size of a LOGIN frame carrying a token of tokenLen bytes.
 func LoginLen(tokenLen int) int { return HeaderLen + 6 + tokenLen }
+
+// LoginRedirectLen returns the size of a LOGIN_ACK LoginWrongGateway frame carrying an address
+// of addrLen bytes.
+func LoginRedirectLen(addrLen int) int { return LoginAckLen + 1 + addrLen }
+
+// MaxRedirectAddr is the longest address a LOGIN_ACK LoginWrongGateway carries (its length is
+// a u8).
+const MaxRedirectAddr = 255
 
 // SendLen returns the size of a SEND frame with n recipients.
 func SendLen(n int) int { return HeaderLen + 6 + 4*n }
@@ -114,6 +122,11 @@ const (
 	LoginOK          uint8 = 0
 	LoginBadToken    uint8 = 1 // bad or expired token
 	LoginInvalidUser uint8 = 2 // user 0, reserved for the system
+
+	// LoginWrongGateway: in a cluster, this gateway does not own the user. The body goes on
+	// with addr_len u8 · addr, the client address (host:port) of the gateway that does, empty
+	// when that owner is not known right now; the server then closes the connection.
+	LoginWrongGateway uint8 = 3
 )
 
 // SHAKE_RESULT status.

@@ -103,6 +103,9 @@ func reencode(f proto.Frame) []byte {
 		return proto.AppendPing(nil, f.Stamp)
 	case proto.LoginAck:
 		status, user := f.LoginAck()
+		if status == proto.LoginWrongGateway {
+			return proto.AppendLoginRedirect(nil, f.Stamp, user, string(f.LoginRedirect()))
+		}
 		return proto.AppendLoginAck(nil, f.Stamp, status, user)
 	case proto.ShakeResult:
 		status, env, amount := f.ShakeResult()
@@ -175,6 +178,8 @@ func requestStream() []byte {
 func responseStream() []byte {
 	var b []byte
 	b = proto.AppendLoginAck(b, 1, proto.LoginOK, math.MaxUint32)
+	b = proto.AppendLoginRedirect(b, 1, math.MaxUint32, strings.Repeat("h", proto.MaxRedirectAddr-6)+":65535")
+	b = proto.AppendLoginRedirect(b, 1, 1, "")
 	b = proto.AppendShakeResult(b, 2, proto.ShakeGot, math.MaxUint64, math.MaxUint32)
 	b = proto.AppendShakeResult(b, 3, proto.ShakeNothing, 0, 0)
 	b = proto.AppendOpenResult(b, 4, proto.OpenOverloaded, math.MaxUint64, math.MaxUint32)
