@@ -80,6 +80,17 @@ func TestClusterCrossings(t *testing.T) {
 	ns := startNATS(t)
 	gws := startGateways(t, ns, 2, sets, nil)
 
+	// A LOGIN at the gateway that does not run the user's SET is sent to
+	// the one that does, and the connection closed.
+	wrong := dial(t, gws[0])
+	ls := wrong.nextStamp()
+	wrong.send(proto.AppendLogin(nil, ls, 1, nil))
+	f := wrong.expect(proto.LoginAck, ls)
+	if st, u := f.LoginAck(); st != proto.LoginWrongGateway || u != 1 || string(f.LoginRedirect()) != gws[1].addr {
+		t.Fatalf("LOGIN of user 1 (SET 1) at gateway 0: status %d user %d address %q; want 3, 1, %q", st, u, f.LoginRedirect(), gws[1].addr)
+	}
+	wrong.expectClosed()
+
 	users := []uint32{2, 1, 3, 4, 5, 6} // SETs 2,1,3,0,1,2: both gateways
 	cl := map[uint32]*client{}
 	for _, u := range users {
