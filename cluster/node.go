@@ -401,9 +401,9 @@ func (n *Node) message(s, reply string, data []byte) *nats.Msg {
 	return m
 }
 
-// Handle answers requests on the cluster subject s with fn's reply; this
+// Serve answers requests on the cluster subject s with fn's reply; this
 // gateway's own requests and broadcasts are not handed to fn.
-func (n *Node) Handle(s string, fn func(data []byte) []byte) error {
+func (n *Node) Serve(s string, fn func(data []byte) []byte) error {
 	self := strconv.Itoa(n.o.Node)
 	sub, err := n.nc.Subscribe(n.subject(s), func(m *nats.Msg) {
 		if m.Header.Get(fromHeader) == self {
@@ -420,7 +420,7 @@ func (n *Node) Handle(s string, fn func(data []byte) []byte) error {
 }
 
 // Broadcast publishes data on the cluster subject s, for the other
-// gateways' Handle.
+// gateways' Serve.
 func (n *Node) Broadcast(s string, data []byte) error { return n.nc.PublishMsg(n.message(s, "", data)) }
 
 // Peers returns the nodes heard from lately, ascending, this one included.

@@ -91,7 +91,7 @@ func (s *Server) startCluster() error {
 		addr = s.Addrs()[0].String()
 	}
 	s.node.SetAddrs(addr, s.AdminAddr())
-	if err := s.node.Handle("stats", func([]byte) []byte {
+	if err := s.node.Serve("stats", func([]byte) []byte {
 		b, _ := json.Marshal(struct {
 			Node int `json:"node"`
 			Stats
@@ -100,7 +100,7 @@ func (s *Server) startCluster() error {
 	}); err != nil {
 		return err
 	}
-	if err := s.node.Handle("campaign", s.campaignFromPeer); err != nil {
+	if err := s.node.Serve("campaign", s.campaignFromPeer); err != nil {
 		return err
 	}
 	return s.node.Start(s.bus, s.journal)
