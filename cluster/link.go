@@ -42,7 +42,11 @@ func (l *link) Handle(b event.Batch) {
 	n := l.n
 	l.buf = appendHeader(l.buf[:0], n.o.Node)
 	count := 0
-	deadline := time.Now().Add(n.o.Timeout).UnixNano()
+	now := time.Now()
+	deadline := now.Add(n.o.Timeout).UnixNano()
+	if !n.up(l.node) { // not heard from: its requests are answered at the next sweep, not after the bound
+		deadline = now.UnixNano()
+	}
 	for q := b.Lo; q <= b.Hi; q++ {
 		ev := b.At(q)
 		if ev.Kind == event.KTick || ev.Kind == 0 {
@@ -176,7 +180,7 @@ func (n *Node) publish(set int, ev *event.Event) bool {
 // the OPENs among them at the envelope's gateway.
 func (n *Node) sweep() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.o.Timeout / 20)
+	t := time.NewTicker(min(max(n.o.Timeout/20, time.Millisecond), 50*time.Millisecond))
 	defer t.Stop()
 	var due []expired
 	for {

@@ -3,11 +3,14 @@ package server_test
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"hongbao/envelope"
 	"hongbao/internal/embednats"
+	"hongbao/journal"
 	"hongbao/proto"
 	"hongbao/server"
 )
@@ -235,3 +238,82 @@ func TestClusterJoinRefused(t *testing.T) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// slowSync is a journal file whose syncs take 30 ms while slow is set.
+type slowSync struct {
+	*os.File
+	slow *atomic.Bool
+}
+
+func (f slowSync) Sync() error {
+	if f.slow.Load() {
+		time.Sleep(30 * time.Millisecond)
+	}
+	return f.File.Sync()
+}
+
+// TestClusterCancelledOpens: while the envelope's gateway takes longer to
+// make a share durable than the bound of the opener's gateway, every OPEN
+// crossing is answered "unavailable" though its share was drawn; each share
+// is taken back, so the cluster counts exactly what the clients were told.
+func TestClusterCancelledOpens(t *testing.T) {
+	const sets = 2
+	ns := startNATS(t)
+	var slow atomic.Bool
+	gws := startGateways(t, ns, 2, sets, func(o *server.Options) {
+		if o.Node == "1/2" {
+			o.ClusterTimeout = 10 * time.Millisecond
+		} else {
+			o.JournalCreate = func(path string) (journal.File, error) {
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+				return slowSync{f, &slow}, err
+			}
+		}
+	})
+	sender := login(t, gws[0], 2) // SET 0
+	const n = 20
+	openers := make([]*client, n)
+	rcpt := make([]uint32, n)
+	for i := range openers {
+		rcpt[i] = uint32(2*i + 1) // SET 1: gateway 1
+		openers[i] = login(t, gws[1], rcpt[i])
+	}
+	s := sender.nextStamp()
+	sender.send(proto.AppendSend(nil, s, 10*n, rcpt))
+	st, env := sender.answer(s).SendAck()
+	if st != proto.SendOK {
+		t.Fatalf("SEND: status %d", st)
+	}
+	for _, c := range openers {
+		c.push(proto.Envelope)
+	}
+	slow.Store(true)
+	for _, c := range openers {
+		s := c.nextStamp()
+		c.send(proto.AppendOpen(nil, s, env))
+		if st, _, amount := c.answer(s).OpenResult(); st != proto.OpenOverloaded || amount != 0 {
+			t.Fatalf("OPEN while the envelope's journal is slower than the bound: status %d, %d fen; want 5, 0", st, amount)
+		}
+	}
+	waitFor(t, "every share drawn to be taken back", func() bool {
+		st := gws[0].stats()
+		return st.Envelopes.Opened == 0 && metric(t, gws[0], "hongbao_envelopes_taken_back_total") == n
+	})
+	slow.Store(false)
+	// Opened again, in time: now they count.
+	var told uint64
+	for _, c := range openers {
+		s := c.nextStamp()
+		c.send(proto.AppendOpen(nil, s, env))
+		st, _, amount := c.answer(s).OpenResult()
+		if st != proto.OpenOK {
+			t.Fatalf("OPEN in time: status %d", st)
+		}
+		told += uint64(amount)
+	}
+	cs := clusterStats(t, gws[0])
+	if cs.Envelopes.OpenedAmount != told || told != 10*n {
+		t.Errorf("cluster counts %d fen opened; clients were told %d of %d", cs.Envelopes.OpenedAmount, told, 10*n)
+	}
+	checkEnvelopeLedger(t, cs.Stats)
+}
