@@ -74,6 +74,7 @@ type Node struct {
 	bus   *event.Bus
 	jn    *journal.Journal
 	subs  []*nats.Subscription
+	evSub *nats.Subscription // the events other gateways send this one
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
@@ -241,6 +242,7 @@ func (n *Node) Start(bus *event.Bus, j *journal.Journal) error {
 		return err
 	}
 	sub.SetPendingLimits(-1, 256<<20) // a burst waits here rather than being dropped
+	n.evSub = sub
 	n.subs = append(n.subs, sub)
 	n.wg.Add(2)
 	go n.heartbeats()
@@ -334,6 +336,15 @@ func (n *Node) up(node int) bool {
 	defer n.mu.Unlock()
 	p, ok := n.peers[node]
 	return ok && time.Since(p.seen) < downAfter
+}
+
+// StopReceiving stops taking events from the other gateways (their
+// crossings to this one time out there), so that a shutting-down gateway's
+// rings can settle.
+func (n *Node) StopReceiving() {
+	if n.evSub != nil {
+		n.evSub.Drain()
+	}
 }
 
 // Close stops the links (their rings drain into NATS), the sweeper and the

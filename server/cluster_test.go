@@ -300,16 +300,22 @@ func TestClusterCancelledOpens(t *testing.T) {
 		return st.Envelopes.Opened == 0 && metric(t, gws[0], "hongbao_envelopes_taken_back_total") == n
 	})
 	slow.Store(false)
-	// Opened again, in time: now they count.
+	// Opened again until in time (a loaded machine can still miss 10 ms):
+	// what the clients are told is what counts.
 	var told uint64
 	for _, c := range openers {
-		s := c.nextStamp()
-		c.send(proto.AppendOpen(nil, s, env))
-		st, _, amount := c.answer(s).OpenResult()
-		if st != proto.OpenOK {
-			t.Fatalf("OPEN in time: status %d", st)
+		for try := 0; ; try++ {
+			s := c.nextStamp()
+			c.send(proto.AppendOpen(nil, s, env))
+			st, _, amount := c.answer(s).OpenResult()
+			if st == proto.OpenOK {
+				told += uint64(amount)
+				break
+			}
+			if st != proto.OpenOverloaded || try == 100 {
+				t.Fatalf("OPEN %d: status %d", try, st)
+			}
 		}
-		told += uint64(amount)
 	}
 	cs := clusterStats(t, gws[0])
 	if cs.Envelopes.OpenedAmount != told || told != 10*n {

@@ -340,6 +340,9 @@ stop:
 	if s.ticking { // a server that was never started has no ticker to wait for
 		<-s.tickDone
 	}
+	if s.node != nil {
+		s.node.StopReceiving()
+	}
 	if s.bus != nil {
 		// What SETs still send one another (an OPEN share an egress gives
 		// back to its envelope) lands before any ring closes.
