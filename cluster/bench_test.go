@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"hongbao/event"
+	"hongbao/internal/embednats"
+	"hongbao/ring"
+)
+
+// counter is a SET's stage that counts the events it gets.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Handle(b event.Batch) { c.n.Add(b.Hi - b.Lo + 1) }
+
+// pair joins nodes 0 and 1 of a cluster of two SETs over ns: node 0 sends
+// into SET 1 through its link; node 1's SET 1 counts what arrives.
+func pair(tb testing.TB, ns *embednats.Server) (from *Node, bus0 *event.Bus, got *counter) {
+	tb.Helper()
+	join := func(node int) *Node {
+		n, err := Join(Options{URL: ns.URL(), Node: node, Nodes: 2, Sets: 2, Timeout: time.Second, Ring: 4096}, "test")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n.SetAddrs("127.0.0.1:1", "")
+		return n
+	}
+	n0, n1 := join(0), join(1)
+	local := func(h ring.Handler[event.Event]) *event.Ring {
+		r, err := ring.New[event.Event](ring.Options{Size: 4096, Producers: ring.MultiProducer})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r.AddStage(h, ring.StageOptions[event.Event]{})
+		if err := r.Start(); err != nil {
+			tb.Fatal(err)
+		}
+		return r
+	}
+	got = new(counter)
+	idle := new(counter)
+	bus0 = event.NewBus([]event.Transport{local(idle), n0.Remote(1)}, 0)
+	bus0.SetRemote(func(set int) event.Transport { return n0.Remote(set) })
+	bus1 := event.NewBus([]event.Transport{n1.Remote(0), local(got)}, 0)
+	bus1.SetRemote(func(set int) event.Transport { return n1.Remote(set) })
+	for _, x := range []struct {
+		n *Node
+		b *event.Bus
+	}{{n0, bus0}, {n1, bus1}} {
+		if err := x.n.Start(x.b, nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	tb.Cleanup(func() {
+		n0.Close()
+		n1.Close()
+		bus0.Close()
+		bus1.Close()
+	})
+	return n0, bus0, got
+}
+
+// startNATS runs an embedded NATS server until the test's cleanup (after
+// the gateways', registered later, have run).
+func startNATS(tb testing.TB) *embednats.Server {
+	tb.Helper()
+	ns, err := embednats.Start(0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ns.Stop)
+	return ns
+}
+
+// BenchmarkCrossing sends pushes from one gateway into a SET of another:
+// in bursts of 64, as a busy round would, and one at a time, each waiting
+// for the one before to arrive (every crossing a message of its own).
+// ns/op is the whole crossing (link stage, NATS, receiver) per event;
+// cpu-ns/op is this process's CPU time per event, both gateways and the
+// NATS server included.
+func BenchmarkCrossing(b *testing.B) {
+	for _, burst := range []int{64, 1} {
+		b.Run(fmt.Sprintf("burst=%d", burst), func(b *testing.B) {
+			_, bus, got := pair(b, startNATS(b))
+			r := bus.Ring(1)
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			b.ResetTimer()
+			for sent := 0; sent < b.N; {
+				n := min(burst, b.N-sent)
+				hi, err := r.Claim(n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lo := hi - int64(n) + 1
+				for q := lo; q <= hi; q++ {
+					*r.At(q) = event.Event{Kind: event.KPush, User: 1, Env: uint64(q)}
+				}
+				r.Publish(lo, hi)
+				sent += n
+				for burst == 1 && got.n.Load() < int64(sent) {
+					runtime.Gosched()
+				}
+			}
+			for got.n.Load() < int64(b.N) {
+				time.Sleep(50 * time.Microsecond)
+			}
+			b.StopTimer()
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// TestCrossingDelivers: every event sent reaches the other gateway's SET once.
+func TestCrossingDelivers(t *testing.T) {
+	from, bus, got := pair(t, startNATS(t))
+	const n = 10000
+	r := bus.Ring(1)
+	for i := range n {
+		seq, _ := r.Claim(1)
+		*r.At(seq) = event.Event{Kind: event.KPush, User: 1, Env: uint64(i)}
+		r.Publish(seq, seq)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got.n.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // nothing more may come
+	if g := got.n.Load(); g != n {
+		t.Fatalf("%d events arrived; want %d", g, n)
+	}
+	if m := from.M.Messages.Load(); m >= n {
+		t.Errorf("%d messages for %d events: not batched", m, n)
+	}
+}
