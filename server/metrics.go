@@ -139,6 +139,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 			return &c.WaitBuckets, &c.WaitSumNs
 		})
 	s.writeJournal(e)
+	s.writeCluster(e)
 }
 
 // writeLatency writes the histogram family name, one per request type,
@@ -324,4 +325,28 @@ var runtimeHelp = map[string]string{
 	"process_pressure_memory_waiting_seconds_total": "Time some of the process's cgroup's tasks waited for memory (PSI).",
 	"process_pressure_memory_stalled_seconds_total": "Time all of the process's cgroup's tasks waited for memory (PSI).",
 	"process_cgroup_cpu_throttled_seconds_total":    "Time the process's cgroup was throttled by its CPU limit.",
+}
+
+// writeCluster writes the cluster's families, on a gateway (-nats) only.
+func (s *Server) writeCluster(e exposition) {
+	n := s.node
+	if n == nil {
+		return
+	}
+	m := &n.M
+	e.counter("hongbao_cluster_events_sent_total", "Events sent to other gateways (requests, answers and pushes for SETs or connections there), in batches NATS took.", m.Sent.Load())
+	e.counter("hongbao_cluster_events_received_total", "Events received from other gateways, misrouted ones included.", m.Received.Load())
+	e.counter("hongbao_cluster_messages_total", "NATS messages sent to other gateways: one per batch of a link.", m.Messages.Load())
+	e.counter("hongbao_cluster_publish_errors_total", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", m.PublishErrors.Load())
+	e.counter("hongbao_cluster_timed_out_total", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", m.TimedOut.Load())
+	e.counter("hongbao_cluster_late_total", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", m.Late.Load())
+	e.counter("hongbao_cluster_misrouted_total", "Events received for a SET this gateway does not run: dropped (expected 0).", m.Misrouted.Load())
+	e.counter("hongbao_cluster_malformed_total", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", m.Malformed.Load())
+	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(n.InFlight()))
+	e.gauge("hongbao_cluster_gateways_up", "Gateways heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(n.Peers())))
+	connected := int64(0)
+	if n.Connected() {
+		connected = 1
+	}
+	e.gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
 }
