@@ -275,7 +275,7 @@ func TestOpenAPI(t *testing.T) {
 			{cancel, ts.admin, "/campaigns/x", http.StatusBadRequest},
 			{cancel, ts.admin, "/campaigns/0", http.StatusBadRequest},
 			{cancel, bare.admin, cancel.paths(t, true)[0], http.StatusNotFound},
-			{list, capped.admin, "/campaigns", http.StatusOK}, // with "waiting"
+			{list, capped.admin, "/campaigns", http.StatusOK},       // with "waiting"
 			{clusterMap, ts.admin, "/cluster", http.StatusNotFound}, // not a gateway
 			{clusterStats, ts.admin, "/cluster/stats", http.StatusNotFound},
 		} {
