@@ -329,23 +329,29 @@ var runtimeHelp = map[string]string{
 
 // writeCluster writes the cluster's families, on a gateway (-nats) only.
 func (s *Server) writeCluster(e exposition) {
-	n := s.node
-	if n == nil {
+	if s.node == nil {
 		return
 	}
-	m := &n.M
-	e.counter("hongbao_cluster_events_sent_total", "Events sent to other gateways (requests, answers and pushes for SETs or connections there), in batches NATS took.", m.Sent.Load())
-	e.counter("hongbao_cluster_events_received_total", "Events received from other gateways, misrouted ones included.", m.Received.Load())
-	e.counter("hongbao_cluster_messages_total", "NATS messages sent to other gateways: one per batch of a link.", m.Messages.Load())
-	e.counter("hongbao_cluster_publish_errors_total", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", m.PublishErrors.Load())
-	e.counter("hongbao_cluster_timed_out_total", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", m.TimedOut.Load())
-	e.counter("hongbao_cluster_late_total", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", m.Late.Load())
-	e.counter("hongbao_cluster_misrouted_total", "Events received for a SET this gateway does not run: dropped (expected 0).", m.Misrouted.Load())
-	e.counter("hongbao_cluster_malformed_total", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", m.Malformed.Load())
-	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(n.InFlight()))
-	e.gauge("hongbao_cluster_gateways_up", "Gateways heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(n.Peers())))
+	m := &s.node.M
+	for _, c := range []struct {
+		name, help string
+		v          *atomic.Uint64
+	}{
+		{"events_sent", "Events sent to other gateways (requests, answers and pushes for SETs or connections there), in batches NATS took.", &m.Sent},
+		{"events_received", "Events received from other gateways, misrouted ones included.", &m.Received},
+		{"messages", "NATS messages sent to other gateways: one per batch of a link.", &m.Messages},
+		{"publish_errors", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", &m.PublishErrors},
+		{"timed_out", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", &m.TimedOut},
+		{"late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
+		{"misrouted", "Events received for a SET this gateway does not run: dropped (expected 0).", &m.Misrouted},
+		{"malformed", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", &m.Malformed},
+	} {
+		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
+	}
+	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
+	e.gauge("hongbao_cluster_gateways_up", "Gateways heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
 	connected := int64(0)
-	if n.Connected() {
+	if s.node.Connected() {
 		connected = 1
 	}
 	e.gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
