@@ -139,6 +139,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 			return &c.WaitBuckets, &c.WaitSumNs
 		})
 	s.writeJournal(e)
+	s.writeCluster(e)
 }
 
 // writeLatency writes the histogram family name, one per request type,
@@ -324,4 +325,34 @@ var runtimeHelp = map[string]string{
 	"process_pressure_memory_waiting_seconds_total": "Time some of the process's cgroup's tasks waited for memory (PSI).",
 	"process_pressure_memory_stalled_seconds_total": "Time all of the process's cgroup's tasks waited for memory (PSI).",
 	"process_cgroup_cpu_throttled_seconds_total":    "Time the process's cgroup was throttled by its CPU limit.",
+}
+
+// writeCluster writes the cluster's families, on a gateway (-nats) only.
+func (s *Server) writeCluster(e exposition) {
+	if s.node == nil {
+		return
+	}
+	m := &s.node.M
+	for _, c := range []struct {
+		name, help string
+		v          *atomic.Uint64
+	}{
+		{"events_sent", "Events sent to other gateways (requests, answers and pushes for SETs or connections there), in batches NATS took.", &m.Sent},
+		{"events_received", "Events received from other gateways, misrouted ones included.", &m.Received},
+		{"messages", "NATS messages sent to other gateways: one per batch of a link.", &m.Messages},
+		{"publish_errors", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", &m.PublishErrors},
+		{"timed_out", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", &m.TimedOut},
+		{"late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
+		{"misrouted", "Events received for a SET this gateway does not run: dropped (expected 0).", &m.Misrouted},
+		{"malformed", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", &m.Malformed},
+	} {
+		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
+	}
+	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
+	e.gauge("hongbao_cluster_gateways_up", "Gateways heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
+	connected := int64(0)
+	if s.node.Connected() {
+		connected = 1
+	}
+	e.gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
 }

@@ -133,3 +133,63 @@ func label(m *dto.Metric, name string) string {
 	}
 	return ""
 }
+
+// TestMetricsLintCluster lints a gateway's /metrics after a crossing: the
+// cluster's families are there, with HELP and TYPE, and count it.
+func TestMetricsLintCluster(t *testing.T) {
+	const sets = 4
+	gws := startGateways(t, startNATS(t), 2, sets, nil)
+	a, b := login(t, gws[0], 2), login(t, gws[1], 1)
+	s := a.nextStamp()
+	a.send(proto.AppendChat(nil, s, b.user, []byte("hi")))
+	if st, _ := a.answer(s).ChatAck(); st != proto.ChatHanded {
+		t.Fatalf("CHAT across gateways: status %d; want %d", st, proto.ChatHanded)
+	}
+	b.push(proto.ChatDeliver)
+	body, families := scrapeMetrics(t, gws[0])
+	problems, err := promlint.New(bytes.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatalf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	value := func(name string) float64 {
+		f := families[name]
+		if f == nil || len(f.Metric) != 1 {
+			t.Errorf("%s: %v; want one series", name, f)
+			return 0
+		}
+		if f.GetType() == dto.MetricType_COUNTER {
+			return f.Metric[0].GetCounter().GetValue()
+		}
+		return f.Metric[0].GetGauge().GetValue()
+	}
+	for _, name := range []string{"hongbao_cluster_events_sent_total", "hongbao_cluster_events_received_total", "hongbao_cluster_messages_total"} {
+		if v := value(name); v < 1 { // the CHAT out, its answer back
+			t.Errorf("%s %g; want at least 1 after a crossing", name, v)
+		}
+	}
+	for _, name := range []string{"hongbao_cluster_publish_errors_total", "hongbao_cluster_timed_out_total", "hongbao_cluster_late_total",
+		"hongbao_cluster_misrouted_total", "hongbao_cluster_malformed_total", "hongbao_cluster_crossings_in_flight"} {
+		if v := value(name); v != 0 {
+			t.Errorf("%s %g; want 0", name, v)
+		}
+	}
+	if v := value("hongbao_cluster_gateways_up"); v != 2 {
+		t.Errorf("hongbao_cluster_gateways_up %g; want 2", v)
+	}
+	if v := value("hongbao_cluster_nats_connected"); v != 1 {
+		t.Errorf("hongbao_cluster_nats_connected %g; want 1", v)
+	}
+	if n := len(families["hongbao_ring_occupancy"].GetMetric()); n != sets/2 {
+		t.Errorf("hongbao_ring_occupancy: %d series; want one per SET of this gateway (%d)", n, sets/2)
+	}
+	// A server without -nats has none of them.
+	_, single := scrapeMetrics(t, startServer(t, nil))
+	for name := range single {
+		if strings.HasPrefix(name, "hongbao_cluster_") {
+			t.Errorf("%s on a server without -nats", name)
+		}
+	}
+}

@@ -38,9 +38,10 @@ const specPath = "../docs/openapi.yaml"
 //     with the Error shape naming the parameter first;
 //   - every operation answers 401 with the Error shape without the token or
 //     with a wrong one, and documents 401;
-//   - the error statuses documented for starting and cancelling campaigns
-//     and for /healthz (404, 409, 400, 429, 503) answer as documented, each
-//     on a server in the state that causes it;
+//   - the error statuses documented for starting and cancelling campaigns,
+//     for /healthz and for the /cluster paths (404, 409, 400, 429, 503)
+//     answer as documented, each on a server in the state that causes it
+//     (the /cluster paths answer 200 on a gateway of a cluster);
 //   - every route the admin mux serves, found by probing documented and
 //     likely paths with an unknown method (405 lists the methods in Allow),
 //     is documented: each allowed method (HEAD by GET), and a path that
@@ -50,13 +51,32 @@ func TestOpenAPI(t *testing.T) {
 	sp := loadSpec(t)
 	const adminToken = "openapi-test-token"
 	ts := startServer(t, func(o *server.Options) { o.AdminToken = adminToken })
+	// The /cluster paths are a gateway's: the first of a cluster of two
+	// whose second has gone, so that /cluster lists a gateway down and
+	// /cluster/stats one missing.
+	gws := startGateways(t, startNATS(t), 2, 4, func(o *server.Options) { o.AdminToken = adminToken })
+	gw := gws[0]
+	if err := gws[1].shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "gateway 0 to see gateway 1 down", func() bool {
+		var m struct{ Gateways []struct{ Up bool } }
+		gw.getJSON("/cluster", &m)
+		return len(m.Gateways) == 2 && !m.Gateways[1].Up
+	})
+	base := func(path string) string {
+		if path == "/cluster" || strings.HasPrefix(path, "/cluster/") {
+			return gw.admin
+		}
+		return ts.admin
+	}
 	hc := &http.Client{Timeout: waitTime, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}
 	t.Cleanup(hc.CloseIdleConnections)
 	call := func(t *testing.T, method, path, tok string) (*http.Response, []byte) {
 		t.Helper()
-		req, err := http.NewRequest(method, ts.admin+path, nil)
+		req, err := http.NewRequest(method, base(path)+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,6 +118,7 @@ func TestOpenAPI(t *testing.T) {
 	start, cancel, health := find(http.MethodPost, "/campaigns/{campaign}"),
 		find(http.MethodDelete, "/campaigns/{campaign}"), find(http.MethodGet, "/healthz")
 	list := find(http.MethodGet, "/campaigns")
+	clusterMap, clusterStats := find(http.MethodGet, "/cluster"), find(http.MethodGet, "/cluster/stats")
 	if p := cancel.paths(t, true)[0]; p != fmt.Sprintf("/campaigns/%d", running.ID) {
 		t.Fatalf("%s: the example of DELETE makes %s; want the id of the campaign this test starts to cancel, %d", specPath, p, running.ID)
 	}
@@ -254,10 +275,18 @@ func TestOpenAPI(t *testing.T) {
 			{cancel, ts.admin, "/campaigns/x", http.StatusBadRequest},
 			{cancel, ts.admin, "/campaigns/0", http.StatusBadRequest},
 			{cancel, bare.admin, cancel.paths(t, true)[0], http.StatusNotFound},
-			{list, capped.admin, "/campaigns", http.StatusOK}, // with "waiting"
+			{list, capped.admin, "/campaigns", http.StatusOK},       // with "waiting"
+			{clusterMap, ts.admin, "/cluster", http.StatusNotFound}, // not a gateway
+			{clusterStats, ts.admin, "/cluster/stats", http.StatusNotFound},
 		} {
 			check(t, c)
 		}
+		// A gateway whose NATS connection is closed, as at its shutdown.
+		leaving := startGateways(t, startNATS(t), 1, 4, func(o *server.Options) { o.AdminToken = adminToken })[0]
+		if err := leaving.LeaveCluster(); err != nil {
+			t.Fatal(err)
+		}
+		check(t, errCase{clusterStats, leaving.admin, "/cluster/stats", http.StatusServiceUnavailable})
 		// Cancelling again answers the same status.
 		first := check(t, errCase{cancel, ts.admin, cancel.paths(t, true)[0], http.StatusOK})
 		if again := check(t, errCase{cancel, ts.admin, cancel.paths(t, true)[0], http.StatusOK}); string(again) != string(first) {

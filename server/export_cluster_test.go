@@ -1,0 +1,6 @@
+package server
+
+// LeaveCluster closes the gateway's NATS connection and links, as its
+// shutdown does before the admin API stops: GET /cluster/stats then answers
+// 503.
+func (s *Server) LeaveCluster() error { return s.closeCluster() }
