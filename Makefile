@@ -62,6 +62,11 @@ MILLIONFLAGS ?=
 million: build ## 1,000,000 connections: 56 servers + 56 load clients over 112 source addresses, 60,000 QPS for 60 s + campaigns, reconciled per server; ramp time, memory per connection (MILLIONFLAGS, e.g. -conns 100000)
 	$(GO) run ./perf/cmd/million $(MILLIONFLAGS)
 
+CRASHFLAGS ?=
+.PHONY: crash
+crash: build ## kill -9 under load with campaigns, restart on the same -data: money told vs counted, ids, campaigns, recovery; -scale: 10M pooled + 1M live group envelopes recovered (CRASHFLAGS, e.g. -scale)
+	$(GO) run ./perf/cmd/crash $(CRASHFLAGS)
+
 perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C
 	@prof=$$(ls -1 perf/out/[0-9]*/cpu.pprof 2>/dev/null | sort | tail -n 1); \
 	  if [ -z "$$prof" ]; then echo "no perf/out/<time>/cpu.pprof yet: run make perf first"; exit 1; fi; \
