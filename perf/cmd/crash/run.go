@@ -22,32 +22,25 @@ import (
 
 // run is the crash run under load; a nil error means every check passed.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	dir, path, err := harness.RunDir(cfg.Out, "crash-")
+	r, err := newRun(cfg.Out, "crash-", stdout)
 	if err != nil {
 		return err
 	}
-	data, err := os.MkdirTemp("", "hongbao-crash-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(data)
-	rep := &report{w: stdout}
-	defer func() { rep.write(path("report.md")) }()
-	rep.printf("crash: %d users, %d SHAKE/s, %g SEND/s; campaigns %d + %d a second; SIGKILL after %v; -data %s; files in %s/",
-		cfg.users, cfg.qps, cfg.sendRate, cfg.shakeRate, cfg.sendCamp, cfg.killAfter, data, dir)
+	defer r.close()
+	r.printf("crash: %d users, %d SHAKE/s, %g SEND/s; campaigns %d + %d a second; SIGKILL after %v; -data %s; files in %s/",
+		cfg.users, cfg.qps, cfg.sendRate, cfg.shakeRate, cfg.sendCamp, cfg.killAfter, r.data, r.dir)
 
 	// Snapshots during the load: the restart loads the last one and replays
 	// the journal after it (-server-flags may set another period).
-	args := append([]string{"-data", data, "-snapshot-every", "3s"}, strings.Fields(cfg.ServerFlags)...)
-	srv, err := harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: path("server-1.log"), Echo: stderr})
+	args := append([]string{"-data", r.data, "-snapshot-every", "3s"}, strings.Fields(cfg.ServerFlags)...)
+	srv, err := r.start(ctx, cfg, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer srv.Kill()
-	rep.printf("server: %s", srv.CommandLine())
 
 	client, err := harness.StartClient(ctx, srv, harness.ClientConfig{
-		Bin: filepath.Join(cfg.Bin, "loadclient"), Dir: dir, Users: cfg.users,
+		Bin: filepath.Join(cfg.Bin, "loadclient"), Dir: r.dir, Users: cfg.users,
 		Phases: fmt.Sprintf("%d@%v", cfg.qps, cfg.killAfter+time.Minute),
 		Flags: []string{"-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", "3", "-reconcile", "off", "-quiet",
 			"-connect-timeout", "2s"},
@@ -56,14 +49,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep.printf("load client: %s", client.CommandLine())
+	r.printf("load client: %s", client.CommandLine())
 	if _, err := srv.Admin.WaitConnections(int64(cfg.users), true, 60*time.Second); err != nil {
 		return fmt.Errorf("before the campaigns: %w", err)
 	}
 	secs := int((cfg.killAfter + 5*time.Second) / time.Second)
 	camps, err := srv.Admin.StartCampaigns(cfg.shakeRate, cfg.sendCamp, cfg.recipients, secs, func(kind string, q url.Values, c harness.Campaign, err error) {
 		if err == nil {
-			rep.printf("POST /campaigns/%s?%s → campaign %d", kind, q.Encode(), c.ID)
+			r.printf("POST /campaigns/%s?%s → campaign %d", kind, q.Encode(), c.ID)
 		}
 	})
 	if err != nil {
@@ -88,72 +81,57 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	pr.killed.Store(true)
 	killed := time.Now()
 	srv.Kill() // SIGKILL: no final round, no snapshot, no goodbye
-	rep.printf("\nSIGKILL server pid %d at %s; campaigns then: %s", srv.PID, killed.Format(time.RFC3339), campaignLine(before))
+	r.printf("\nSIGKILL server pid %d at %s; campaigns then: %s", srv.PID, killed.Format(time.RFC3339), campaignLine(before))
 	<-probed
 	client.Cmd.Process.Signal(syscall.SIGTERM) // it reports what it was told
 	if err := <-client.Done; err != nil {
-		rep.printf("load client: %v (expected: its server is gone)", err)
+		r.printf("load client: %v (expected: its server is gone)", err)
 	}
-	lr, err := readClientReport(path("report.json"))
+	lr, err := readClientReport(r.path("report.json"))
 	if err != nil {
 		return err
 	}
 	toldShake, toldOpen := lr.ShakeAmount+pr.shakeFen, lr.OpenAmount
-	rep.printf("told before the kill: SHAKE_RESULT 1 %d fen (load client %d, probe %d), OPEN_RESULT 0 %d fen", toldShake, lr.ShakeAmount, pr.shakeFen, toldOpen)
+	r.printf("told before the kill: SHAKE_RESULT 1 %d fen (load client %d, probe %d), OPEN_RESULT 0 %d fen", toldShake, lr.ShakeAmount, pr.shakeFen, toldOpen)
 
-	t0 := time.Now()
-	srv2, err := harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: path("server-2.log"), Echo: stderr, StartTimeout: time.Minute})
-	if err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
-	defer srv2.Kill()
-	startTook := time.Since(t0)
-	rec, err := recoveredLine(path("server-2.log"))
+	srv2, startTook, rec, err := r.restart(ctx, cfg, args, time.Minute, stderr)
 	if err != nil {
 		return err
 	}
+	defer srv2.Kill()
 	st, raw, err := srv2.Admin.Stats()
 	if err != nil {
 		return err
 	}
-	os.WriteFile(path("stats-after-restart.json"), raw, 0o644)
-	rep.printf("restart: serving %v after exec; %s", startTook.Round(time.Millisecond), rec)
+	os.WriteFile(r.path("stats-after-restart.json"), raw, 0o644)
+	r.printf("restart: serving %v after exec; %s", startTook.Round(time.Millisecond), rec)
 
-	var errs []error
-	check := func(name string, ok bool, format string, args ...any) {
-		verdict := "ok"
-		if !ok {
-			verdict = "FAILED"
-			errs = append(errs, errors.New(name))
-		}
-		rep.printf("  %-44s %-6s %s", name, verdict, fmt.Sprintf(format, args...))
-	}
-	rep.printf("\nchecks:")
+	r.printf("\nchecks:")
 	got, opened := uint64(st.Shake.GotAmount), uint64(st.Envelopes.OpenedAmount)
-	check("SHAKE money told ≤ counted", got >= toldShake, "told %d fen, counted %d (got_amount): %d counted, never told", toldShake, got, int64(got)-int64(toldShake))
-	check("OPEN money told ≤ counted", opened >= toldOpen, "told %d fen, counted %d (opened_amount): %d counted, never told", toldOpen, opened, int64(opened)-int64(toldOpen))
-	check("the probe got envelopes before the kill", len(pr.shakeIDs) > 0 && len(pr.groupIDs) > 0, "%d shake and %d group envelope ids", len(pr.shakeIDs), len(pr.groupIDs))
+	r.check("SHAKE money told ≤ counted", got >= toldShake, "told %d fen, counted %d (got_amount): %d counted, never told", toldShake, got, int64(got)-int64(toldShake))
+	r.check("OPEN money told ≤ counted", opened >= toldOpen, "told %d fen, counted %d (opened_amount): %d counted, never told", toldOpen, opened, int64(opened)-int64(toldOpen))
+	r.check("the probe got envelopes before the kill", len(pr.shakeIDs) > 0 && len(pr.groupIDs) > 0, "%d shake and %d group envelope ids", len(pr.shakeIDs), len(pr.groupIDs))
 
 	// After the restart: the probe again, its ids against those before.
 	after := newProbe()
 	stop2 := make(chan struct{})
 	time.AfterFunc(2*time.Second, func() { close(stop2) })
 	after.run(srv2.Listen, probeUsers(cfg), probeUsers(cfg), stop2)
-	errs = append(errs, pr.err(), after.err())
+	r.errs = append(r.errs, pr.err(), after.err())
 	reused := append(disjoint(pr.shakeIDs, after.shakeIDs), disjoint(pr.groupIDs, after.groupIDs)...)
 	reused = append(reused, append(pr.twice, after.twice...)...)
-	check("no envelope id handed out twice", len(reused) == 0, "%d shake + %d group ids before, %d + %d after the restart; %d reused %v",
+	r.check("no envelope id handed out twice", len(reused) == 0, "%d shake + %d group ids before, %d + %d after the restart; %d reused %v",
 		len(pr.shakeIDs), len(pr.groupIDs), len(after.shakeIDs), len(after.groupIDs), len(reused), first(reused, 5))
 
 	resumed := time.Now()
 	werr := srv2.Admin.WaitCampaigns(time.Duration(secs)*time.Second + 30*time.Second)
 	list, rawCamps, _ := srv2.Admin.Campaigns()
-	os.WriteFile(path("campaigns-after-restart.json"), rawCamps, 0o644)
+	os.WriteFile(r.path("campaigns-after-restart.json"), rawCamps, 0o644)
 	exact := werr == nil && len(list) == len(camps)
 	for _, c := range list {
 		exact = exact && c.Done && c.Dealt == c.Total
 	}
-	check("campaigns resumed, ended at their totals", exact, "after %v: %s", time.Since(resumed).Round(100*time.Millisecond), campaignLine(list))
+	r.check("campaigns resumed, ended at their totals", exact, "after %v: %s", time.Since(resumed).Round(100*time.Millisecond), campaignLine(list))
 	// The two invariants and the shake campaigns' money; not the send
 	// campaigns' counts: the clients' own SENDs create group envelopes too.
 	var bad []string
@@ -161,23 +139,17 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		l, err := srv2.Admin.SettledLedger(0)
 		if err != nil {
-			errs = append(errs, err)
+			r.errs = append(r.errs, err)
 			break
 		}
 		checks = slices.DeleteFunc(l.Checks, func(c harness.LedgerCheck) bool { return strings.HasPrefix(c.Name, "send campaigns'") })
 		if bad = harness.FailedChecks(checks); len(bad) == 0 || time.Now().After(deadline) {
-			os.WriteFile(path("stats-at-end.json"), l.RawStats, 0o644)
+			os.WriteFile(r.path("stats-at-end.json"), l.RawStats, 0o644)
 			break
 		}
 	}
-	check("ledger invariants after the campaigns", len(bad) == 0, "%d checks (both invariants, shake campaigns' amount), failing: %v", len(checks), bad)
-	code, err := srv2.Stop(30 * time.Second)
-	check("SIGTERM → exit 0", err == nil, "exit status %d", code)
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	rep.printf("crash: PASS")
-	return nil
+	r.check("ledger invariants after the campaigns", len(bad) == 0, "%d checks (both invariants, shake campaigns' amount), failing: %v", len(checks), bad)
+	return r.finish(srv2, 30*time.Second, "crash")
 }
 
 // probeUsers are the probe's users, after the load client's.
@@ -266,20 +238,4 @@ func recoveredLine(log string) (recovered, error) {
 		}
 	}
 	return r, fmt.Errorf("no \"recovered\" line in %s", log)
-}
-
-// report prints lines and keeps them for report.md.
-type report struct {
-	w     io.Writer
-	lines []string
-}
-
-func (r *report) printf(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
-	fmt.Fprintln(r.w, s)
-	r.lines = append(r.lines, s)
-}
-
-func (r *report) write(path string) {
-	os.WriteFile(path, []byte("```\n"+strings.Join(r.lines, "\n")+"\n```\n"), 0o644)
 }

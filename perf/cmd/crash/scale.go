@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,31 +33,24 @@ const scaleTarget = 5 * time.Second
 // group envelopes, kills the server with SIGKILL and starts it again on the
 // same -data: the recovery's time and the RSS it leaves.
 func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	dir, path, err := harness.RunDir(cfg.Out, "crash-scale-")
+	r, err := newRun(cfg.Out, "crash-scale-", stdout)
 	if err != nil {
 		return err
 	}
-	data, err := os.MkdirTemp("", "hongbao-crash-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(data)
-	rep := &report{w: stdout}
-	defer func() { rep.write(path("report.md")) }()
-	rep.printf("crash -scale: %d pooled shake envelopes + %d live group envelopes, SIGKILL, restart; -data %s; files in %s/", cfg.scalePool, cfg.scaleGroups, data, dir)
+	defer r.close()
+	r.printf("crash -scale: %d pooled shake envelopes + %d live group envelopes, SIGKILL, restart; -data %s; files in %s/", cfg.scalePool, cfg.scaleGroups, r.data, r.dir)
 
 	// Room for the state: the pool and the group envelopes, each SET's share
 	// of the envelope budget with a margin.
-	args := []string{"-data", data, "-sets", strconv.Itoa(scaleSets),
+	args := []string{"-data", r.data, "-sets", strconv.Itoa(scaleSets),
 		"-max-pool", strconv.Itoa(cfg.scalePool + cfg.scalePool/8),
 		"-max-envelopes", strconv.Itoa(cfg.scaleGroups + cfg.scaleGroups/4)}
 	args = append(args, strings.Fields(cfg.ServerFlags)...)
-	srv, err := harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: path("server-1.log"), Echo: stderr})
+	srv, err := r.start(ctx, cfg, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer srv.Kill()
-	rep.printf("server: %s", srv.CommandLine())
 
 	stopHolders := make(chan struct{})
 	defer close(stopHolders)
@@ -82,7 +74,7 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rep.printf("POST /campaigns/%s?%s → campaign %d", p.kind, p.q.Encode(), c.ID)
+		r.printf("POST /campaigns/%s?%s → campaign %d", p.kind, p.q.Encode(), c.ID)
 	}
 	var st harness.Stats
 	var live int64
@@ -113,54 +105,33 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	live = liveOf(raw)
-	os.WriteFile(path("stats-before-kill.json"), raw, 0o644)
+	os.WriteFile(r.path("stats-before-kill.json"), raw, 0o644)
 	rss1, _ := harness.RSS(srv.PID)
-	rep.printf("built in %v: pool %d envelopes (%d fen), live group envelopes %d (%d fen), skipped %d; RSS %.1f MiB",
+	r.printf("built in %v: pool %d envelopes (%d fen), live group envelopes %d (%d fen), skipped %d; RSS %.1f MiB",
 		time.Since(start).Round(100*time.Millisecond), st.Shake.Pool, st.Shake.PoolAmount, live, st.Envelopes.LiveAmount, st.Envelopes.SystemSkipped, mib(rss1))
-	du, _ := dirSize(data)
+	du, _ := dirSize(r.data)
 	srv.Kill()
-	rep.printf("SIGKILL server pid %d at %s; -data holds %.1f MiB", srv.PID, time.Now().Format(time.RFC3339), mib(du))
+	r.printf("SIGKILL server pid %d at %s; -data holds %.1f MiB", srv.PID, time.Now().Format(time.RFC3339), mib(du))
 
-	t0 := time.Now()
-	srv2, err := harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: path("server-2.log"), Echo: stderr, StartTimeout: 2 * time.Minute})
-	if err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
-	defer srv2.Kill()
-	serving := time.Since(t0)
-	rss2, _ := harness.RSS(srv2.PID)
-	rec, err := recoveredLine(path("server-2.log"))
+	srv2, serving, rec, err := r.restart(ctx, cfg, args, 2*time.Minute, stderr)
 	if err != nil {
 		return err
 	}
+	defer srv2.Kill()
+	rss2, _ := harness.RSS(srv2.PID)
 	st2, raw2, err := srv2.Admin.Stats()
 	if err != nil {
 		return err
 	}
-	os.WriteFile(path("stats-after-restart.json"), raw2, 0o644)
-	rep.printf("restart: serving %v after exec, RSS %.1f MiB; %s", serving.Round(time.Millisecond), mib(rss2), rec)
-	var errs []error
-	check := func(name string, ok bool, format string, args ...any) {
-		verdict := "ok"
-		if !ok {
-			verdict = "FAILED"
-			errs = append(errs, errors.New(name))
-		}
-		rep.printf("  %-44s %-6s %s", name, verdict, fmt.Sprintf(format, args...))
-	}
-	rep.printf("\nchecks:")
-	check("the pools recovered whole", st2.Shake.Pool == st.Shake.Pool && st2.Shake.PoolAmount == st.Shake.PoolAmount,
+	os.WriteFile(r.path("stats-after-restart.json"), raw2, 0o644)
+	r.printf("restart: serving %v after exec, RSS %.1f MiB; %s", serving.Round(time.Millisecond), mib(rss2), rec)
+	r.printf("\nchecks:")
+	r.check("the pools recovered whole", st2.Shake.Pool == st.Shake.Pool && st2.Shake.PoolAmount == st.Shake.PoolAmount,
 		"%d envelopes %d fen (before the kill %d, %d)", st2.Shake.Pool, st2.Shake.PoolAmount, st.Shake.Pool, st.Shake.PoolAmount)
-	check("the live group envelopes recovered whole", liveOf(raw2) == live && st2.Envelopes.LiveAmount == st.Envelopes.LiveAmount,
+	r.check("the live group envelopes recovered whole", liveOf(raw2) == live && st2.Envelopes.LiveAmount == st.Envelopes.LiveAmount,
 		"%d envelopes %d fen (before the kill %d, %d)", liveOf(raw2), st2.Envelopes.LiveAmount, live, st.Envelopes.LiveAmount)
-	check(fmt.Sprintf("recovered within %v", scaleTarget), rec.took() <= scaleTarget, "%v (the log's took); serving %v after exec", rec.took().Round(time.Millisecond), serving.Round(time.Millisecond))
-	code, err := srv2.Stop(2 * time.Minute)
-	check("SIGTERM → exit 0", err == nil, "exit status %d", code)
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	rep.printf("crash -scale: PASS")
-	return nil
+	r.check(fmt.Sprintf("recovered within %v", scaleTarget), rec.took() <= scaleTarget, "%v (the log's took); serving %v after exec", rec.took().Round(time.Millisecond), serving.Round(time.Millisecond))
+	return r.finish(srv2, 2*time.Minute, "crash -scale")
 }
 
 // hold logs user in and reads and drops what the server sends it until stop.
