@@ -51,7 +51,7 @@ perf: build ## seed scenario, 19,000 users: profiles, GC trace, flame graphs, ch
 	$(GO) run ./perf/cmd/perf $(PERFFLAGS)
 
 COMPAREFLAGS ?=
-perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress, hand-off, no journal), interleaved rounds: one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
+perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress, hand-off, unpaced journal rounds, no journal), interleaved rounds: one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
 	$(GO) run ./perf/cmd/compare $(COMPAREFLAGS)
 
 soak: build ## 10 min at half the max QPS with connection churn and campaigns: RSS/heap/goroutine/fd slopes, reconciliation (SOAKFLAGS, e.g. -duration 2m)
@@ -61,6 +61,11 @@ MILLIONFLAGS ?=
 .PHONY: million
 million: build ## 1,000,000 connections: 56 servers + 56 load clients over 112 source addresses, 60,000 QPS for 60 s + campaigns, reconciled per server; ramp time, memory per connection (MILLIONFLAGS, e.g. -conns 100000)
 	$(GO) run ./perf/cmd/million $(MILLIONFLAGS)
+
+CRASHFLAGS ?=
+.PHONY: crash
+crash: build ## kill -9 under load with campaigns, restart on the same -data: money told vs counted, ids, campaigns, recovery; -scale: 10M pooled + 1M live group envelopes recovered (CRASHFLAGS, e.g. -scale)
+	$(GO) run ./perf/cmd/crash $(CRASHFLAGS)
 
 perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C
 	@prof=$$(ls -1 perf/out/[0-9]*/cpu.pprof 2>/dev/null | sort | tail -n 1); \

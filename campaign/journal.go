@@ -19,6 +19,10 @@ const (
 	RecStarted   uint8 = 16 // id u32, kind u8, rate u64, total u64, min u32, max u32, recipients u16, started i64
 	RecCancelled uint8 = 17 // id u32, ended i64
 	RecFinished  uint8 = 18 // id u32, ended i64
+	// RecDealt is in a snapshot's part only, after an ended campaign's end:
+	// what it dealt (id u32, n u64, amount u64). The SETs prune an ended
+	// campaign's tally at a snapshot, so the runner keeps its figures.
+	RecDealt uint8 = 19
 )
 
 // journalled is the runner's side of the journal: one producer, appended to
@@ -102,6 +106,11 @@ func (r *Runner) Snapshot(id uint64) (data []byte, pid uint16, pos uint64, ok bo
 		case Finished:
 			data = journal.AppendRecord(data, RecFinished, 0, endRecord(c.ID, st.Ended))
 		}
+		if st.Done {
+			d := binary.BigEndian.AppendUint32(nil, uint32(c.ID))
+			d = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(d, st.Dealt), st.Amount)
+			data = journal.AppendRecord(data, RecDealt, 0, d)
+		}
 	}
 	pos = r.jn.jp.Mark(id)
 	r.jn.jp.Publish()
@@ -135,6 +144,9 @@ type recovered struct {
 	seen    bool // its start record was read
 	dealtN  uint64
 	amountN uint64
+	// endedN, endedAmount: its RecDealt, what it had dealt when it ended
+	// (its tallies may be pruned)
+	endedN, endedAmount uint64
 }
 
 // NewRecovered starts an empty recovery.
@@ -186,6 +198,12 @@ func (rc *Recovered) Apply(r journal.Record) error {
 			Min: binary.BigEndian.Uint32(p[21:]), Max: binary.BigEndian.Uint32(p[25:]), Recipients: binary.BigEndian.Uint16(p[29:])}
 		c.st.Started = time.Unix(0, int64(binary.BigEndian.Uint64(p[31:])))
 		c.st.State = Running
+	case RecDealt:
+		if len(p) != 20 {
+			return fmt.Errorf("campaign: a dealt record of %d bytes", len(p))
+		}
+		c := rc.get(binary.BigEndian.Uint32(p))
+		c.endedN, c.endedAmount = binary.BigEndian.Uint64(p[4:]), binary.BigEndian.Uint64(p[12:])
 	case RecCancelled, RecFinished:
 		if len(p) != 12 {
 			return fmt.Errorf("campaign: an end record of %d bytes", len(p))
@@ -227,6 +245,9 @@ func (r *Runner) Restore(rc *Recovered) error {
 			continue
 		}
 		st := rcv.st
+		if rcv.endedN > rcv.dealtN { // it ended (a RecDealt) and the SETs pruned its tallies
+			rcv.dealtN, rcv.amountN = rcv.endedN, rcv.endedAmount
+		}
 		if rcv.dealtN > st.Params.Total {
 			return fmt.Errorf("campaign: campaign %d dealt %d envelopes of its %d", id, rcv.dealtN, st.Params.Total)
 		}

@@ -38,7 +38,7 @@ const (
 	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
-	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there
+	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there; Buf: the campaigns ended before it (n × id u32 BE, shared: read only), whose tallies they prune
 )
 
 // PushUndelivered is the Status of a KPush that egress sends back to the

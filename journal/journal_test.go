@@ -396,3 +396,45 @@ func replayed(payloads []string) []rec {
 	}
 	return rs
 }
+
+// TestRoundEvery: a round starts no sooner than RoundEvery after the last
+// one began, so what is published meanwhile shares one round; Close does not
+// wait the interval out.
+func TestRoundEvery(t *testing.T) {
+	const every = 100 * time.Millisecond
+	j := open(t, t.TempDir(), func(o *Options) { o.RoundEvery = every })
+	p := j.Producer()
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(p.Append(RecTest, []byte("first"))); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var pos uint64
+	for range 10 {
+		pos = p.Append(RecTest, []byte("more"))
+		p.Publish()
+	}
+	if err := p.Wait(pos); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < every/2 {
+		t.Errorf("the second round was durable %v after the first; want about %v", took, every)
+	}
+	if n := j.M.Rounds.Load(); n != 2 {
+		t.Errorf("%d rounds; want 2 (the first record, then the ten published within the interval)", n)
+	}
+	p.Append(RecTest, []byte("last"))
+	p.Publish()
+	start = time.Now()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > every/2 {
+		t.Errorf("Close took %v: it waited the interval out", took)
+	}
+	if got := replay(t, open(t, j.o.Dir, nil)); len(got) != 12 {
+		t.Errorf("replayed %d records; want 12", len(got))
+	}
+}

@@ -54,9 +54,10 @@ func (s *Server) openJournal() error {
 		return err
 	}
 	j, err := journal.Open(journal.Options{
-		Dir:    filepath.Join(d.path, "journal"),
-		Sets:   s.opts.Sets,
-		Create: s.opts.JournalCreate,
+		Dir:        filepath.Join(d.path, "journal"),
+		Sets:       s.opts.Sets,
+		Create:     s.opts.JournalCreate,
+		RoundEvery: s.opts.JournalRound,
 		OnDurable: func() {
 			if s.bus != nil {
 				s.bus.Tick() // the SETs whose egress holds money answers look again

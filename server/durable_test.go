@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -283,5 +284,46 @@ func TestJournalOff(t *testing.T) {
 	}
 	if st := startServer(t, edit).stats(); st.Shake.Created != 0 {
 		t.Fatalf("-journal off: %d envelopes after a restart; want none", st.Shake.Created)
+	}
+}
+
+// TestRestartKeepsEndedCampaigns: the SETs prune the tallies of ended
+// campaigns at a snapshot; the runner's part keeps their figures, so a
+// finished and a cancelled campaign come back with what they dealt, restart
+// after restart, and the money stays whole.
+func TestRestartKeepsEndedCampaigns(t *testing.T) {
+	data := t.TempDir()
+	edit := func(o *server.Options) { o.Data = data }
+	a := startServer(t, edit)
+	done := a.startCampaign("shake", "rate=100000&total=300&min=1&max=100")
+	a.waitCampaign(done.ID)
+	slow := a.startCampaign("send", "rate=50&total=1000000&recipients=1&min=1&max=100")
+	login(t, a, 1) // a recipient online, so that the send campaign's envelopes are made
+	time.Sleep(300 * time.Millisecond)
+	if code, body := a.do(http.MethodDelete, "/campaigns/"+strconv.Itoa(slow.ID), ""); code != http.StatusOK {
+		t.Fatalf("DELETE /campaigns/%d: %d %s", slow.ID, code, body)
+	}
+	before, stats := a.campaigns(), a.stats()
+	if err := a.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 { // the second start loads a snapshot written from recovered state
+		b := startServer(t, edit)
+		after := b.campaigns()
+		if len(after) != len(before) {
+			t.Fatalf("round %d: campaigns after the restart %+v; before %+v", round, after, before)
+		}
+		for i := range before {
+			x, y := before[i], after[i]
+			if x.ID != y.ID || x.State != y.State || x.Dealt != y.Dealt || x.Amount != y.Amount {
+				t.Fatalf("round %d: campaign after the restart %+v; before %+v", round, y, x)
+			}
+		}
+		if money(b.stats()) != money(stats) {
+			t.Fatalf("round %d: the ledger's money %v; before %v", round, money(b.stats()), money(stats))
+		}
+		if err := b.shutdown(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -57,6 +57,7 @@ type Options struct {
 	Data            string        // -data: the directory of the journal and the snapshots
 	Journal         string        // -journal: on | off
 	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
+	JournalRound    time.Duration // -journal-round: least time between the starts of two journal rounds; 0: journal.DefaultRoundEvery, negative: none
 	NATS            string        // -nats: the NATS URL of a cluster; "" one server alone
 	Node            string        // -node I/N: this gateway's number and the cluster's gateways
 	Advertise       string        // -advertise: the client address other gateways send users to
@@ -406,6 +407,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"working directory so that a server started without flags keeps its money; one server per directory")
 	fs.StringVar(&o.Journal, "journal", "on", "on: money is made durable under -data before it is answered (docs/PROTOCOL.md, Durability);\n"+
 		"off: nothing is written and a restart starts from an empty ledger (for comparison only: make perf-compare)")
+	fs.DurationVar(&o.JournalRound, "journal-round", journal.DefaultRoundEvery, "the least time from the start of one journal round (one write and one fdatasync) to the start of the next:\n"+
+		"what is published meanwhile shares the round. An fdatasync costs about the same CPU whatever it holds, so\n"+
+		"this trades up to that much latency of a money answer for fewer syncs under a light load. Negative: none")
 	fs.DurationVar(&o.SnapshotEvery, "snapshot-every", DefaultSnapshotEvery, "how often the state is written to a snapshot under -data and the journal before it removed (and at SIGTERM);\n"+
 		"a start replays only the journal after the newest snapshot: a minute keeps that to seconds. Negative: only at SIGTERM")
 	fs.StringVar(&o.NATS, "nats", "", "`URL` of the NATS server(s) (comma-separated) over which gateways form one cluster\n"+

@@ -85,7 +85,7 @@ func (s *Shake) Handle(b event.Batch) {
 			s.c.CreatedAmount.Add(sum)
 			touched = true
 		case event.KSnapshot:
-			s.snapshot(ev.Env)
+			s.snapshot(ev.Env, ev.Buf)
 		case event.KReturn:
 			if s.jp != nil {
 				s.rec = appendIDAmount(s.rec[:0], ev.Env, ev.Amount)

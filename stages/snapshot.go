@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/valyala/bytebufferpool"
+
 	"hongbao/ledger"
 )
 
@@ -28,8 +30,39 @@ type Dealt struct{ N, Amount uint64 }
 
 // tallies are the campaigns' progress as a stage saw it: in its snapshot
 // and rebuilt by its replay, so that a restart resumes each campaign from
-// exactly what was durably dealt.
+// exactly what was durably dealt. Only running campaigns need theirs: a
+// snapshot folds the tally of each campaign that had ended (finished or
+// cancelled) before the campaign runner's part of the same snapshot was
+// taken into the entry of campaign 0 (prune), which keeps only the sum: the
+// runner's part holds the ended campaign and its figures, and the sum keeps
+// the count of shake envelopes dealt in all that bounds the pools.
 type tallies map[uint32]*Dealt
+
+// prune folds the tallies of the campaigns in ended (n × campaign id u32
+// BE, from the KSnapshot event) into the entry of campaign 0.
+func (t tallies) prune(ended []byte) {
+	for ; len(ended) >= 4; ended = ended[4:] {
+		id := binary.BigEndian.Uint32(ended)
+		d := t[id]
+		if id == 0 || d == nil {
+			continue
+		}
+		t.fold(d.N, d.Amount)
+		delete(t, id)
+	}
+}
+
+// fold adds n envelopes of amount fen to the entry of campaign 0: dealt by
+// campaigns whose tallies were pruned.
+func (t tallies) fold(n, amount uint64) {
+	d := t[0]
+	if d == nil {
+		d = new(Dealt)
+		t[0] = d
+	}
+	d.N += n
+	d.Amount += amount
+}
 
 func (t tallies) add(campaign uint32, n, amount uint64) {
 	if campaign == 0 {
@@ -56,8 +89,12 @@ func (t tallies) append(b []byte) []byte {
 
 func (t tallies) load(r *reader) {
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		id := r.u32()
-		t.add(id, r.u64(), r.u64())
+		id, dn, amount := r.u32(), r.u64(), r.u64()
+		if id == 0 {
+			t.fold(dn, amount)
+		} else {
+			t.add(id, dn, amount)
+		}
 	}
 }
 
@@ -128,16 +165,20 @@ func (s *Split) snapshotted() []*atomic.Uint64 {
 	return []*atomic.Uint64{&c.Created, &c.CreatedAmount, &c.Opened, &c.OpenedAmount, &c.Refunded, &c.RefundedAmount}
 }
 
-// Tallies is what the stage dealt for each campaign, with the last shake
-// envelope id it was dealt; read it only while the SET is stopped.
+// Tallies is what the stage dealt for each campaign (campaign 0: the sum of
+// those pruned), with the last shake envelope id it was dealt; read it only
+// while the SET is stopped.
 func (s *Shake) Tallies() (map[uint32]*Dealt, uint64) { return s.camps, s.lastDealt }
 
 // Snapshots makes the stage hand its state to out at every KSnapshot.
 func (s *Shake) Snapshots(out func(Part)) { s.snapOut = out }
 
-func (s *Shake) snapshot(id uint64) {
+func (s *Shake) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	if s.snapOut == nil || s.jp == nil {
 		return
+	}
+	if ended != nil {
+		s.camps.prune(ended.B)
 	}
 	b := appendCounters(make([]byte, 0, 64+12*s.pool.Len()), s.snapshotted())
 	b = binary.BigEndian.AppendUint64(b, s.lastDealt)
@@ -173,16 +214,19 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 	return nil
 }
 
-// Tallies is what the stage dealt for each campaign; read it only while
-// the SET is stopped.
+// Tallies is what the stage dealt for each campaign (campaign 0: the sum of
+// those pruned); read it only while the SET is stopped.
 func (s *Split) Tallies() map[uint32]*Dealt { return s.camps }
 
 // Snapshots makes the stage hand its state to out at every KSnapshot.
 func (s *Split) Snapshots(out func(Part)) { s.snapOut = out }
 
-func (s *Split) snapshot(id uint64) {
+func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	if s.snapOut == nil || s.jp == nil {
 		return
+	}
+	if ended != nil {
+		s.camps.prune(ended.B)
 	}
 	b := appendCounters(make([]byte, 0, 64+64*len(s.groups)), s.snapshotted())
 	b = binary.BigEndian.AppendUint64(b, s.ids.Peek())

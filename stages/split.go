@@ -151,7 +151,7 @@ func (s *Split) Handle(b event.Batch) {
 		case event.KRepush:
 			s.repush(ev.Env, ev.User)
 		case event.KSnapshot:
-			s.snapshot(ev.Env)
+			s.snapshot(ev.Env, ev.Buf)
 		}
 	}
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))

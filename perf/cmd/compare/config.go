@@ -31,6 +31,7 @@ var variants = []variant{
 	{"disruptor", []string{"-pipeline=disruptor"}, "github.com/smarty/go-disruptor v0.5.0 between the same stage handlers"},
 	{"chan", []string{"-pipeline=chan"}, "a buffered channel and a goroutine per stage, the same handlers"},
 	{"frame", []string{"-egress=frame"}, "egress writes every frame with its own write() instead of one per connection per batch"},
+	{"unpaced", []string{"-journal-round=-1ns"}, "journal rounds back to back: a round starts as soon as the last is durable, instead of at least 1 ms after the last began"},
 	{"nojournal", []string{"-journal=off"}, "nothing made durable: money answers leave without waiting for the journal's fsync (what durability costs)"},
 }
 
