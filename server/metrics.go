@@ -139,6 +139,37 @@ func (s *Server) writeMetrics(w io.Writer) {
 			return &c.WaitBuckets, &c.WaitSumNs
 		})
 	s.writeJournal(e)
+	s.writeCluster(e)
+}
+
+// writeCluster writes the crossing counters of a gateway (package cluster's
+// Metrics); nothing without -nats.
+func (s *Server) writeCluster(e exposition) {
+	if s.node == nil {
+		return
+	}
+	m, cm := &s.node.M, s.node.Map()
+	e.counter("hongbao_cluster_events_sent_total", "Events sent to other gateways over NATS (requests that cross, their answers, pushes, cancellations).", m.Sent.Load())
+	e.counter("hongbao_cluster_events_received_total", "Events received from other gateways over NATS.", m.Received.Load())
+	e.counter("hongbao_cluster_messages_sent_total", "NATS messages sent to other gateways: one per batch of a link.", m.Messages.Load())
+	e.counter("hongbao_cluster_crossings_timed_out_total", "Crossings (an OPEN of another gateway's envelope, a CHAT to a user there) not answered within -cluster-timeout: answered unavailable here.", m.TimedOut.Load())
+	e.counter("hongbao_cluster_answers_late_total", "Answers from another gateway that came after their crossing was answered unavailable: dropped (an OPEN's share is taken back there).", m.Late.Load())
+	e.counter("hongbao_cluster_misrouted_total", "Events received for a SET this gateway does not run (expected 0).", m.Misrouted.Load())
+	e.counter("hongbao_cluster_malformed_total", "NATS messages from other gateways that did not decode (expected 0).", m.Malformed.Load())
+	e.counter("hongbao_cluster_publish_errors_total", "Batches NATS refused (disconnected past the client's reconnect buffer): their crossings answer unavailable.", m.PublishErrors.Load())
+	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(cm.InFlight))
+	up := int64(0)
+	for _, g := range cm.Gateways {
+		if g.Up {
+			up++
+		}
+	}
+	e.gauge("hongbao_cluster_gateways_up", "Gateways of the cluster heard from lately, this one included.", up)
+	nats := int64(0)
+	if cm.NATS {
+		nats = 1
+	}
+	e.gauge("hongbao_cluster_nats_connected", "1 while the gateway's NATS connection is up, else 0.", nats)
 }
 
 // writeLatency writes the histogram family name, one per request type,
