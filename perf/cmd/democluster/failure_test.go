@@ -148,11 +148,9 @@ func (r *failRun) probe(k int, gw int) *rawClient {
 	}
 }
 
-// chat sends a CHAT from c to user and returns CHAT_ACK's status and how
-// long it took.
-func chat(t *testing.T, c *rawClient, stamp uint64, to uint32) (uint8, time.Duration) {
+// chat sends a CHAT from c to user and returns CHAT_ACK's status.
+func chat(t *testing.T, c *rawClient, stamp uint64, to uint32) uint8 {
 	t.Helper()
-	start := time.Now()
 	c.nc.Write(proto.AppendChat(nil, stamp, to, []byte("probe")))
 	for {
 		f, err := c.expect(proto.ChatAck, 10*time.Second)
@@ -161,9 +159,39 @@ func chat(t *testing.T, c *rawClient, stamp uint64, to uint32) (uint8, time.Dura
 		}
 		if f.Stamp == stamp {
 			st, _ := f.ChatAck()
-			return st, time.Since(start)
+			return st
 		}
 	}
+}
+
+// openForeign OPENs, from c, an envelope id of set that was never handed
+// out (no money either way) and returns OPEN_RESULT's status.
+func openForeign(t *testing.T, c *rawClient, set int, stamp uint64) uint8 {
+	t.Helper()
+	gen, err := envelope.NewGroupIDGen(set, time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nc.Write(proto.AppendOpen(nil, stamp, gen.Next()))
+	f, err := c.expect(proto.OpenResult, 10*time.Second)
+	if err != nil {
+		t.Fatalf("OPEN of an envelope of SET %d: no OPEN_RESULT: %v", set, err)
+	}
+	st, _, _ := f.OpenResult()
+	return st
+}
+
+// wantAnswer runs ask and fails t unless it answers status want within d.
+func wantAnswer(t *testing.T, what string, want uint8, d time.Duration, ask func() uint8) {
+	t.Helper()
+	start := time.Now()
+	st := ask()
+	took := time.Since(start)
+	if st != want || took > d {
+		t.Errorf("%s: status %d after %v; want %d within %v", what, st, took, want, d)
+		return
+	}
+	t.Logf("%s: status %d after %v", what, st, took.Round(time.Millisecond))
 }
 
 // goroutines reads go_goroutines of every running gateway.
@@ -233,33 +261,13 @@ func TestGatewayKilled(t *testing.T) {
 	t.Logf("gateway 2 killed at +%.1fs of the load client's run; goroutines before %v", killed.Sub(r.client.Start).Seconds(), before)
 
 	// Own users answered, crossings to gateway 2 unavailable within the bound.
-	if st, d := chat(t, local, 1, remote.user); st != proto.ChatHanded || d > failBound {
-		t.Errorf("CHAT from gateway 0 to a user of gateway 1 with gateway 2 down: status %d after %v; want 0 within %v", st, d, failBound)
-	}
 	dead := uint32(probeUser + 2)
 	for gatewayOf(dead) != 2 {
 		dead++
 	}
-	if st, d := chat(t, local, 2, dead); st != proto.ChatOverloaded || d > failBound+answerSlack {
-		t.Errorf("CHAT to a user of the dead gateway: status %d after %v; want 2 within %v", st, d, failBound+answerSlack)
-	} else {
-		t.Logf("CHAT to a user of the dead gateway: CHAT_ACK %d after %v", st, d.Round(time.Millisecond))
-	}
-	gen, err := envelope.NewGroupIDGen(2, time.Now().UnixNano())
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	local.nc.Write(proto.AppendOpen(nil, 3, gen.Next()))
-	f, err := local.expect(proto.OpenResult, 10*time.Second)
-	if err != nil {
-		t.Fatalf("OPEN of an envelope of the dead gateway's SET: %v", err)
-	}
-	if st, _, _ := f.OpenResult(); st != proto.OpenOverloaded || time.Since(start) > failBound+answerSlack {
-		t.Errorf("OPEN of an envelope of the dead gateway's SET: status %d after %v; want 5 within %v", st, time.Since(start), failBound+answerSlack)
-	} else {
-		t.Logf("OPEN of an envelope of the dead gateway's SET: OPEN_RESULT %d after %v", st, time.Since(start).Round(time.Millisecond))
-	}
+	wantAnswer(t, "CHAT from gateway 0 to a user of gateway 1 with gateway 2 down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, remote.user) })
+	wantAnswer(t, "CHAT to a user of the dead gateway", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, dead) })
+	wantAnswer(t, "OPEN of an envelope of the dead gateway's SET", proto.OpenOverloaded, failBound+answerSlack, func() uint8 { return openForeign(t, local, 2, 3) })
 	// The survivors' goroutines while it is down.
 	var peak []float64
 	for time.Since(killed) < 3*time.Second {
@@ -288,8 +296,8 @@ func TestGatewayKilled(t *testing.T) {
 	}
 	t.Logf("gateway 2 restarted on its -data %v after the kill; every gateway sees all up %v after the restart",
 		restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
-	if st, d := chat(t, local, 4, dead); st == proto.ChatOverloaded {
-		t.Errorf("CHAT to a user of the restarted gateway: status %d after %v", st, d)
+	if st := chat(t, local, 4, dead); st == proto.ChatOverloaded {
+		t.Errorf("CHAT to a user of the restarted gateway: status %d", st)
 	}
 
 	rep := r.wait()
@@ -330,29 +338,9 @@ func TestNATSRestarted(t *testing.T) {
 	r.cl.stopNATS()
 	stopped := time.Now()
 	t.Logf("NATS stopped at +%.1fs of the load client's run", stopped.Sub(r.client.Start).Seconds())
-	if st, d := chat(t, local, 1, neighbour.user); st != proto.ChatHanded || d > failBound {
-		t.Errorf("CHAT within gateway 0 with NATS down: status %d after %v; want 0 within %v", st, d, failBound)
-	}
-	if st, d := chat(t, local, 2, remote.user); st != proto.ChatOverloaded || d > failBound+answerSlack {
-		t.Errorf("CHAT across gateways with NATS down: status %d after %v; want 2 within %v", st, d, failBound+answerSlack)
-	} else {
-		t.Logf("CHAT across gateways with NATS down: CHAT_ACK %d after %v", st, d.Round(time.Millisecond))
-	}
-	// An OPEN of an envelope of gateway 1's SET 1 (none by that id: no
-	// money either way) crosses and answers unavailable.
-	gen, err := envelope.NewGroupIDGen(1, time.Now().UnixNano())
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	local.nc.Write(proto.AppendOpen(nil, 3, gen.Next()))
-	if f, err := local.expect(proto.OpenResult, 10*time.Second); err != nil {
-		t.Fatalf("OPEN across gateways with NATS down: %v", err)
-	} else if st, _, _ := f.OpenResult(); st != proto.OpenOverloaded || time.Since(start) > failBound+answerSlack {
-		t.Errorf("OPEN across gateways with NATS down: status %d after %v; want 5 within %v", st, time.Since(start), failBound+answerSlack)
-	} else {
-		t.Logf("OPEN across gateways with NATS down: OPEN_RESULT %d after %v", st, time.Since(start).Round(time.Millisecond))
-	}
+	wantAnswer(t, "CHAT within gateway 0 with NATS down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, neighbour.user) })
+	wantAnswer(t, "CHAT across gateways with NATS down", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, remote.user) })
+	wantAnswer(t, "OPEN across gateways with NATS down", proto.OpenOverloaded, failBound+answerSlack, func() uint8 { return openForeign(t, local, 1, 3) })
 	time.Sleep(time.Until(stopped.Add(2 * time.Second)))
 	if err := r.cl.startNATS(); err != nil {
 		t.Fatal(err)
@@ -364,7 +352,7 @@ func TestNATSRestarted(t *testing.T) {
 	up := time.Since(back)
 	var resumed time.Duration
 	for stamp := uint64(10); ; stamp++ {
-		st, _ := chat(t, local, stamp, remote.user)
+		st := chat(t, local, stamp, remote.user)
 		if st == proto.ChatHanded {
 			resumed = time.Since(back)
 			break

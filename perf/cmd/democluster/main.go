@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -64,11 +63,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.users, "users", 30000, "users 1..`N`, each its own connection; -mode cpu: users per server process (default there 5000)")
 	fs.IntVar(&c.qps, "qps", 20000, "SHAKEs a second of all users together (`rate`); -mode cpu: per server process (default there 5000)")
 	fs.Func("duration", "how long the load runs after the ramp, `d`: a Go duration or whole seconds (default 30s; -mode open: each of its two phases, default 15s)", func(s string) (err error) {
-		c.duration, err = parseDuration(s)
+		c.duration, err = harness.ParseDuration(s)
 		return err
 	})
 	fs.Func("ramp", "time for the users to connect and be redirected before the load, `d` (default 5s)", func(s string) (err error) {
-		c.ramp, err = parseDuration(s)
+		c.ramp, err = harness.ParseDuration(s)
 		return err
 	})
 	fs.Float64Var(&c.sendRate, "send-rate", 200, "the load client's SENDs a second (`rate`), each to -recipients random users (of every gateway)")
@@ -185,18 +184,6 @@ Flags:
 
 // procs is how many load-client processes hold n users.
 func procs(n int) int { return (n + perProcess - 1) / perProcess }
-
-// parseDuration takes a Go duration or a whole number of seconds.
-func parseDuration(s string) (time.Duration, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("cannot parse duration %q: want 30s, 2m or whole seconds", s)
-	}
-	return d, nil
-}
 
 func main() {
 	bound := func(c config) time.Duration {

@@ -30,14 +30,3 @@ func TestParseFlags(t *testing.T) {
 	f("-users 90000", "-users=90000")
 	f("extra", "unexpected arguments")
 }
-
-func TestParseDuration(t *testing.T) {
-	for in, want := range map[string]time.Duration{"30": 30 * time.Second, "2m": 2 * time.Minute, "1500ms": 1500 * time.Millisecond} {
-		if got, err := parseDuration(in); err != nil || got != want {
-			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	if _, err := parseDuration("soon"); err == nil {
-		t.Error("parseDuration(\"soon\"): no error")
-	}
-}
