@@ -203,15 +203,7 @@ func collect(cl *cluster, failures *[]string) ([]gatewayResult, clusterStats, []
 // checked as at most what was created.
 func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []harness.LedgerCheck {
 	checks := harness.LedgerChecks(st, nil)
-	var shake, sendN int64
-	for _, c := range camps {
-		switch c.Kind {
-		case "shake":
-			shake += int64(c.Amount)
-		case "send":
-			sendN += int64(c.Dealt)
-		}
-	}
+	shake, _, sendN := harness.Dealt(camps)
 	if len(camps) == 0 {
 		return checks
 	}
