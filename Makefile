@@ -16,7 +16,7 @@ SOAKFLAGS ?=
 PINGCOUNT ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short bench bench-ring lint fuzz clean demo connmem pingbench perf perf-open perf-compare soak
+.PHONY: help build test test-short bench bench-ring lint fuzz clean demo demo-cluster connmem pingbench perf perf-open perf-compare soak
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,6 +40,10 @@ bench-ring: ## ring vs go-disruptor vs channel side by side, medians of COUNT ru
 
 demo: build ## server + campaigns + load client on loopback, reconciled (USERS, QPS, DURATION)
 	$(GO) run ./perf/cmd/demo -users $(USERS) -qps $(QPS) -duration $(DURATION)
+
+CLUSTERFLAGS ?=
+demo-cluster: build ## NATS + 3 gateways + campaigns + load client (30,000 users, 20,000 SHAKE/s) on loopback, redirected and reconciled with /cluster/stats (CLUSTERFLAGS, e.g. -duration 60 or -mode cpu)
+	$(GO) run ./perf/cmd/democluster $(CLUSTERFLAGS)
 
 connmem: build ## server memory per idle logged-in connection, epoll vs netpoll (CONNS)
 	$(GO) run ./perf/cmd/connmem -conns $(CONNS)

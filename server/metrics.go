@@ -339,10 +339,10 @@ func (s *Server) writeCluster(e exposition) {
 	}{
 		{"events_sent", "Events sent to other gateways (requests, answers and pushes for SETs or connections there), in batches NATS took.", &m.Sent},
 		{"events_received", "Events received from other gateways, misrouted ones included.", &m.Received},
-		{"messages", "NATS messages sent to other gateways: one per batch of a link.", &m.Messages},
+		{"messages_sent", "NATS messages sent to other gateways: one per batch of a link.", &m.Messages},
 		{"publish_errors", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", &m.PublishErrors},
-		{"timed_out", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", &m.TimedOut},
-		{"late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
+		{"crossings_timed_out", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", &m.TimedOut},
+		{"answers_late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
 		{"misrouted", "Events received for a SET this gateway does not run: dropped (expected 0).", &m.Misrouted},
 		{"malformed", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", &m.Malformed},
 	} {

@@ -165,12 +165,12 @@ func TestMetricsLintCluster(t *testing.T) {
 		}
 		return f.Metric[0].GetGauge().GetValue()
 	}
-	for _, name := range []string{"hongbao_cluster_events_sent_total", "hongbao_cluster_events_received_total", "hongbao_cluster_messages_total"} {
+	for _, name := range []string{"hongbao_cluster_events_sent_total", "hongbao_cluster_events_received_total", "hongbao_cluster_messages_sent_total"} {
 		if v := value(name); v < 1 { // the CHAT out, its answer back
 			t.Errorf("%s %g; want at least 1 after a crossing", name, v)
 		}
 	}
-	for _, name := range []string{"hongbao_cluster_publish_errors_total", "hongbao_cluster_timed_out_total", "hongbao_cluster_late_total",
+	for _, name := range []string{"hongbao_cluster_publish_errors_total", "hongbao_cluster_crossings_timed_out_total", "hongbao_cluster_answers_late_total",
 		"hongbao_cluster_misrouted_total", "hongbao_cluster_malformed_total", "hongbao_cluster_crossings_in_flight"} {
 		if v := value(name); v != 0 {
 			t.Errorf("%s %g; want 0", name, v)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"hongbao/loadclient"
@@ -44,7 +43,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.users, "users", 10000, "users 1..`N`, each its own connection (the load client's -users 1-N)")
 	fs.IntVar(&c.qps, "qps", 10000, "SHAKEs a second of all users together (the load client's -qps)")
 	fs.Func("duration", "how long the load client sends, `d`: a Go duration, or whole seconds (default 30s)", func(s string) error {
-		d, err := parseDuration(s)
+		d, err := harness.ParseDuration(s)
 		c.duration = d
 		return err
 	})
@@ -104,19 +103,6 @@ Flags:
 		errs = append(errs, fmt.Errorf("-recipients=%d: want 1..100 (the server's default -max-shares)", c.recips))
 	}
 	return c, errors.Join(errs...)
-}
-
-// parseDuration takes a Go duration or a whole number of seconds, so that
-// make demo DURATION=60 works as well as DURATION=1m.
-func parseDuration(s string) (time.Duration, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("cannot parse duration %q: want 30s, 2m or whole seconds", s)
-	}
-	return d, nil
 }
 
 func main() {

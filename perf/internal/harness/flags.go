@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"hongbao/loadclient"
 )
@@ -85,4 +87,17 @@ func ParseModesSources(modes, sources string) ([]string, []netip.Addr, error) {
 	m, errModes := ParseModes(modes)
 	s, errSources := ParseLoopbackSources(sources)
 	return m, s, errors.Join(errModes, errSources)
+}
+
+// ParseDuration takes a Go duration or a whole number of seconds, so that
+// make demo DURATION=60 works as well as DURATION=1m.
+func ParseDuration(s string) (time.Duration, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("cannot parse duration %q: want 30s, 2m or whole seconds", s)
+	}
+	return d, nil
 }

@@ -27,3 +27,18 @@ func TestSetFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDuration(t *testing.T) {
+	f := func(in string, want time.Duration, wantErr bool) {
+		t.Helper()
+		got, err := ParseDuration(in)
+		if (err != nil) != wantErr || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v, error %v", in, got, err, want, wantErr)
+		}
+	}
+	f("30", 30*time.Second, false)
+	f("30s", 30*time.Second, false)
+	f("2m", 2*time.Minute, false)
+	f("1500ms", 1500*time.Millisecond, false)
+	f("thirty", 0, true)
+}

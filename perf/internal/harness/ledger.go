@@ -37,21 +37,27 @@ func LedgerChecks(st *Stats, camps []Campaign) []LedgerCheck {
 	if len(camps) == 0 {
 		return checks
 	}
-	var shakeDealt, sendDealt, sendN int64
-	for _, c := range camps {
-		switch c.Kind {
-		case "shake":
-			shakeDealt += int64(c.Amount)
-		case "send":
-			sendDealt += int64(c.Amount)
-			sendN += int64(c.Dealt)
-		}
-	}
+	shakeDealt, sendDealt, sendN := Dealt(camps)
 	checks = append(checks, LedgerCheck{"shake campaigns' amount = shake.created_amount", shakeDealt, st.Shake.CreatedAmount})
 	if e.SystemSkipped == 0 {
 		checks = append(checks, LedgerCheck{"send campaigns' amount = envelopes.created_amount", sendDealt, e.CreatedAmount})
 	}
 	return append(checks, LedgerCheck{"send campaigns' envelopes = created + skipped", sendN, e.Created + e.SystemSkipped})
+}
+
+// Dealt sums what camps dealt: the shake campaigns' amount, the send
+// campaigns' amount and their envelopes.
+func Dealt(camps []Campaign) (shakeAmount, sendAmount, sendEnvelopes int64) {
+	for _, c := range camps {
+		switch c.Kind {
+		case "shake":
+			shakeAmount += int64(c.Amount)
+		case "send":
+			sendAmount += int64(c.Amount)
+			sendEnvelopes += int64(c.Dealt)
+		}
+	}
+	return shakeAmount, sendAmount, sendEnvelopes
 }
 
 // FailedChecks describes the checks that do not hold.

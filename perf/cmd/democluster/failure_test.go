@@ -1,0 +1,402 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"hongbao/envelope"
+	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
+	"hongbao/proto"
+)
+
+// The failure tests run a cluster of 3 gateways of the real server binary
+// (-sets 6: user u runs on gateway u mod 3) with the load client against
+// gateway 0, and break it mid-run: a gateway killed and restarted, NATS
+// stopped and started again.
+const (
+	failGateways = 3
+	failSets     = 6
+	failUsers    = 300
+	failQPS      = 600
+	failRamp     = 2 * time.Second
+	failLoad     = 12 * time.Second
+	failBound    = time.Second // -cluster-timeout
+	// answerSlack is what an "unavailable" answer may take beyond the
+	// bound: the sweeper's tick (bound/20), the rings, a loaded machine.
+	answerSlack = 1500 * time.Millisecond
+	probeUser   = 100_000 // probes: users 100,000 + k, outside the load client's
+)
+
+// gatewayOf is the gateway of user u in the failure tests' cluster.
+func gatewayOf(u uint32) int { return int(u) % failSets % failGateways }
+
+// bins builds the server (under the race detector when the tests run under
+// it) and the load client once per test binary.
+func bins(t *testing.T) (server, client string) {
+	t.Helper()
+	dir := t.TempDir()
+	build := func(pkg, out string, race bool) {
+		args := []string{"build", "-o", filepath.Join(dir, out)}
+		if race {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Dir = "../../.."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, b)
+		}
+	}
+	build("./cmd/server", "server", raceEnabled)
+	build("./cmd/loadclient", "loadclient", false)
+	return filepath.Join(dir, "server"), filepath.Join(dir, "loadclient")
+}
+
+// failRun is a cluster under the load client.
+type failRun struct {
+	t      *testing.T
+	ctx    context.Context
+	cl     *cluster
+	client *harness.Client
+	dir    string
+}
+
+func startFailRun(t *testing.T) *failRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a cluster of server binaries under the load client for ~20 s")
+	}
+	srvBin, clientBin := bins(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	cl := &cluster{bin: srvBin, sets: failSets, timeout: failBound.String(), extra: []string{"-loops", "1", "-ring", "1024"}, dir: dir}
+	t.Cleanup(func() {
+		cl.cleanup()
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", filepath.Base(l), tail(b, 3000))
+			}
+		}
+	})
+	if err := startCluster(ctx, cl, failGateways); err != nil {
+		t.Fatal(err)
+	}
+	r := &failRun{t: t, ctx: ctx, cl: cl, dir: dir}
+	client, err := harness.StartClient(ctx, cl.gws[0].srv, harness.ClientConfig{
+		Bin: clientBin, Dir: dir, Users: failUsers,
+		Phases: fmt.Sprintf("0@%s,%d@%s", failRamp, failQPS, failLoad),
+		Flags: []string{"-duration", (failRamp + failLoad).String(), "-send-rate", "40", "-send-recipients", "3",
+			"-chat-rate", "40", "-timeout", "8s", "-grace", "5s", "-quiet", "-loops", "1"},
+		Source: "127.0.0.2-127.0.0.4", Grace: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client = client
+	if _, err := cl.waitLogins(failUsers, failRamp+10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// A shake campaign POSTed on gateway 1, dealt by parts on all three,
+	// and lasting past the load: a restarted gateway resumes its part.
+	if _, err := cl.admin(1).StartCampaign("shake", url.Values{"rate": {"300"}, "total": {"3600"}, "min": {"1"}, "max": {"200"}}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// wait waits for the load client to end and returns its report.
+func (r *failRun) wait() *loadclient.Report {
+	r.t.Helper()
+	if err := <-r.client.Done; err != nil {
+		r.t.Logf("loadclient: %v (expected: it counts the failures it met)", err)
+	}
+	b, err := os.ReadFile(filepath.Join(r.dir, "report.json"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var rep loadclient.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		r.t.Fatal(err)
+	}
+	return &rep
+}
+
+// probe logs in probe user k at gateway gw.
+func (r *failRun) probe(k int, gw int) *rawClient {
+	r.t.Helper()
+	for u := uint32(probeUser + k); ; u++ {
+		if gatewayOf(u) == gw {
+			c, err := dialUser(r.cl.gws[gw].srv.Listen, u)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			r.t.Cleanup(c.close)
+			return c
+		}
+	}
+}
+
+// chat sends a CHAT from c to user and returns CHAT_ACK's status.
+func chat(t *testing.T, c *rawClient, stamp uint64, to uint32) uint8 {
+	t.Helper()
+	c.nc.Write(proto.AppendChat(nil, stamp, to, []byte("probe")))
+	for {
+		f, err := c.expect(proto.ChatAck, 10*time.Second)
+		if err != nil {
+			t.Fatalf("CHAT to %d: no CHAT_ACK: %v", to, err)
+		}
+		if f.Stamp == stamp {
+			st, _ := f.ChatAck()
+			return st
+		}
+	}
+}
+
+// openForeign OPENs, from c, an envelope id of set that was never handed
+// out (no money either way) and returns OPEN_RESULT's status.
+func openForeign(t *testing.T, c *rawClient, set int, stamp uint64) uint8 {
+	t.Helper()
+	gen, err := envelope.NewGroupIDGen(set, time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nc.Write(proto.AppendOpen(nil, stamp, gen.Next()))
+	f, err := c.expect(proto.OpenResult, 10*time.Second)
+	if err != nil {
+		t.Fatalf("OPEN of an envelope of SET %d: no OPEN_RESULT: %v", set, err)
+	}
+	st, _, _ := f.OpenResult()
+	return st
+}
+
+// wantAnswer runs ask and fails t unless it answers status want within d.
+func wantAnswer(t *testing.T, what string, want uint8, d time.Duration, ask func() uint8) {
+	t.Helper()
+	start := time.Now()
+	st := ask()
+	took := time.Since(start)
+	if st != want || took > d {
+		t.Errorf("%s: status %d after %v; want %d within %v", what, st, took, want, d)
+		return
+	}
+	t.Logf("%s: status %d after %v", what, st, took.Round(time.Millisecond))
+}
+
+// goroutines reads go_goroutines of every running gateway.
+func (r *failRun) goroutines() []float64 {
+	var out []float64
+	for _, g := range r.cl.gws {
+		v := -1.0
+		if g.srv != nil {
+			if x, err := readCrossings(g.srv.Admin); err == nil {
+				v = x.Goroutines
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ledgers checks every gateway's two invariants exactly, once the
+// campaigns are done, and returns /cluster/stats.
+func (r *failRun) ledgers() clusterStats {
+	r.t.Helper()
+	for _, g := range r.cl.gws {
+		if err := g.srv.Admin.WaitCampaigns(30 * time.Second); err != nil {
+			r.t.Errorf("gateway %d: %v", g.node, err)
+		}
+		l, err := g.srv.Admin.SettledLedger(2 * time.Second)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		checks := ledgerChecks(&l.Stats, l.Campaigns)
+		for _, c := range checks {
+			r.t.Logf("gateway %d: %s", g.node, c)
+		}
+		for _, b := range harness.FailedChecks(checks) {
+			r.t.Errorf("gateway %d: %s", g.node, b)
+		}
+	}
+	cs, _, err := readClusterStats(r.cl.admin(0))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if cs.Gateways != failGateways || len(cs.Missing) > 0 {
+		r.t.Errorf("/cluster/stats: %d gateways answered, missing %v", cs.Gateways, cs.Missing)
+	}
+	return cs
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// TestGatewayKilled: gateway 2 gets SIGKILL mid-run. The survivors keep
+// answering their own users; OPENs and CHATs that need gateway 2 answer
+// unavailable within the bound; the survivors' goroutines stay bounded.
+// Restarted on the same -data, gateway 2 rejoins, every gateway's ledger
+// balances exactly, and every fen a client was told of is counted.
+func TestGatewayKilled(t *testing.T) {
+	r := startFailRun(t)
+	local, remote := r.probe(0, 0), r.probe(1, 1)
+	time.Sleep(time.Until(r.client.Start.Add(failRamp + 3*time.Second))) // the load under way
+	before := r.goroutines()
+	r.cl.kill(2)
+	killed := time.Now()
+	t.Logf("gateway 2 killed at +%.1fs of the load client's run; goroutines before %v", killed.Sub(r.client.Start).Seconds(), before)
+
+	// Own users answered, crossings to gateway 2 unavailable within the bound.
+	dead := uint32(probeUser + 2)
+	for gatewayOf(dead) != 2 {
+		dead++
+	}
+	wantAnswer(t, "CHAT from gateway 0 to a user of gateway 1 with gateway 2 down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, remote.user) })
+	wantAnswer(t, "CHAT to a user of the dead gateway", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, dead) })
+	wantAnswer(t, "OPEN of an envelope of the dead gateway's SET", proto.OpenOverloaded, failBound+answerSlack, func() uint8 { return openForeign(t, local, 2, 3) })
+	// The survivors' goroutines while it is down.
+	var peak []float64
+	for time.Since(killed) < 3*time.Second {
+		g := r.goroutines()
+		for i, v := range g {
+			if len(peak) <= i {
+				peak = append(peak, v)
+			}
+			peak[i] = max(peak[i], v)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for i := range 2 {
+		if peak[i] > before[i]+50 {
+			t.Errorf("gateway %d: %v goroutines while gateway 2 was down, %v before", i, peak[i], before[i])
+		}
+	}
+	t.Logf("survivors' goroutines: peak %v while gateway 2 was down", peak[:2])
+
+	if err := r.cl.restart(r.ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	if err := r.cl.waitUp(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gateway 2 restarted on its -data %v after the kill; every gateway sees all up %v after the restart",
+		restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+	if st := chat(t, local, 4, dead); st == proto.ChatOverloaded {
+		t.Errorf("CHAT to a user of the restarted gateway: status %d", st)
+	}
+
+	rep := r.wait()
+	for _, g := range r.cl.gws[:2] {
+		if _, err := g.srv.Admin.WaitConnections(1, false, 15*time.Second); err != nil { // the probe
+			t.Errorf("gateway %d after the load: %v", g.node, err)
+		}
+	}
+	after := r.goroutines()
+	for i := range 2 {
+		if after[i] > before[i]+20 {
+			t.Errorf("gateway %d: %v goroutines after the run, %v before the kill", i, after[i], before[i])
+		}
+	}
+	open, chats := rep.Requests["OPEN"], rep.Requests["CHAT"]
+	t.Logf("load client: %d redirected, errors %v; OPEN status %v, CHAT status %v; goroutines after %v",
+		rep.Redirected, rep.Errors, open.Status, chats.Status, after)
+	if rep.Errors["timeout"] != 0 {
+		t.Errorf("the load client timed out %d times: a request hung", rep.Errors["timeout"])
+	}
+	cs := r.ledgers()
+	if uint64(cs.Shake.GotAmount) < rep.ShakeAmount || uint64(cs.Envelopes.OpenedAmount) < rep.OpenAmount {
+		t.Errorf("the clients were told of %d fen shaken and %d opened; the cluster counts %d and %d",
+			rep.ShakeAmount, rep.OpenAmount, cs.Shake.GotAmount, cs.Envelopes.OpenedAmount)
+	}
+	t.Logf("told ≤ counted: shaken %d ≤ %d fen, opened %d ≤ %d fen", rep.ShakeAmount, cs.Shake.GotAmount, rep.OpenAmount, cs.Envelopes.OpenedAmount)
+}
+
+// TestNATSRestarted: NATS stops mid-run and starts again on its port ~2 s
+// later. The gateways keep serving their own SETs, crossings answer
+// unavailable meanwhile, everything resumes, and after the run the
+// cluster reconciles exactly with what the clients were told.
+func TestNATSRestarted(t *testing.T) {
+	r := startFailRun(t)
+	local, remote := r.probe(0, 0), r.probe(1, 1)
+	neighbour := r.probe(3, 0)
+	time.Sleep(time.Until(r.client.Start.Add(failRamp + 3*time.Second))) // the load under way
+	r.cl.stopNATS()
+	stopped := time.Now()
+	t.Logf("NATS stopped at +%.1fs of the load client's run", stopped.Sub(r.client.Start).Seconds())
+	wantAnswer(t, "CHAT within gateway 0 with NATS down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, neighbour.user) })
+	wantAnswer(t, "CHAT across gateways with NATS down", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, remote.user) })
+	wantAnswer(t, "OPEN across gateways with NATS down", proto.OpenOverloaded, failBound+answerSlack, func() uint8 { return openForeign(t, local, 1, 3) })
+	time.Sleep(time.Until(stopped.Add(2 * time.Second)))
+	if err := r.cl.startNATS(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	if err := r.cl.waitUp(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Since(back)
+	var resumed time.Duration
+	for stamp := uint64(10); ; stamp++ {
+		st := chat(t, local, stamp, remote.user)
+		if st == proto.ChatHanded {
+			resumed = time.Since(back)
+			break
+		}
+		if time.Since(back) > 10*time.Second {
+			t.Fatalf("crossings not answered 10 s after NATS came back: CHAT_ACK %d", st)
+		}
+	}
+	t.Logf("NATS down %v; after it came back: every gateway sees all up in %v, a crossing answered in %v",
+		back.Sub(stopped).Round(time.Millisecond), up.Round(time.Millisecond), resumed.Round(time.Millisecond))
+
+	rep := r.wait()
+	open, chats := rep.Requests["OPEN"], rep.Requests["CHAT"]
+	t.Logf("load client: errors %v; OPEN status %v, CHAT status %v", rep.Errors, open.Status, chats.Status)
+	for _, k := range []string{"connect", "reset", "timeout", "protocol"} {
+		if rep.Errors[k] != 0 {
+			t.Errorf("load client: %d %s errors", rep.Errors[k], k)
+		}
+	}
+	cs := r.ledgers()
+	// The strict reconciliation: every figure the server keeps agrees with
+	// the clients'; every ENVELOPE pushed was OPENed, answered ok or, while
+	// NATS was down, unavailable.
+	if rep.Reconcile == nil || rep.Reconcile.Err != "" {
+		t.Fatalf("load client's reconciliation: %+v", rep.Reconcile)
+	}
+	for _, c := range rep.Reconcile.Checks {
+		switch {
+		case c.Note == "server" && c.Diff != 0:
+			t.Errorf("reconcile %s: server %d, clients %d", c.Figure, c.Want, c.Got)
+		case c.Figure == "ENVELOPE pushes opened ok" && c.Want-c.Got != int64(open.Status["5"]):
+			t.Errorf("%d ENVELOPE pushes, %d OPENs ok, %d unavailable: %d unaccounted", c.Want, c.Got, open.Status["5"], c.Want-c.Got-int64(open.Status["5"]))
+		}
+		t.Logf("reconcile %s: want %d got %d (%s)", c.Figure, c.Want, c.Got, c.Note)
+	}
+	if uint64(cs.Shake.GotAmount) != rep.ShakeAmount || uint64(cs.Envelopes.OpenedAmount) != rep.OpenAmount {
+		t.Errorf("cluster: %d fen shaken, %d opened; the clients were told %d and %d",
+			cs.Shake.GotAmount, cs.Envelopes.OpenedAmount, rep.ShakeAmount, rep.OpenAmount)
+	}
+	var timedOut, late float64
+	for _, g := range r.cl.gws {
+		x, _ := readCrossings(g.srv.Admin)
+		timedOut += x.TimedOut
+		late += x.Late
+	}
+	t.Logf("crossings timed out %v, late answers %v; OPENs unavailable %d, CHATs unavailable %d", timedOut, late, open.Status["5"], chats.Status["2"])
+}
