@@ -134,7 +134,8 @@ func TestCrossingDelivers(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // nothing more may come
 	if g := got.n.Load(); g != n {
-		t.Fatalf("%d events arrived; want %d", g, n)
+		m := &from.M
+		t.Fatalf("%d events arrived; want %d (sent %d in %d messages, %d publish errors)", g, n, m.Sent.Load(), m.Messages.Load(), m.PublishErrors.Load())
 	}
 	if m := from.M.Messages.Load(); m >= n {
 		t.Errorf("%d messages for %d events: not batched", m, n)

@@ -244,6 +244,11 @@ func (n *Node) Start(bus *event.Bus, j *journal.Journal) error {
 	sub.SetPendingLimits(-1, 256<<20) // a burst waits here rather than being dropped
 	n.evSub = sub
 	n.subs = append(n.subs, sub)
+	// The server has the subscription before anyone hears of this gateway:
+	// what the others send from then on is delivered.
+	if err := n.nc.FlushTimeout(5 * time.Second); err != nil {
+		return fmt.Errorf("cluster: NATS did not confirm this gateway's subscription: %w", err)
+	}
 	n.wg.Add(2)
 	go n.heartbeats()
 	go n.sweep()
