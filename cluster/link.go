@@ -193,6 +193,14 @@ func (n *Node) sweep() {
 		for _, e := range due {
 			n.M.TimedOut.Add(1)
 			c := e.c
+			// The cancel first: whatever the client sends once it has read
+			// "unavailable" (an OPEN again) queues behind it in the link.
+			if c.kind == event.KOpen {
+				cancel := event.Event{Kind: event.KUnopen, User: c.user, Env: c.env, Conn: conn.Handle{Gen: e.xid}}
+				if set := envelope.OwnerSET(c.env); set >= 0 && set < n.o.Sets && !n.publish(set, &cancel) {
+					return
+				}
+			}
 			a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
 			if c.kind == event.KOpen {
 				a.SetFrame(proto.AppendOpenResult(a.Out[:0], c.stamp, proto.OpenOverloaded, c.env, 0))
@@ -201,12 +209,6 @@ func (n *Node) sweep() {
 			}
 			if !n.publish(int(c.user%uint32(n.o.Sets)), &a) {
 				return
-			}
-			if c.kind == event.KOpen {
-				cancel := event.Event{Kind: event.KUnopen, User: c.user, Env: c.env, Conn: conn.Handle{Gen: e.xid}}
-				if set := envelope.OwnerSET(c.env); set >= 0 && set < n.o.Sets && !n.publish(set, &cancel) {
-					return
-				}
 			}
 		}
 	}

@@ -364,11 +364,19 @@ func (s *Split) open(ev *event.Event, now int64) {
 		status, share = s.draw(ev.Env, ev.User, now)
 	}
 	s.c.OpenStatus[status].Add(1)
-	if status == proto.OpenOK && ev.Conn.C == nil && ev.Conn.Gen != 0 { // from another gateway
-		if s.crossed == nil {
-			s.crossed = make(map[crossKey]uint32)
+	if ev.Conn.C == nil && ev.Conn.Gen != 0 { // from another gateway
+		k := crossKey{ev.Env, ev.User}
+		switch _, drawnByCrossing := s.crossed[k]; {
+		case status == proto.OpenOK:
+			if s.crossed == nil {
+				s.crossed = make(map[crossKey]uint32)
+			}
+			s.crossed[k] = ev.Conn.Gen
+		case status == proto.OpenAlready && drawnByCrossing:
+			// This answer tells the share too: only its own cancel may take
+			// the share back now, not the one of the OPEN that drew it.
+			s.crossed[k] = ev.Conn.Gen
 		}
-		s.crossed[crossKey{ev.Env, ev.User}] = ev.Conn.Gen
 	}
 	switch {
 	case s.jp == nil:
