@@ -81,11 +81,14 @@ type Split struct {
 	rec     []byte            // a record's payload, reused
 	camps   tallies           // created (or skipped) for each send campaign
 	snapOut func(Part)
-	// crossed names the shares drawn for OPENs from another gateway of a
-	// cluster by their crossing, so that a cancel (the requester's gateway
-	// gave up waiting) takes back that draw and no other. Kept in memory
-	// only: a gateway that restarts has no crossings of its own to match.
-	crossed map[crossKey]uint32
+	// crossed holds, for each share drawn for an OPEN from another gateway
+	// of a cluster, the crossings whose answers told that share (the OPEN
+	// that drew it, and any OPEN answered "already" since). A cancel (the
+	// requester's gateway gave up waiting on one of them) removes its
+	// crossing; the share is taken back once none is left, so a share any
+	// delivered answer told of stays drawn. Kept in memory only: a gateway
+	// that restarts has no crossings of its own to match.
+	crossed map[crossKey][]uint32
 }
 
 type crossKey struct {
@@ -366,16 +369,14 @@ func (s *Split) open(ev *event.Event, now int64) {
 	s.c.OpenStatus[status].Add(1)
 	if ev.Conn.C == nil && ev.Conn.Gen != 0 { // from another gateway
 		k := crossKey{ev.Env, ev.User}
-		switch _, drawnByCrossing := s.crossed[k]; {
+		switch xids, drawnByCrossing := s.crossed[k]; {
 		case status == proto.OpenOK:
 			if s.crossed == nil {
-				s.crossed = make(map[crossKey]uint32)
+				s.crossed = make(map[crossKey][]uint32)
 			}
-			s.crossed[k] = ev.Conn.Gen
+			s.crossed[k] = append(xids[:0], ev.Conn.Gen)
 		case status == proto.OpenAlready && drawnByCrossing:
-			// This answer tells the share too: only its own cancel may take
-			// the share back now, not the one of the OPEN that drew it.
-			s.crossed[k] = ev.Conn.Gen
+			s.crossed[k] = append(xids, ev.Conn.Gen) // this answer tells the share too
 		}
 	}
 	switch {
@@ -468,12 +469,19 @@ func (s *Split) unopen(id uint64, user, amount uint32) {
 	s.c.TakenBack.Add(1)
 }
 
-// cancel takes back the share of user in envelope id if crossing xid drew
-// it: its requester was answered "unavailable" instead.
+// cancel withdraws crossing xid's answer about user's share of envelope
+// id (its requester was answered "unavailable" instead), and takes the share
+// back once no answer that told it is left.
 func (s *Split) cancel(id uint64, user, xid uint32) {
 	k := crossKey{id, user}
-	if x, ok := s.crossed[k]; !ok || x != xid {
-		return // nothing drawn for it (or taken back already)
+	xids := s.crossed[k]
+	i := slices.Index(xids, xid)
+	if i < 0 {
+		return // nothing drawn for it, or taken back already
+	}
+	if xids = slices.Delete(xids, i, i+1); len(xids) > 0 {
+		s.crossed[k] = xids
+		return
 	}
 	if g := s.groups[id]; g != nil {
 		for j, r := range g.recipients {
