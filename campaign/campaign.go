@@ -270,11 +270,14 @@ func (r *Runner) Start(p Params) (*Campaign, error) {
 	return r.StartAs(0, p)
 }
 
-// NextID is the id the next Start gives.
-func (r *Runner) NextID() int {
+// ReserveID takes a new id, for a campaign StartAs starts under it (in a
+// cluster: this gateway's part of a campaign created here).
+func (r *Runner) ReserveID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.newID()
+	id := r.newID()
+	r.nextID = id
+	return id
 }
 
 // newID returns the first id above every id given that is this Runner's

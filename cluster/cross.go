@@ -40,6 +40,9 @@ type crossings struct {
 	open  map[uint32]crossing
 	queue []expiry // in deadline order: every crossing gets the same bound
 	head  int
+	// urgent holds the crossings due before the last one queued: those to
+	// a gateway that is down, due at once.
+	urgent []expiry
 }
 
 func newCrossings() *crossings {
@@ -58,7 +61,11 @@ func (x *crossings) add(ev *event.Event, deadline int64) uint32 {
 	id := x.next
 	x.open[id] = crossing{h: ev.Conn, kind: ev.Kind, user: ev.User, peer: ev.Peer, stamp: ev.Stamp, env: ev.Env,
 		recvNs: ev.RecvNs, deadline: deadline}
-	x.queue = append(x.queue, expiry{id, deadline})
+	if n := len(x.queue); n > x.head && deadline < x.queue[n-1].deadline {
+		x.urgent = append(x.urgent, expiry{id, deadline})
+	} else {
+		x.queue = append(x.queue, expiry{id, deadline})
+	}
 	x.mu.Unlock()
 	return id
 }
@@ -79,6 +86,16 @@ func (x *crossings) take(xid uint32) (crossing, bool) {
 func (x *crossings) expire(now int64, out []expired) []expired {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	kept := x.urgent[:0]
+	for _, e := range x.urgent {
+		if e.deadline > now {
+			kept = append(kept, e)
+		} else if c, ok := x.open[e.xid]; ok {
+			delete(x.open, e.xid)
+			out = append(out, expired{e.xid, c})
+		}
+	}
+	x.urgent = kept
 	for x.head < len(x.queue) && x.queue[x.head].deadline <= now {
 		e := x.queue[x.head]
 		x.head++

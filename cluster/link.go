@@ -153,14 +153,41 @@ func (n *Node) receive(m *nats.Msg) {
 				continue
 			}
 			ev.Conn, ev.RecvNs = c.h, c.recvNs
-		case event.KOpen, event.KChat, event.KUnopen:
+		case event.KOpen, event.KChat:
 			ev.Conn = conn.Handle{Gen: xid} // no connection here: the answer goes back by xid
+			// A request, as from the ingress: it leaves the ring's headroom
+			// to answers, and is answered "overloaded" when it would not.
+			if s, ok := n.bus.ClaimRequest(set); ok {
+				*s.Event() = ev
+				s.Publish()
+				continue
+			}
+			n.M.Refused.Add(1)
+			if !n.refuse(&ev) {
+				return
+			}
+			continue
+		case event.KUnopen:
+			ev.Conn = conn.Handle{Gen: xid}
 		}
 		if !n.publish(set, &ev) {
 			release(&ev)
 			return
 		}
 	}
+}
+
+// refuse answers request ev from another gateway "overloaded" (OPEN_RESULT
+// 5, CHAT_ACK 2), back through the link to its requester's gateway.
+func (n *Node) refuse(ev *event.Event) bool {
+	release(ev)
+	a := event.Event{Kind: event.KAnswer, User: ev.User, Conn: ev.Conn, Stamp: ev.Stamp, RecvNs: ev.RecvNs}
+	if ev.Kind == event.KOpen {
+		a.SetFrame(proto.AppendOpenResult(a.Out[:0], ev.Stamp, proto.OpenOverloaded, ev.Env, 0))
+	} else {
+		a.SetFrame(proto.AppendChatAck(a.Out[:0], ev.Stamp, proto.ChatOverloaded, ev.Peer))
+	}
+	return n.publish(int(ev.User%uint32(n.o.Sets)), &a)
 }
 
 // publish copies ev into set's ring, waiting for room; false once the ring
@@ -189,27 +216,39 @@ func (n *Node) sweep() {
 			return
 		case <-t.C:
 		}
-		due = n.cross.expire(time.Now().UnixNano(), due[:0])
-		for _, e := range due {
-			n.M.TimedOut.Add(1)
-			c := e.c
-			// The cancel first: whatever the client sends once it has read
-			// "unavailable" (an OPEN again) queues behind it in the link.
-			if c.kind == event.KOpen {
-				cancel := event.Event{Kind: event.KUnopen, User: c.user, Env: c.env, Conn: conn.Handle{Gen: e.xid}}
-				if set := envelope.OwnerSET(c.env); set >= 0 && set < n.o.Sets && !n.publish(set, &cancel) {
-					return
-				}
-			}
-			a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
-			if c.kind == event.KOpen {
-				a.SetFrame(proto.AppendOpenResult(a.Out[:0], c.stamp, proto.OpenOverloaded, c.env, 0))
-			} else {
-				a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
-			}
-			if !n.publish(int(c.user%uint32(n.o.Sets)), &a) {
-				return
-			}
+		var ok bool
+		if due, ok = n.expire(time.Now().UnixNano(), due[:0]); !ok {
+			return
 		}
 	}
+}
+
+// expire answers the crossings due by now "unavailable" and cancels the
+// OPENs among them, using due as scratch; false once the rings are closing.
+func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
+	n.expiring.Lock()
+	defer n.expiring.Unlock()
+	due = n.cross.expire(now, due)
+	for _, e := range due {
+		n.M.TimedOut.Add(1)
+		c := e.c
+		// The cancel first: whatever the client sends once it has read
+		// "unavailable" (an OPEN again) queues behind it in the link.
+		if c.kind == event.KOpen {
+			cancel := event.Event{Kind: event.KUnopen, User: c.user, Env: c.env, Conn: conn.Handle{Gen: e.xid}}
+			if set := envelope.OwnerSET(c.env); set >= 0 && set < n.o.Sets && !n.publish(set, &cancel) {
+				return due, false
+			}
+		}
+		a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
+		if c.kind == event.KOpen {
+			a.SetFrame(proto.AppendOpenResult(a.Out[:0], c.stamp, proto.OpenOverloaded, c.env, 0))
+		} else {
+			a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
+		}
+		if !n.publish(int(c.user%uint32(n.o.Sets)), &a) {
+			return due, false
+		}
+	}
+	return due, true
 }

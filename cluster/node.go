@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -54,6 +55,10 @@ type Gateway struct {
 	Admin    string `json:"admin"`
 	Instance uint64 `json:"instance"` // random per process: a restart is a new instance
 	Version  string `json:"version,omitempty"`
+	// Ready: it takes events (its SETs recovered, its subscription
+	// confirmed). Only a ready gateway counts as up: crossings to one that
+	// is not are answered at once.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // Node is this gateway's membership of the cluster: its NATS connection,
@@ -67,7 +72,10 @@ type Node struct {
 
 	mu    sync.Mutex
 	peers map[int]peer       // gateways of this cluster's shape, by node
-	odd   map[uint64]Gateway // gateways of another shape on the same subjects, by instance
+	odd   map[uint64]Gateway // gateways of another shape, or with this one's node number, by instance
+	// conflict: another gateway announced this one's node number after it
+	// joined (Conflict).
+	conflict atomic.Bool
 
 	links []*link // per node; nil for this one
 	cross *crossings
@@ -75,6 +83,9 @@ type Node struct {
 	jn    *journal.Journal
 	subs  []*nats.Subscription
 	evSub *nats.Subscription // the events other gateways send this one
+	// expiring: one expiry at a time (the sweeper's, Leave's), so that a
+	// crossing's cancel and answer keep their order in the rings.
+	expiring sync.Mutex
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
@@ -93,6 +104,8 @@ type Metrics struct {
 	TimedOut, Late       atomic.Uint64 // crossings answered "unavailable"; answers that came after
 	Misrouted, Malformed atomic.Uint64 // events for a SET not run here; messages that did not decode
 	PublishErrors        atomic.Uint64 // batches NATS refused (disconnected past its buffer)
+	Refused              atomic.Uint64 // requests from other gateways answered "overloaded": their SET's ring was nearly full
+	SlowConsumer         atomic.Uint64 // times NATS dropped messages for this gateway: it did not read them fast enough
 }
 
 // Validate checks o.
@@ -134,7 +147,13 @@ func Join(o Options, version string) (*Node, error) {
 				n.log.Warn("cluster: NATS connection lost: crossings answer unavailable until it is back", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("cluster: NATS connection back", "url", c.ConnectedUrl()) }))
+		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("cluster: NATS connection back", "url", c.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				n.M.SlowConsumer.Add(1)
+			}
+			n.log.Error("cluster: NATS", "err", err)
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connecting to NATS at %s: %w", o.URL, err)
 	}
@@ -170,10 +189,13 @@ func (n *Node) subject(s string) string { return n.o.Subject + "." + s }
 
 // beat announces this gateway; hello asks the others to answer at once.
 func (n *Node) beat(hello bool) error {
+	n.mu.Lock()
+	self := n.self
+	n.mu.Unlock()
 	b, _ := json.Marshal(struct {
 		Gateway
 		Hello bool `json:"hello,omitempty"`
-	}{n.self, hello})
+	}{self, hello})
 	return n.nc.Publish(n.subject("gw"), b)
 }
 
@@ -195,6 +217,17 @@ func (n *Node) heard(m *nats.Msg) {
 		}
 		return
 	}
+	if g.Node == n.o.Node { // joined after this one passed its check, or this one came back from a stall
+		n.mu.Lock()
+		_, known := n.odd[g.Instance]
+		n.odd[g.Instance] = g.Gateway
+		n.mu.Unlock()
+		n.conflict.Store(true)
+		if !known {
+			n.log.Error("cluster: another gateway announces this one's node number: both would draw the same envelopes; stop one of them", "node", g.Node, "addr", g.Addr)
+		}
+		return
+	}
 	n.mu.Lock()
 	n.peers[g.Node] = peer{g.Gateway, time.Now()}
 	n.mu.Unlock()
@@ -207,11 +240,11 @@ func (n *Node) checkJoin() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range n.odd {
+		if p.Nodes == n.o.Nodes && p.Sets == n.o.Sets {
+			return fmt.Errorf("cluster: node %d is already served by the gateway at %s", p.Node, p.Addr)
+		}
 		return fmt.Errorf("cluster: gateway %d at %s runs -node %d/%d -sets %d; this one -node %d/%d -sets %d: every gateway needs the same N and -sets",
 			p.Node, p.Addr, p.Node, p.Nodes, p.Sets, n.o.Node, n.o.Nodes, n.o.Sets)
-	}
-	if p, ok := n.peers[n.o.Node]; ok {
-		return fmt.Errorf("cluster: node %d is already served by the gateway at %s", p.Node, p.Addr)
 	}
 	return nil
 }
@@ -249,6 +282,10 @@ func (n *Node) Start(bus *event.Bus, j *journal.Journal) error {
 	if err := n.nc.FlushTimeout(5 * time.Second); err != nil {
 		return fmt.Errorf("cluster: NATS did not confirm this gateway's subscription: %w", err)
 	}
+	n.mu.Lock()
+	n.self.Ready = true
+	n.mu.Unlock()
+	n.beat(false)
 	n.wg.Add(2)
 	go n.heartbeats()
 	go n.sweep()
@@ -273,19 +310,24 @@ func (n *Node) heartbeats() {
 func (n *Node) Owns(set int) bool { return n.o.Owner(set) == n.o.Node }
 
 // OwnerAddr returns the client address of the gateway that runs set, ""
-// when it has not been heard from (down, or not started yet).
+// when it is not up (not heard from lately, or not ready yet): the client
+// retries later rather than connect to a gateway that is gone.
 func (n *Node) OwnerAddr(set int) string {
 	owner := n.o.Owner(set)
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if owner == n.o.Node {
 		return n.o.Addr
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if p, ok := n.peers[owner]; ok {
+	if p, ok := n.peers[owner]; ok && p.Ready && time.Since(p.seen) < downAfter {
 		return p.Addr
 	}
 	return ""
 }
+
+// Conflict reports whether another gateway has announced this one's node
+// number since it joined: a configuration error that /healthz reports.
+func (n *Node) Conflict() bool { return n.conflict.Load() }
 
 // GatewayStatus is one gateway in GET /cluster.
 type GatewayStatus struct {
@@ -325,7 +367,7 @@ func (n *Node) Map() Map {
 			g.Addr, g.Admin, g.Up, g.Self = n.o.Addr, n.o.Admin, true, true
 		} else if p, ok := n.peers[node]; ok {
 			age := now.Sub(p.seen)
-			g.Addr, g.Admin, g.Up, g.LastSeenS = p.Addr, p.Admin, age < downAfter, age.Seconds()
+			g.Addr, g.Admin, g.Up, g.LastSeenS = p.Addr, p.Admin, p.Ready && age < downAfter, age.Seconds()
 		}
 		m.Gateways = append(m.Gateways, g)
 	}
@@ -340,15 +382,31 @@ func (n *Node) up(node int) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	p, ok := n.peers[node]
-	return ok && time.Since(p.seen) < downAfter
+	return ok && p.Ready && time.Since(p.seen) < downAfter
 }
 
-// StopReceiving stops taking events from the other gateways (their
-// crossings to this one time out there), so that a shutting-down gateway's
-// rings can settle.
-func (n *Node) StopReceiving() {
-	if n.evSub != nil {
-		n.evSub.Drain()
+// Leave prepares a gateway that is shutting down, its clients gone, to
+// close: it waits (until deadline at most) for the answers to its
+// crossings, which its egress then gives back as for any connection gone;
+// cancels the OPENs still unanswered, so that no share drawn for them stays
+// counted; then stops taking events from the other gateways (their
+// crossings to this one time out there) and waits for what NATS already
+// delivered to be published, so that the rings can settle.
+func (n *Node) Leave(deadline time.Time) {
+	wait := time.Now().Add(n.o.Timeout)
+	if deadline.Before(wait) {
+		wait = deadline
+	}
+	for n.cross.waiting() > 0 && time.Now().Before(wait) {
+		time.Sleep(time.Millisecond)
+	}
+	n.expire(math.MaxInt64, nil)
+	if n.evSub == nil {
+		return
+	}
+	n.evSub.Drain()
+	for n.evSub.IsValid() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -456,6 +514,8 @@ func (n *Node) Options() Options { return n.o }
 // SetAddrs sets the client and admin addresses this gateway announces, once
 // its listeners are bound; call it before Start.
 func (n *Node) SetAddrs(client, admin string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	n.o.Addr, n.o.Admin = client, admin
 	n.self.Addr, n.self.Admin = client, admin
 }

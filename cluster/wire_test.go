@@ -115,3 +115,31 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCrossingsExpire: crossings expire at their deadline, those due at
+// once (to a gateway that is down) even behind later ones, each once; an
+// answered crossing does not expire.
+func TestCrossingsExpire(t *testing.T) {
+	x := newCrossings()
+	ev := &event.Event{Kind: event.KOpen, User: 1}
+	late := x.add(ev, 1000)
+	now := x.add(ev, 10) // behind a later deadline
+	answered := x.add(ev, 1000)
+	if _, ok := x.take(answered); !ok {
+		t.Fatal("a crossing in flight was not found")
+	}
+	got := x.expire(20, nil)
+	if len(got) != 1 || got[0].xid != now {
+		t.Fatalf("at 20: expired %v; want only crossing %d", got, now)
+	}
+	got = x.expire(1000, nil)
+	if len(got) != 1 || got[0].xid != late {
+		t.Fatalf("at 1000: expired %v; want only crossing %d", got, late)
+	}
+	if got = x.expire(5000, nil); len(got) != 0 || x.waiting() != 0 {
+		t.Fatalf("at 5000: expired %v, %d waiting; want none", got, x.waiting())
+	}
+	if _, ok := x.take(late); ok {
+		t.Fatal("an expired crossing was answered")
+	}
+}

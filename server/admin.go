@@ -140,15 +140,18 @@ func (s *Server) startCampaign(w http.ResponseWriter, r *http.Request) {
 		p.Recipients = uint16(num("recipients", 16, true))
 	}
 	if bad == nil {
-		var c *campaign.Campaign
+		var st campaign.Status
 		if s.node != nil {
-			c, bad = s.startClusterCampaign(p)
+			st, bad = s.startClusterCampaign(p)
 		} else {
-			c, bad = s.camps.Start(p)
+			var c *campaign.Campaign
+			if c, bad = s.camps.Start(p); bad == nil {
+				st = c.Status()
+			}
 		}
 		if bad == nil {
-			s.log.Info("campaign started", "id", c.ID, "kind", p.Kind, "rate", p.Rate, "total", p.Total)
-			writeJSON(w, http.StatusOK, c.Status())
+			s.log.Info("campaign started", "id", st.ID, "kind", p.Kind, "rate", p.Rate, "total", p.Total)
+			writeJSON(w, http.StatusOK, st)
 			return
 		}
 		if s.refuseCampaign(w, bad) {

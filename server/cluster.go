@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"hongbao/buildinfo"
 	"hongbao/campaign"
@@ -57,6 +58,10 @@ func (o *Options) validateCluster(bad func(flag, format string, args ...any)) {
 	if o.Advertise != "" {
 		if _, _, err := net.SplitHostPort(o.Advertise); err != nil {
 			bad("advertise", "%q is not host:port", o.Advertise)
+		}
+	} else if host, _, err := net.SplitHostPort(strings.TrimSpace(strings.Split(o.Listen, ",")[0])); err == nil {
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			bad("advertise", "empty, and -listen %q names no address other gateways can send users to: give -advertise host:port", o.Listen)
 		}
 	}
 }
@@ -249,20 +254,28 @@ func partOf(p campaign.Params, node, nodes, sets int) campaign.Params {
 }
 
 // startClusterCampaign starts this gateway's part of p and tells the others
-// to start theirs.
-func (s *Server) startClusterCampaign(p campaign.Params) (*campaign.Campaign, error) {
+// to start theirs. A part of no envelope (a total smaller than the SETs) is
+// not started; its id stays taken.
+func (s *Server) startClusterCampaign(p campaign.Params) (campaign.Status, error) {
 	o := s.node.Options()
-	id := s.camps.NextID()
+	if err := p.Validate(s.campLimits); err != nil {
+		return campaign.Status{}, err
+	}
+	id := s.camps.ReserveID()
 	part := partOf(p, o.Node, o.Nodes, o.Sets)
-	c, err := s.camps.StartAs(id, part)
-	if err != nil {
-		return nil, err
+	st := campaign.Status{ID: id, Params: part, Started: time.Now(), Done: true, State: campaign.Finished}
+	if part.Total > 0 {
+		c, err := s.camps.StartAs(id, part)
+		if err != nil {
+			return campaign.Status{}, err
+		}
+		st = c.Status()
 	}
 	b, _ := json.Marshal(campaignOp{Op: "start", From: o.Node, ID: id, Params: p})
 	if err := s.node.Broadcast("campaign", b); err != nil {
 		s.log.Error("cluster: the other gateways were not told of a campaign: only this gateway's part is dealt", "id", id, "err", err)
 	}
-	return c, nil
+	return st, nil
 }
 
 // cancelClusterCampaign tells the other gateways to cancel their part of id.
@@ -284,6 +297,9 @@ func (s *Server) campaignFromPeer(data []byte) []byte {
 	switch op.Op {
 	case "start":
 		part := partOf(op.Params, o.Node, o.Nodes, o.Sets)
+		if part.Total == 0 {
+			return nil // nothing for this gateway's SETs
+		}
 		if _, err := s.camps.StartAs(op.ID, part); err != nil {
 			s.log.Error("cluster: this gateway's part of a campaign was not started: the cluster deals less than asked", "id", op.ID, "from", op.From, "err", err)
 			return nil

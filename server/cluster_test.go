@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -239,15 +240,17 @@ func TestClusterJoinRefused(t *testing.T) {
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// slowSync is a journal file whose syncs take 30 ms while slow is set.
+// slowSync is a journal file whose syncs take delay (30 ms if 0) while
+// slow is set.
 type slowSync struct {
 	*os.File
-	slow *atomic.Bool
+	slow  *atomic.Bool
+	delay time.Duration
 }
 
 func (f slowSync) Sync() error {
 	if f.slow.Load() {
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(cmp.Or(f.delay, 30*time.Millisecond))
 	}
 	return f.File.Sync()
 }
@@ -266,7 +269,7 @@ func TestClusterCancelledOpens(t *testing.T) {
 		} else {
 			o.JournalCreate = func(path string) (journal.File, error) {
 				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
-				return slowSync{f, &slow}, err
+				return slowSync{File: f, slow: &slow}, err
 			}
 		}
 	})
@@ -322,4 +325,57 @@ func TestClusterCancelledOpens(t *testing.T) {
 		t.Errorf("cluster counts %d fen opened; clients were told %d of %d", cs.Envelopes.OpenedAmount, told, 10*n)
 	}
 	checkEnvelopeLedger(t, cs.Stats)
+}
+
+// TestClusterShutdownCancels: a gateway shut down while its OPEN crossings
+// wait (their shares drawn, slowly made durable) leaves none of them
+// counted at the envelope's gateway: its clients were told nothing.
+func TestClusterShutdownCancels(t *testing.T) {
+	const sets = 2
+	ns := startNATS(t)
+	var slow atomic.Bool
+	gws := startGateways(t, ns, 2, sets, func(o *server.Options) {
+		if o.Node == "0/2" {
+			o.JournalCreate = func(path string) (journal.File, error) {
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+				return slowSync{f, &slow, 300 * time.Millisecond}, err // longer than the other's shutdown
+			}
+		}
+	})
+	sender, opener := login(t, gws[0], 2), login(t, gws[1], 1)
+	s := sender.nextStamp()
+	sender.send(proto.AppendSend(nil, s, 100, []uint32{1}))
+	if st, _ := sender.answer(s).SendAck(); st != proto.SendOK {
+		t.Fatalf("SEND: status %d", st)
+	}
+	env, _, _, _ := opener.push(proto.Envelope).Envelope()
+	slow.Store(true)
+	opener.send(proto.AppendOpen(nil, opener.nextStamp(), env))
+	waitFor(t, "the share drawn", func() bool { return gws[0].stats().Envelopes.Opened == 1 })
+	if err := gws[1].shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	slow.Store(false)
+	waitFor(t, "the share taken back", func() bool { return gws[0].stats().Envelopes.Opened == 0 })
+	checkEnvelopeLedger(t, gws[0].stats())
+}
+
+// TestClusterCampaignParts: a campaign smaller than the cluster's SETs
+// leaves some gateways no part (the one it was created on included), yet
+// is dealt whole; ids are unique across gateways.
+func TestClusterCampaignParts(t *testing.T) {
+	const sets = 4
+	ns := startNATS(t)
+	gws := startGateways(t, ns, 2, sets, nil)
+	a := gws[0].startCampaign("shake", "rate=100&total=1&min=5&max=5") // gateway 0's part: 1·2/4 → 0
+	b := gws[1].startCampaign("shake", "rate=100&total=3&min=5&max=5")
+	c := gws[0].startCampaign("shake", "rate=100&total=2&min=5&max=5")
+	if a.ID == b.ID || a.ID == c.ID || b.ID == c.ID {
+		t.Fatalf("campaign ids %d, %d, %d: want distinct", a.ID, b.ID, c.ID)
+	}
+	waitFor(t, "6 envelopes dealt over the cluster", func() bool {
+		st := clusterStats(t, gws[0])
+		return st.Shake.Created == 6 && st.Shake.CreatedAmount == 30
+	})
+	checkShakeLedger(t, clusterStats(t, gws[1]).Stats)
 }

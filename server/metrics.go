@@ -345,6 +345,8 @@ func (s *Server) writeCluster(e exposition) {
 		{"answers_late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
 		{"misrouted", "Events received for a SET this gateway does not run: dropped (expected 0).", &m.Misrouted},
 		{"malformed", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", &m.Malformed},
+		{"refused", "Requests from other gateways answered overloaded (OPEN_RESULT 5, CHAT_ACK 2): their SET's ring was nearly full.", &m.Refused},
+		{"slow_consumer", "Times NATS dropped messages for this gateway because it read them too slowly (expected 0): crossings in them time out.", &m.SlowConsumer},
 	} {
 		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
 	}

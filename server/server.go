@@ -41,17 +41,18 @@ type Stats = ledger.Stats
 
 // Server is a running hongbao server.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	bus      *event.Bus // nil with -pipeline=none
-	ledgers  []*ledger.Ledger
-	ing      *ingress.Ingress
-	camps    *campaign.Runner
-	admin    *http.Server
-	adminLn  net.Listener
-	stopTick chan struct{}
-	tickDone chan struct{}
-	ticking  bool // Start started tick: Shutdown waits for tickDone only then
+	opts       Options
+	log        *slog.Logger
+	bus        *event.Bus // nil with -pipeline=none
+	ledgers    []*ledger.Ledger
+	ing        *ingress.Ingress
+	camps      *campaign.Runner
+	campLimits campaign.Limits // what a campaign may ask: the whole of one, in a cluster, before its parts
+	admin      *http.Server
+	adminLn    net.Listener
+	stopTick   chan struct{}
+	tickDone   chan struct{}
+	ticking    bool // Start started tick: Shutdown waits for tickDone only then
 
 	maxConns int         // client connections admitted: -max-conns within the open-files limit
 	stopping atomic.Bool // Shutdown has begun: /healthz answers 503
@@ -133,9 +134,10 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if s.bus != nil {
+		s.campLimits = campaign.Limits{MaxRate: 1_000_000, MaxTotal: 1 << 32,
+			MaxShares: uint16(o.MaxShares), MaxAmount: uint32(o.MaxTotal)}
 		cc := campaign.Config{
-			Limits: campaign.Limits{MaxRate: 1_000_000, MaxTotal: 1 << 32,
-				MaxShares: uint16(o.MaxShares), MaxAmount: uint32(o.MaxTotal)},
+			Limits:     s.campLimits,
 			MaxRunning: o.MaxCampaigns,
 			MaxPool:    uint64(o.MaxPool), Taken: s.shakeTaken,
 			MaxLive: uint64(o.MaxEnvelopes), Live: s.envelopesLive,
@@ -336,12 +338,16 @@ stop:
 	// and the rings then drain them (egress releases every connection).
 	var errs []error
 	errs = append(errs, s.ing.Close())
+	if s.node != nil {
+		deadline := time.Now().Add(2 * s.opts.ClusterTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		s.node.Leave(deadline)
+	}
 	close(s.stopTick)
 	if s.ticking { // a server that was never started has no ticker to wait for
 		<-s.tickDone
-	}
-	if s.node != nil {
-		s.node.StopReceiving()
 	}
 	if s.bus != nil {
 		// What SETs still send one another (an OPEN share an egress gives
