@@ -86,8 +86,8 @@ type Node struct {
 	// expiring: one expiry at a time (the sweeper's, Leave's), so that a
 	// crossing's cancel and answer keep their order in the rings.
 	expiring sync.Mutex
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	M Metrics
 }
