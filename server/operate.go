@@ -74,6 +74,9 @@ func (s *Server) unhealthy() string {
 	if s.stopping.Load() {
 		return "shutting down"
 	}
+	if s.node != nil && s.node.Conflict() {
+		return "another gateway of the cluster announces this one's node number (-node): stop one of them"
+	}
 	if err := s.journal.Err(); err != nil {
 		return fmt.Sprintf("the journal cannot make money durable, so none is handed out: %v", err)
 	}
