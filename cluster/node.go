@@ -393,6 +393,10 @@ func (n *Node) up(node int) bool {
 // crossings to this one time out there) and waits for what NATS already
 // delivered to be published, so that the rings can settle.
 func (n *Node) Leave(deadline time.Time) {
+	n.mu.Lock()
+	n.self.Ready = false // the others answer their crossings to this one at once
+	n.mu.Unlock()
+	n.beat(false)
 	wait := time.Now().Add(n.o.Timeout)
 	if deadline.Before(wait) {
 		wait = deadline
