@@ -255,6 +255,15 @@ func (f slowSync) Sync() error {
 	return f.File.Sync()
 }
 
+// slowJournal is an Options.JournalCreate whose files sync in delay while
+// slow is set.
+func slowJournal(slow *atomic.Bool, delay time.Duration) func(string) (journal.File, error) {
+	return func(path string) (journal.File, error) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+		return slowSync{f, slow, delay}, err
+	}
+}
+
 // TestClusterCancelledOpens: while the envelope's gateway takes longer to
 // make a share durable than the bound of the opener's gateway, every OPEN
 // crossing is answered "unavailable" though its share was drawn; each share
@@ -267,10 +276,7 @@ func TestClusterCancelledOpens(t *testing.T) {
 		if o.Node == "1/2" {
 			o.ClusterTimeout = 10 * time.Millisecond
 		} else {
-			o.JournalCreate = func(path string) (journal.File, error) {
-				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
-				return slowSync{File: f, slow: &slow}, err
-			}
+			o.JournalCreate = slowJournal(&slow, 0)
 		}
 	})
 	sender := login(t, gws[0], 2) // SET 0
@@ -336,10 +342,7 @@ func TestClusterShutdownCancels(t *testing.T) {
 	var slow atomic.Bool
 	gws := startGateways(t, ns, 2, sets, func(o *server.Options) {
 		if o.Node == "0/2" {
-			o.JournalCreate = func(path string) (journal.File, error) {
-				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
-				return slowSync{f, &slow, 300 * time.Millisecond}, err // longer than the other's shutdown
-			}
+			o.JournalCreate = slowJournal(&slow, 300*time.Millisecond) // longer than the other's shutdown
 		}
 	})
 	sender, opener := login(t, gws[0], 2), login(t, gws[1], 1)
