@@ -68,7 +68,7 @@ million: build ## 1,000,000 connections: 56 servers + 56 load clients over 112 s
 
 CRASHFLAGS ?=
 .PHONY: crash
-crash: build ## kill -9 under load with campaigns, restart on the same -data: money told vs counted, ids, campaigns, recovery; -scale: 10M pooled + 1M live group envelopes recovered (CRASHFLAGS, e.g. -scale)
+crash: build ## 19,000 users at 30,000 SHAKE/s + SENDs + campaigns, kill -9 at 5 random moments, each a restart on the same -data and ports: money told ≤ counted per crash and overall, invariants, ids, shares, campaigns, recovery times; -single: one kill; -scale: 10M pooled + 1M live group envelopes recovered (CRASHFLAGS, e.g. -single, -scale)
 	$(GO) run ./perf/cmd/crash $(CRASHFLAGS)
 
 perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C

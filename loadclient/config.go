@@ -40,7 +40,7 @@ type Config struct {
 	Control        string        // -control: HTTP address for /qps and /metrics; "" off
 	Admin          string        // -admin: the server's admin URL for /stats; "" no reconciliation
 	AdminToken     string        // -admin-token
-	Reconcile      string        // -reconcile: strict | off; "" strict with -admin, else off
+	Reconcile      string        // -reconcile: strict | at-least | off; "" strict with -admin, else off
 	Grace          time.Duration // -grace: the longest wait for answers in flight after the run
 	Report         string        // -report: JSON report file
 	Timeline       string        // -timeline: per-second CSV file
@@ -182,9 +182,9 @@ func (c *Config) Fill() {
 		c.Procs = 1
 	}
 	if c.Reconcile == "" {
-		c.Reconcile = "off"
+		c.Reconcile = ReconcileOff
 		if c.Admin != "" {
-			c.Reconcile = "strict"
+			c.Reconcile = ReconcileStrict
 		}
 	}
 	if c.local.First == 0 {
@@ -252,11 +252,14 @@ func (c *Config) Validate() error {
 	if c.ChatSize < 0 || c.ChatSize > proto.MaxChatText {
 		bad("chat-size", "%d is not in [0, %d]", c.ChatSize, proto.MaxChatText)
 	}
-	if c.Reconcile != "strict" && c.Reconcile != "off" {
-		bad("reconcile", "%q: want strict or off", c.Reconcile)
-	}
-	if c.Reconcile == "strict" && c.Admin == "" {
-		bad("reconcile", "strict needs -admin, the server's admin URL")
+	switch c.Reconcile {
+	case ReconcileStrict, ReconcileAtLeast:
+		if c.Admin == "" {
+			bad("reconcile", "%s needs -admin, the server's admin URL", c.Reconcile)
+		}
+	case ReconcileOff:
+	default:
+		bad("reconcile", "%q: want strict, at-least or off", c.Reconcile)
 	}
 	if c.Grace < 0 {
 		bad("grace", "%v is negative", c.Grace)
@@ -330,7 +333,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin")
-	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict or off. strict: after the run, wait for the answers in flight and compare the client's figures with the server's /stats exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several) (valid only when this run is the server's only client since it started); off: skip (default strict with -admin, else off)")
+	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: after the run, wait for the answers in flight and compare the client's figures with the server's /stats exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several) (valid only when this run is the server's only client since it started); at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")
 	fs.StringVar(&c.Timeline, "timeline", "", "write the per-second timeline as CSV to this `file`")

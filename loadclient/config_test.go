@@ -36,6 +36,10 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if cfg.Reconcile != "strict" {
 		t.Errorf("with -admin: got -reconcile %q; want strict", cfg.Reconcile)
 	}
+	if cfg = config(t, "-admin", "127.0.0.1:6060", "-reconcile", "at-least"); cfg.Reconcile != loadclient.ReconcileAtLeast {
+		t.Errorf("-reconcile at-least: got %q", cfg.Reconcile)
+	}
+	cfg = config(t, "-admin", "127.0.0.1:6060", "-phases", "0@10s,300@20s")
 	if cfg.Duration.Seconds() != 30 {
 		t.Errorf("with -phases of 30s: got -duration %v; want the plan's length", cfg.Duration)
 	}
@@ -63,6 +67,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	f([]string{"-phases", "100@1.5s"}, "-phases")
 	f([]string{"-reconcile", "strict"}, "-reconcile", "-admin")
 	f([]string{"-reconcile", "maybe"}, "-reconcile")
+	f([]string{"-reconcile", "at-least"}, "-reconcile", "-admin")
 	f([]string{"-chat-size", "2000", "-send-recipients", "2000", "-loops", "2000"}, "-chat-size", "-send-recipients", "-loops")
 	f([]string{"-users", "1-3", "-send-rate", "1", "-send-recipients", "3"}, "-send-recipients")
 	f([]string{"-send-total", "2", "-send-recipients", "3"}, "-send-total")

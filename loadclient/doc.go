@@ -33,6 +33,12 @@
 // then closes them: answers that were in flight count as unanswered (timeouts), and a
 // connection that dropped counts what it had in flight as lost.
 //
+// -reconcile at-least is for a server killed and restarted during the run: its users
+// reconnect after the backoff and go on, an answer cut off by the crash counts as lost (never
+// as money), the figures told must each be at most the server's (the difference is what the
+// server made durable but never told), both ledger invariants must hold exactly, and refused
+// connects and resets do not fail the run.
+//
 // # Clusters
 //
 // A gateway that does not own a user answers its LOGIN with LOGIN_ACK 3 and the address of

@@ -113,8 +113,9 @@ func (f *fakeStats) add(o fakeStats) {
 func (f fakeStats) json() map[string]any {
 	return map[string]any{
 		"connections": f.connections, "logins": f.logins,
-		"shake":     map[string]any{"requests": f.shakes, "got": f.shakes, "got_amount": f.gotAmount},
-		"envelopes": map[string]any{"opened": f.opened, "opened_amount": f.openedAmount},
+		// Nothing in the pools, nothing outstanding: both invariants hold.
+		"shake":     map[string]any{"requests": f.shakes, "got": f.shakes, "got_amount": f.gotAmount, "created_amount": f.gotAmount, "pool_amount": 0},
+		"envelopes": map[string]any{"opened": f.opened, "opened_amount": f.openedAmount, "created_amount": f.openedAmount, "outstanding_amount": 0},
 	}
 }
 

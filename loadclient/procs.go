@@ -325,7 +325,7 @@ func runParent(ctx context.Context, cfg *Config, out io.Writer) (*Report, error)
 	}
 	cs.mu.Unlock()
 	var rec *ReconcileReport
-	if cfg.Reconcile == "strict" {
+	if cfg.Reconcile != ReconcileOff {
 		rec = reconcile(cfg, &cur, drained)
 	}
 

@@ -5,6 +5,7 @@ package loadclient_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -162,6 +163,41 @@ func TestServerKilledMidRun(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "reset") {
 		t.Errorf("error %q does not mention the resets", err)
+	}
+}
+
+// TestReconcileAtLeast checks -reconcile at-least across a server that cuts every connection
+// mid-run, as a restart does: the resets do not fail the run, a server counting more than the
+// client was told passes (the difference reported: the 3 fen and the answers the cut lost),
+// and one counting less fails it (by far more than the lost answers could make up).
+func TestReconcileAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		under int64 // the fake's got_amount less than it counted
+		ok    bool
+	}{{-3, true}, {1_000_000, false}} {
+		t.Run(fmt.Sprintf("under %d", tc.under), func(t *testing.T) {
+			t.Parallel()
+			fake := newFakeServer(t, 0)
+			fake.underReport = tc.under
+			cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "200", "-duration", "1500ms", "-grace", "1s",
+				"-admin", fake.admin.URL, "-reconcile", "at-least")
+			time.AfterFunc(700*time.Millisecond, fake.dropAll)
+			r, err, _ := run(t, cfg, 20*time.Second)
+			if r == nil || r.Reconcile == nil || r.Reconcile.Mode != loadclient.ReconcileAtLeast {
+				t.Fatalf("report %+v; want an at-least reconciliation", r)
+			}
+			if r.Errors["reset"] == 0 {
+				t.Errorf("errors %v; want the resets of the cut connections", r.Errors)
+			}
+			switch {
+			case tc.ok && (err != nil || !r.Reconcile.OK):
+				t.Errorf("%v, %s; want ok", err, r.Reconcile.Summary())
+			case tc.ok && (r.Reconcile.Checks[0].Diff > -3 || !strings.Contains(r.Reconcile.Summary(), "counted, never told: shake.got_amount +")):
+				t.Errorf("%+v, summary %q; want at least the 3 fen counted, never told", r.Reconcile.Checks[0], r.Reconcile.Summary())
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "shake.got_amount: want at most")):
+				t.Errorf("error %v; want shake.got_amount named", err)
+			}
+		})
 	}
 }
 

@@ -11,25 +11,49 @@ import (
 )
 
 // probe is a few users of the tool's own, each on one connection, that SHAKE
-// one request at a time and now and then SEND a group envelope, recording
-// every envelope id they are handed and the money they are told.
+// one request at a time, now and then SEND a group envelope and OPEN every
+// envelope they are pushed, recording every envelope id they are handed, the
+// shares they drew and the money they are told.
 type probe struct {
 	mu       sync.Mutex
-	shakeIDs map[uint64]bool // SHAKE_RESULT 1
-	groupIDs map[uint64]bool // SEND_ACK 0
-	shakeFen uint64          // Σ SHAKE_RESULT 1 amounts
-	twice    []uint64        // ids handed out twice
-	errs     []error         // anything but the end of the connection
-	killed   atomic.Bool     // the server is being killed: a connection's end is expected
+	shakeIDs map[uint64]bool  // SHAKE_RESULT 1
+	groupIDs map[uint64]bool  // SEND_ACK 0
+	opened   map[drawn]uint32 // OPEN_RESULT 0: the share of a user in an envelope
+	shakeFen uint64           // Σ SHAKE_RESULT 1 amounts
+	openFen  uint64           // Σ OPEN_RESULT 0 amounts
+	twice    []uint64         // ids handed out twice, shares drawn twice
+	reopened int              // re-OPENs after a reconnect answered 1 with the same share
+	badOpen  []string         // re-OPENs answered otherwise
+	errs     []error          // anything but the end of the connection
+	killed   atomic.Bool      // the server is being killed: a connection's end is expected
 }
 
 func newProbe() *probe {
-	return &probe{shakeIDs: map[uint64]bool{}, groupIDs: map[uint64]bool{}}
+	return &probe{shakeIDs: map[uint64]bool{}, groupIDs: map[uint64]bool{}, opened: map[drawn]uint32{}}
 }
 
+// drawn is a share: a user's in an envelope.
+type drawn struct {
+	user uint32
+	env  uint64
+}
+
+// told returns the money the probe was told so far: SHAKE and OPEN.
+func (p *probe) told() (shake, open uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shakeFen, p.openFen
+}
+
+// reopenMax bounds the envelopes a probe user OPENs again after each
+// reconnect: its latest ones.
+const reopenMax = 20
+
 // run drives users until stop is closed or their connections end (the
-// server killed), and returns once every one has stopped.
-func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{}) {
+// server killed), and returns once every one has stopped. With reconnect a
+// user whose connection ended connects again (every 100 ms until it can)
+// until stop is closed, and first OPENs again the latest envelopes it opened.
+func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{}, reconnect bool) {
 	var wg sync.WaitGroup
 	for _, u := range users {
 		wg.Add(1)
@@ -39,17 +63,29 @@ func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{
 			if recipient == u {
 				recipient = recipients[1%len(recipients)]
 			}
-			if err := p.user(addr, u, recipient, stop); err != nil {
-				p.mu.Lock()
-				p.errs = append(p.errs, fmt.Errorf("probe user %d: %w", u, err))
-				p.mu.Unlock()
+			var mine []uint64 // the envelopes u opened, oldest first
+			for {
+				err := p.user(addr, u, recipient, stop, &mine)
+				if !reconnect {
+					if err != nil {
+						p.mu.Lock()
+						p.errs = append(p.errs, fmt.Errorf("probe user %d: %w", u, err))
+						p.mu.Unlock()
+					}
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
 		}()
 	}
 	wg.Wait()
 }
 
-func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}) error {
+func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, mine *[]uint64) error {
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return err
@@ -68,16 +104,25 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}) 
 		return fmt.Errorf("LOGIN answered %v", f)
 	}
 	var out []byte
+	again := (*mine)[max(0, len(*mine)-reopenMax):] // OPENed before: answered 1 with the same share
+	var opening uint64                              // the envelope of the OPEN in flight
 	for i := uint64(2); ; i++ {
 		select {
 		case <-stop:
 			return nil
 		default:
 		}
-		send := i%50 == 0
-		if send {
+		opening = 0
+		switch {
+		case len(again) > 0:
+			opening, again = again[0], again[1:]
+			out = proto.AppendOpen(out[:0], i, opening)
+		case len(r.pushed) > 0:
+			opening, r.pushed = r.pushed[0], r.pushed[1:]
+			out = proto.AppendOpen(out[:0], i, opening)
+		case i%50 == 0:
 			out = proto.AppendSend(out[:0], i, 30, []uint32{recipient})
-		} else {
+		default:
 			out = proto.AppendShake(out[:0], i)
 		}
 		if _, err := nc.Write(out); err != nil {
@@ -97,6 +142,8 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}) 
 				p.shakeIDs[env] = true
 				p.shakeFen += uint64(amount)
 			}
+		case proto.OpenResult:
+			p.opening(user, opening, f, mine)
 		case proto.SendAck:
 			if st, env := f.SendAck(); st == proto.SendOK {
 				if p.groupIDs[env] {
@@ -107,6 +154,26 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}) 
 		}
 		p.mu.Unlock()
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// opening records the answer to an OPEN of env: a share drawn (never twice
+// for one envelope), or a repeated OPEN of one drawn before, which must
+// answer 1 with the same share. Called with p.mu held.
+func (p *probe) opening(user uint32, env uint64, f proto.Frame, mine *[]uint64) {
+	st, _, amount := f.OpenResult()
+	was, before := p.opened[drawn{user, env}]
+	switch {
+	case st == proto.OpenOK && before:
+		p.twice = append(p.twice, env)
+	case st == proto.OpenOK:
+		p.opened[drawn{user, env}] = amount
+		p.openFen += uint64(amount)
+		*mine = append(*mine, env)
+	case before && st == proto.OpenAlready && amount == was:
+		p.reopened++
+	case before:
+		p.badOpen = append(p.badOpen, fmt.Sprintf("user %d envelope %d: OPEN_RESULT %d amount %d, drew %d", user, env, st, amount, was))
 	}
 }
 
@@ -124,10 +191,12 @@ func (p *probe) ended(err error, stop <-chan struct{}) error {
 	return err
 }
 
-// frameReader reads the server's frames off one connection.
+// frameReader reads the server's frames off one connection and keeps the
+// envelopes it is pushed.
 type frameReader struct {
-	nc  net.Conn
-	buf []byte
+	nc     net.Conn
+	buf    []byte
+	pushed []uint64 // ENVELOPE pushes not yet OPENed
 }
 
 // next returns the answer to stamp (0: the next frame), skipping pushes and
@@ -144,6 +213,11 @@ func (r *frameReader) next(stamp uint64) (proto.Frame, error) {
 			r.buf = r.buf[:copy(r.buf, r.buf[n:])]
 			if f.Type == proto.Error {
 				return f, fmt.Errorf("ERROR %d", f.ErrorCode())
+			}
+			if f.Type == proto.Envelope && len(f.Body) >= 18 {
+				env, _, _, _ := f.Envelope()
+				r.pushed = append(r.pushed, env)
+				continue
 			}
 			if stamp == 0 || f.Stamp == stamp {
 				return f, nil

@@ -17,12 +17,13 @@ import (
 // servers share, the report it prints and keeps for report.md, and the
 // checks that failed.
 type crashRun struct {
-	w     io.Writer
-	lines []string
-	dir   string
-	path  func(name string) string
-	data  string
-	errs  []error
+	w      io.Writer
+	lines  []string
+	dir    string
+	path   func(name string) string
+	data   string
+	errs   []error
+	checks []summaryCheck // every check, in order
 }
 
 func newRun(out, prefix string, w io.Writer) (*crashRun, error) {
@@ -57,6 +58,7 @@ func (r *crashRun) check(name string, ok bool, format string, args ...any) {
 		verdict = "FAILED"
 		r.errs = append(r.errs, errors.New(name))
 	}
+	r.checks = append(r.checks, summaryCheck{name, ok})
 	r.printf("  %-44s %-6s %s", name, verdict, fmt.Sprintf(format, args...))
 }
 
@@ -70,17 +72,17 @@ func (r *crashRun) start(ctx context.Context, cfg config, args []string, echo io
 	return srv, nil
 }
 
-// restart starts the server again with the same flags, its log in
-// server-2.log, and returns how long it took to serve and its "recovered"
-// line.
-func (r *crashRun) restart(ctx context.Context, cfg config, args []string, timeout time.Duration, echo io.Writer) (*harness.Server, time.Duration, recovered, error) {
+// restart starts the server again with the same flags, its log in log
+// (server-2.log, …), and returns how long it took to serve and its
+// "recovered" line.
+func (r *crashRun) restart(ctx context.Context, cfg config, args []string, log string, timeout time.Duration, echo io.Writer) (*harness.Server, time.Duration, recovered, error) {
 	t0 := time.Now()
-	srv, err := harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: r.path("server-2.log"), Echo: echo, StartTimeout: timeout})
+	srv, err := harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: r.path(log), Echo: echo, StartTimeout: timeout})
 	if err != nil {
 		return nil, 0, recovered{}, fmt.Errorf("restart: %w", err)
 	}
 	took := time.Since(t0)
-	rec, err := recoveredLine(r.path("server-2.log"))
+	rec, err := recoveredLine(r.path(log))
 	if err != nil {
 		srv.Kill()
 		return nil, 0, rec, err

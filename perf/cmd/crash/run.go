@@ -67,7 +67,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
-		pr.run(srv.Listen, probeUsers(cfg), []uint32{1, 2}, stopProbe)
+		pr.run(srv.Listen, probeUsers(cfg), []uint32{1, 2}, stopProbe, false)
 	}()
 
 	select {
@@ -91,10 +91,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	toldShake, toldOpen := lr.ShakeAmount+pr.shakeFen, lr.OpenAmount
-	r.printf("told before the kill: SHAKE_RESULT 1 %d fen (load client %d, probe %d), OPEN_RESULT 0 %d fen", toldShake, lr.ShakeAmount, pr.shakeFen, toldOpen)
+	toldShake, toldOpen := lr.ShakeAmount+pr.shakeFen, lr.OpenAmount+pr.openFen
+	r.printf("told before the kill: SHAKE_RESULT 1 %d fen (load client %d, probe %d), OPEN_RESULT 0 %d fen (load client %d, probe %d)",
+		toldShake, lr.ShakeAmount, pr.shakeFen, toldOpen, lr.OpenAmount, pr.openFen)
 
-	srv2, startTook, rec, err := r.restart(ctx, cfg, args, time.Minute, stderr)
+	srv2, startTook, rec, err := r.restart(ctx, cfg, args, "server-2.log", time.Minute, stderr)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	after := newProbe()
 	stop2 := make(chan struct{})
 	time.AfterFunc(2*time.Second, func() { close(stop2) })
-	after.run(srv2.Listen, probeUsers(cfg), probeUsers(cfg), stop2)
+	after.run(srv2.Listen, probeUsers(cfg), probeUsers(cfg), stop2, false)
 	r.errs = append(r.errs, pr.err(), after.err())
 	reused := append(disjoint(pr.shakeIDs, after.shakeIDs), disjoint(pr.groupIDs, after.groupIDs)...)
 	reused = append(reused, append(pr.twice, after.twice...)...)

@@ -113,7 +113,7 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	srv.Kill()
 	r.printf("SIGKILL server pid %d at %s; -data holds %.1f MiB", srv.PID, time.Now().Format(time.RFC3339), mib(du))
 
-	srv2, serving, rec, err := r.restart(ctx, cfg, args, 2*time.Minute, stderr)
+	srv2, serving, rec, err := r.restart(ctx, cfg, args, "server-2.log", 2*time.Minute, stderr)
 	if err != nil {
 		return err
 	}
