@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +81,15 @@ func (o Options) localSets() int {
 // are built: only its own are.
 func (s *Server) joinCluster() error {
 	i, n, _ := s.opts.nodeOf()
+	// An epoll loop blocked in epoll_wait keeps its P (a raw syscall). With
+	// a P per loop, a goroutine the runtime's netpoller wakes — the NATS
+	// client's reader, which every crossing passes — waits until sysmon takes
+	// a P back, 10–20 ms when the process is otherwise idle: one P more
+	// than the loops is always free for it.
+	if s.opts.Ingress == "epoll" && runtime.GOMAXPROCS(0) <= s.opts.Loops {
+		runtime.GOMAXPROCS(s.opts.Loops + 1)
+		s.log.Info("cluster: GOMAXPROCS raised above the epoll loops, so that NATS's goroutines always find a P", "gomaxprocs", s.opts.Loops+1, "loops", s.opts.Loops)
+	}
 	node, err := cluster.Join(cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
 		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Logger: s.log}, buildinfo.Read().Version)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,6 +60,21 @@ func startGateways(t testing.TB, ns *embednats.Server, n, sets int, edit func(o 
 		return true
 	})
 	return gws
+}
+
+// TestClusterFreeP: a gateway with an epoll loop per P runs one P more, so
+// that the NATS client's goroutines, woken by the runtime's netpoller, never
+// wait for sysmon to take a P from a loop blocked in epoll_wait.
+func TestClusterFreeP(t *testing.T) {
+	if *ingressMode != "epoll" {
+		t.Skip("-ingress netpoll: the loops block in the netpoller, not in epoll_wait")
+	}
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	startGateways(t, startNATS(t), 2, 2, func(o *server.Options) { o.Loops = procs })
+	if got := runtime.GOMAXPROCS(0); got != procs+1 {
+		t.Errorf("GOMAXPROCS %d with %d epoll loops; want %d", got, procs, procs+1)
+	}
 }
 
 // owner returns the gateway of user in a cluster of len(gws) gateways over sets SETs.

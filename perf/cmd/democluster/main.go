@@ -48,6 +48,7 @@ type config struct {
 	timeout    time.Duration
 	openRate   int // -mode open: OPENs a second
 	connsPerGW int // -mode open: connections on each of the two gateways
+	openRounds int // -mode open: crossing and local phases, alternated
 	harness.RunFlags
 }
 
@@ -62,7 +63,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.sets, "sets", 24, "-sets of every gateway (`N`): gateway I runs the SETs s with s mod gateways == I")
 	fs.IntVar(&c.users, "users", 30000, "users 1..`N`, each its own connection; -mode cpu: users per server process (default there 5000)")
 	fs.IntVar(&c.qps, "qps", 20000, "SHAKEs a second of all users together (`rate`); -mode cpu: per server process (default there 5000)")
-	fs.Func("duration", "how long the load runs after the ramp, `d`: a Go duration or whole seconds (default 30s; -mode open: each of its two phases, default 15s)", func(s string) (err error) {
+	fs.Func("duration", "how long the load runs after the ramp, `d`: a Go duration or whole seconds (default 30s; -mode open: each of its two kinds of phase, default 15s, split over -open-rounds)", func(s string) (err error) {
 		c.duration, err = harness.ParseDuration(s)
 		return err
 	})
@@ -77,6 +78,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.send, "send-campaign-rate", 100, "send campaign: group envelopes a second over the cluster")
 	fs.DurationVar(&c.timeout, "cluster-timeout", time.Second, "the gateways' -cluster-timeout: the bound on a crossing's answer")
 	fs.IntVar(&c.openRate, "open-rate", 2000, "-mode open: OPENs a second, every one crossing to the other gateway")
+	fs.IntVar(&c.openRounds, "open-rounds", 1, "-mode open: alternate a crossing and a local phase `N` times, each -duration/N long, latencies pooled per kind (the machine's noise falls on both alike)")
 	fs.IntVar(&c.connsPerGW, "open-users", 200, "-mode open: users on each of the two gateways (senders on one, openers on the other)")
 	c.RunFlags.Add(fs, "democluster", "democluster-", false)
 	fs.Usage = func() {
@@ -97,7 +99,9 @@ at -qps SHAKE/s for -duration (SHAKEs never cross): server CPU per SHAKE side by
 
 -mode open: a cluster of 2 gateways; -open-users senders on gateway 0 SEND to recipients on
 gateway 1, who OPEN each envelope at once: -open-rate OPENs a second, every one a crossing.
-Latency of each OPEN from its write to its OPEN_RESULT, p50/p99/p99.9.
+Latency of each OPEN from its write to its OPEN_RESULT, p50/p99/p99.9. -open-rounds N alternates
+N crossing and N local phases, each -duration/N, so that the machine's noise falls on both; e.g.
+-server-flags "-journal off" leaves the crossing without the journal's fdatasync.
 
 Every process it starts stops by itself: the run is bounded by ramp + duration + 4 minutes.
 
@@ -156,6 +160,9 @@ Flags:
 	}
 	if c.openRate < 1 || c.connsPerGW < 2 {
 		bad("-open-rate=%d, -open-users=%d: want at least 1 and 2", c.openRate, c.connsPerGW)
+	}
+	if c.openRounds < 1 || c.openRounds > 60 || c.duration/time.Duration(max(1, c.openRounds)) < time.Second {
+		bad("-open-rounds=%d: want 1..60, each phase at least 1s of -duration", c.openRounds)
 	}
 	// The open-files limit binds each gateway and each load-client process:
 	// the demo's users spread over the gateways and over -procs clients.

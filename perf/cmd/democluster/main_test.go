@@ -27,6 +27,11 @@ func TestParseFlags(t *testing.T) {
 	f("-mode bench -gateways 1 -sets 0 -duration 1s -ramp 0s", "-mode", "-gateways=1", "-sets=0", "-duration=1s", "-ramp=0s")
 	f("-source 10.0.0.1 -server-flags -listen=:1", "-source", "-server-flags")
 	f("-cluster-timeout 0s -open-rate 0", "-cluster-timeout", "-open-rate")
+	if c := f("-mode open -open-rounds 5"); c.openRounds != 5 {
+		t.Errorf("-open-rounds 5: %d", c.openRounds)
+	}
+	f("-mode open -open-rounds 0", "-open-rounds=0")
+	f("-mode open -duration 10s -open-rounds 20", "-open-rounds=20")
 	f("-users 90000", "-users=90000")
 	f("extra", "unexpected arguments")
 }

@@ -168,11 +168,13 @@ type openResult struct {
 	Status map[uint8]int    `json:"status"`
 	Lat    map[string]int64 `json:"latency_ns"`
 	Rate   float64          `json:"opens_per_s"`
+	secs   float64          // the phases' load time
 }
 
 // runOpen: a cluster of 2 gateways; senders on gateway 0 SEND to openers
 // on gateway 1 (every OPEN crosses), then to openers on gateway 0 (none
-// does), at -open-rate OPENs a second each phase.
+// does), at -open-rate OPENs a second each phase; -open-rounds alternates
+// the two kinds of phase that many times.
 func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	dir, path, err := harness.RunDir(cfg.Out, "democluster-open-")
 	if err != nil {
@@ -186,7 +188,7 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	dur := cfg.duration.Round(time.Second)
-	fmt.Fprintf(stdout, "democluster -mode open: 2 gateways, %d SETs, %d OPEN/s for %v per phase, %d recipients a SEND; files in %s/\n", sets, cfg.openRate, dur, cfg.recips, dir)
+	fmt.Fprintf(stdout, "democluster -mode open: 2 gateways, %d SETs, %d OPEN/s for %v per kind in %d alternated rounds, %d recipients a SEND; files in %s/\n", sets, cfg.openRate, dur, cfg.openRounds, cfg.recips, dir)
 	n := cfg.connsPerGW
 	// Users 2, 4, … run on gateway 0 and 1, 3, … on gateway 1 (SET u mod
 	// sets, gateway SET mod 2). Senders and local openers on gateway 0,
@@ -219,14 +221,22 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	defer closeAll(local)
 	before, _ := readCrossings(cl.admin(1))
-	var results []openResult
-	for _, ph := range []struct {
+	phases := []struct {
 		name    string
 		openers []*rawClient
-	}{{"crossing (opener on gateway 1, envelope on gateway 0)", cross}, {"local (opener and envelope on gateway 0)", local}} {
-		r := openPhase(ctx, ph.openers, senders, cfg.openRate, cfg.recips, dur)
-		r.Phase = ph.name
-		results = append(results, r)
+	}{{"crossing (opener on gateway 1, envelope on gateway 0)", cross}, {"local (opener and envelope on gateway 0)", local}}
+	results := make([]openResult, len(phases))
+	lats := make([][]int64, len(phases))
+	for round := range cfg.openRounds {
+		for i, ph := range phases {
+			r, l := openPhase(ctx, ph.openers, senders, cfg.openRate, cfg.recips, dur/time.Duration(cfg.openRounds), round == cfg.openRounds-1)
+			results[i].add(r)
+			lats[i] = append(lats[i], l...)
+		}
+	}
+	for i, ph := range phases {
+		results[i].Phase = ph.name
+		results[i].quantiles(lats[i])
 	}
 	after, _ := readCrossings(cl.admin(1))
 	var txt strings.Builder
@@ -259,8 +269,11 @@ func closeAll(cs []*rawClient) {
 
 // openPhase SENDs from senders to recips random openers at rate/recips a
 // second for dur; each opener OPENs every ENVELOPE pushed to it at once.
-// The latency of an OPEN runs from its write to its OPEN_RESULT.
-func openPhase(ctx context.Context, openers, senders []*rawClient, rate, recips int, dur time.Duration) openResult {
+// The latency of an OPEN runs from its write to its OPEN_RESULT. It returns
+// the phase's counts and latencies. A phase of the last round waits 2 s for
+// the OPENs in flight; another waits less: an answer it misses is read, with
+// its own stamp, by the next phase of its kind.
+func openPhase(ctx context.Context, openers, senders []*rawClient, rate, recips int, dur time.Duration, last bool) (openResult, []int64) {
 	var mu sync.Mutex
 	var lats []int64
 	status := map[uint8]int{}
@@ -342,12 +355,34 @@ func openPhase(ctx context.Context, openers, senders []*rawClient, rate, recips 
 	}
 	tick.Stop()
 	elapsed := time.Since(start)
-	time.Sleep(2 * time.Second) // the last OPENs
+	settle := 200 * time.Millisecond
+	if last {
+		settle = 2 * time.Second
+	}
+	time.Sleep(settle)
 	close(stop)
 	wg.Wait()
 	for _, c := range append(slices.Clone(openers), senders...) {
 		c.nc.SetReadDeadline(time.Time{})
 	}
+	return openResult{Sends: sends, Opens: len(lats), Status: status, secs: elapsed.Seconds()}, lats
+}
+
+// add counts r's SENDs, OPENs and statuses in o.
+func (o *openResult) add(r openResult) {
+	o.Sends += r.Sends
+	o.Opens += r.Opens
+	o.secs += r.secs
+	if o.Status == nil {
+		o.Status = map[uint8]int{}
+	}
+	for st, n := range r.Status {
+		o.Status[st] += n
+	}
+}
+
+// quantiles sets o's rate and latency quantiles from lats (sorted here).
+func (o *openResult) quantiles(lats []int64) {
 	slices.Sort(lats)
 	q := func(p float64) int64 {
 		if len(lats) == 0 {
@@ -355,12 +390,13 @@ func openPhase(ctx context.Context, openers, senders []*rawClient, rate, recips 
 		}
 		return lats[min(len(lats)-1, int(p*float64(len(lats))))]
 	}
-	r := openResult{Sends: sends, Opens: len(lats), Status: status, Rate: float64(len(lats)) / elapsed.Seconds(),
-		Lat: map[string]int64{"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999)}}
-	if len(lats) > 0 {
-		r.Lat["max"] = lats[len(lats)-1]
+	if o.secs > 0 {
+		o.Rate = float64(len(lats)) / o.secs
 	}
-	return r
+	o.Lat = map[string]int64{"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999)}
+	if len(lats) > 0 {
+		o.Lat["max"] = lats[len(lats)-1]
+	}
 }
 
 func isTimeout(err error) bool {
