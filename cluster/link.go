@@ -44,7 +44,7 @@ func (l *link) Handle(b event.Batch) {
 	count := 0
 	now := time.Now()
 	deadline := now.Add(n.o.Timeout).UnixNano()
-	if !n.up(l.node) { // not heard from: its requests are answered at the next sweep, not after the bound
+	if !n.up(l.node) { // not up: its requests are answered at the next sweep, not after the bound
 		deadline = now.UnixNano()
 	}
 	for q := b.Lo; q <= b.Hi; q++ {
