@@ -21,5 +21,8 @@
 // Membership is announced on NATS: each gateway publishes a heartbeat with
 // its node number, the cluster's shape (-nodes, -sets), its client and admin
 // addresses; a gateway whose shape differs from the cluster's already there,
-// or whose node number is taken, refuses to start.
+// or whose node number is taken, refuses to start. A gateway counts as up
+// (gets users and crossings) only once it is ready: its SETs recovered and
+// its subscription confirmed by NATS. One that shuts down says it is no
+// longer ready, waits for its crossings' answers and cancels the rest.
 package cluster

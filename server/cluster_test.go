@@ -32,6 +32,8 @@ func startNATS(t testing.TB) *embednats.Server {
 // sets SETs in all.
 func startGateways(t testing.TB, ns *embednats.Server, n, sets int, edit func(o *server.Options)) []*testServer {
 	t.Helper()
+	procs := runtime.GOMAXPROCS(0) // a gateway raises it for the process: the tests after run as before
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	gws := make([]*testServer, n)
 	for i := range gws {
 		gws[i] = startServer(t, func(o *server.Options) {
@@ -70,7 +72,6 @@ func TestClusterFreeP(t *testing.T) {
 		t.Skip("-ingress netpoll: the loops block in the netpoller, not in epoll_wait")
 	}
 	procs := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	startGateways(t, startNATS(t), 2, 2, func(o *server.Options) { o.Loops = procs })
 	if got := runtime.GOMAXPROCS(0); got != procs+1 {
 		t.Errorf("GOMAXPROCS %d with %d epoll loops; want %d", got, procs, procs+1)

@@ -351,7 +351,7 @@ func (s *Server) writeCluster(e exposition) {
 		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
 	}
 	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
-	e.gauge("hongbao_cluster_gateways_up", "Gateways heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
+	e.gauge("hongbao_cluster_gateways_up", "Gateways up: ready (their SETs recovered) and heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
 	connected := int64(0)
 	if s.node.Connected() {
 		connected = 1
