@@ -141,3 +141,28 @@ func TestCrossingDelivers(t *testing.T) {
 		t.Errorf("%d messages for %d events: not batched", m, n)
 	}
 }
+
+// TestCancelSentAgain: an OPEN crossing past its bound is cancelled at the
+// envelope's gateway at once and again after each of resendAfter, and no
+// more: a cancel written into a NATS connection that just died is lost.
+func TestCancelSentAgain(t *testing.T) {
+	from, _, got := pair(t, startNATS(t))
+	from.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 0) // user of SET 0 here, envelope of SET 1 there
+	now := time.Now().UnixNano()
+	arrived := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); got.n.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // nothing more may come
+		if g := got.n.Load(); g != want {
+			t.Fatalf("%d cancels reached the envelope's gateway; want %d", g, want)
+		}
+	}
+	for i, at := range []int64{now, now + int64(resendAfter[0]) + 1e8, now + int64(resendAfter[0]+resendAfter[1]) + 2e8, now + int64(time.Hour)} {
+		if _, ok := from.expire(at, nil); !ok {
+			t.Fatal("expire: the rings are closing")
+		}
+		arrived(int64(min(i+1, 1+len(resendAfter))))
+	}
+}

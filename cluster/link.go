@@ -224,7 +224,8 @@ func (n *Node) sweep() {
 }
 
 // expire answers the crossings due by now "unavailable" and cancels the
-// OPENs among them, using due as scratch; false once the rings are closing.
+// OPENs among them, using due as scratch; and sends again the cancels due
+// for it. False once the rings are closing.
 func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 	n.expiring.Lock()
 	defer n.expiring.Unlock()
@@ -235,10 +236,12 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 		// The cancel first: whatever the client sends once it has read
 		// "unavailable" (an OPEN again) queues behind it in the link.
 		if c.kind == event.KOpen {
-			cancel := event.Event{Kind: event.KUnopen, User: c.user, Env: c.env, Conn: conn.Handle{Gen: e.xid}}
-			if set := envelope.OwnerSET(c.env); set >= 0 && set < n.o.Sets && !n.publish(set, &cancel) {
+			r := resend{user: c.user, env: c.env, xid: e.xid}
+			if !n.cancel(r) {
 				return due, false
 			}
+			r.at = time.Now().Add(resendAfter[0]).UnixNano()
+			n.resends = append(n.resends, r)
 		}
 		a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
 		if c.kind == event.KOpen {
@@ -250,5 +253,48 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 			return due, false
 		}
 	}
+	kept := n.resends[:0]
+	for _, r := range n.resends {
+		if r.at > now {
+			kept = append(kept, r)
+			continue
+		}
+		if !n.cancel(r) {
+			return due, false
+		}
+		if r.sent++; r.sent < len(resendAfter) {
+			r.at = time.Now().Add(resendAfter[r.sent]).UnixNano()
+			kept = append(kept, r)
+		}
+	}
+	n.resends = kept
 	return due, true
+}
+
+// A cancel is sent again after these delays: one written just before the
+// NATS connection is found dead is lost with it, while one sent later waits
+// in the client's reconnect buffer. Sending it again is safe: it names its
+// crossing, and the envelope's gateway ignores a cancel of a crossing whose
+// answer it no longer holds (taken back already, or never drawn).
+var resendAfter = [...]time.Duration{time.Second, 3 * time.Second}
+
+// resend is a cancel of crossing xid (an OPEN of env by user) to send again
+// at at, after sent resends.
+type resend struct {
+	at   int64
+	sent int
+	user uint32
+	env  uint64
+	xid  uint32
+}
+
+// cancel publishes r's cancel to the envelope's gateway; false once the
+// link is closing.
+func (n *Node) cancel(r resend) bool {
+	set := envelope.OwnerSET(r.env)
+	if set < 0 || set >= n.o.Sets {
+		return true
+	}
+	ev := event.Event{Kind: event.KUnopen, User: r.user, Env: r.env, Conn: conn.Handle{Gen: r.xid}}
+	return n.publish(set, &ev)
 }

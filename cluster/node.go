@@ -86,6 +86,7 @@ type Node struct {
 	// expiring: one expiry at a time (the sweeper's, Leave's), so that a
 	// crossing's cancel and answer keep their order in the rings.
 	expiring sync.Mutex
+	resends  []resend // cancels to send again, under expiring
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
