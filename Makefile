@@ -33,7 +33,13 @@ test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds inclu
 test-short: ## quick tests without -race
 	$(GO) test -short -count=1 $(PKGS)
 
-bench: bench-ring ## every benchmark, one package at a time (two cores: never in parallel)
+BENCHPKGS ?= $(PKGS)
+bench: ## every benchmark, one package at a time (two cores: never in parallel) (BENCHPKGS, BENCHTIME)
+	@set -e; for p in $$($(GO) list -f '{{.ImportPath}}:{{.Dir}}' $(BENCHPKGS)); do \
+	  grep -qs '^func Benchmark' $${p#*:}/*_test.go || continue; \
+	  echo "== $${p%%:*}"; \
+	  $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $${p%%:*}; \
+	done
 
 bench-ring: ## ring vs go-disruptor vs channel side by side, medians of COUNT runs, table in perf/out/ (COUNT, BENCHTIME)
 	$(GO) run ./perf/cmd/benchring -count $(COUNT) -benchtime $(BENCHTIME)
