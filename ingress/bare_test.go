@@ -85,7 +85,7 @@ func TestBare(t *testing.T) {
 			c.send(loginFrame(1, 45), proto.AppendPing(nil, 2), loginFrame(3, 45))
 			c.expect(proto.LoginAck, 1)
 			c.expect(proto.Pong, 2)
-			c.expectError(proto.ErrCodeMalformed, 3)
+			c.expectError(proto.ErrCodeMalformed, 0) // stamp 0: docs/PROTOCOL.md, Stamps on ERROR
 		})
 
 		waitFor(t, "every connection released", func() bool { return ing.Conns() == 0 })

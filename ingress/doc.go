@@ -98,11 +98,12 @@
 // of epoll and publishes KDisconnect, and the egress calls Owner.Release after
 // handling it. The descriptor is closed only by Release.
 //
-// An ERROR the ingress writes or asks for (KFatal.Stamp) carries the stamp of
-// the frame it answers when that frame decoded whole (ERROR 3 for a first
-// frame other than LOGIN, ERROR 1 for a second LOGIN) and 0 otherwise (a
-// violation can be certain after 2 bytes; timeouts and shutdown answer no
-// frame). LOGIN_ACK 1 and 2 echo the LOGIN's stamp.
+// An ERROR the ingress writes or asks for (KFatal) carries stamp 0, as
+// docs/PROTOCOL.md (Stamps on ERROR) requires, in every mode: ERROR 1 for a
+// second LOGIN too, and a violation can be certain after 2 bytes, before any
+// stamp; timeouts and shutdown answer no frame. Only ERROR 3, for a first
+// frame other than LOGIN, echoes that frame's stamp. LOGIN_ACK 1 and 2 echo
+// the LOGIN's stamp.
 //
 // # Full rings
 //

@@ -99,7 +99,7 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 	}
 	switch f.Type {
 	case proto.Login:
-		return p.fatal(c, proto.ErrCodeMalformed, f.Stamp)
+		return p.fatal(c, proto.ErrCodeMalformed)
 	case proto.Shake:
 		if p.shed {
 			return p.refuse(c, f, now, 0)
@@ -234,14 +234,15 @@ func (p *proc) violation(ic *iconn, code uint8) result {
 		p.out = proto.AppendError(p.out, 0, code)
 		return resClose
 	}
-	return p.fatal(c, code, 0)
+	return p.fatal(c, code)
 }
 
-// fatal asks c's SET to send ERROR code and cut c off.
-func (p *proc) fatal(c *conn.Conn, code uint8, stamp uint64) result {
+// fatal asks c's SET to send ERROR code, stamp 0 (docs/PROTOCOL.md, Stamps
+// on ERROR), and cut c off.
+func (p *proc) fatal(c *conn.Conn, code uint8) result {
 	if p.bare {
 		p.cnt[cViolations]++
-		p.out = proto.AppendError(p.out, stamp, code)
+		p.out = proto.AppendError(p.out, 0, code)
 		return resClose
 	}
 	s, ok := p.bus.ClaimAnswer(int(c.SET))
@@ -249,7 +250,7 @@ func (p *proc) fatal(c *conn.Conn, code uint8, stamp uint64) result {
 		return resStall
 	}
 	p.cnt[cViolations]++
-	*s.Event() = event.Event{Kind: event.KFatal, Code: code, User: c.User, Conn: conn.HandleOf(c), Stamp: stamp}
+	*s.Event() = event.Event{Kind: event.KFatal, Code: code, User: c.User, Conn: conn.HandleOf(c)}
 	s.Publish()
 	return resFatal
 }
@@ -333,7 +334,7 @@ func appendStatus(dst []byte, t proto.Type, stamp uint64, status uint8, env uint
 func (p *proc) answerBare(c *conn.Conn, f proto.Frame) result {
 	switch f.Type {
 	case proto.Login:
-		return p.fatal(c, proto.ErrCodeMalformed, f.Stamp)
+		return p.fatal(c, proto.ErrCodeMalformed)
 	case proto.Ping:
 		p.out = proto.AppendPong(p.out, f.Stamp)
 	case proto.Open:

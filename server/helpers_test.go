@@ -402,6 +402,10 @@ func (c *client) expectError(code uint8) {
 	if f.Type != proto.Error || f.ErrorCode() != code {
 		c.t.Fatalf("user %d: got %s; want ERROR %d", c.user, describe(f), code)
 	}
+	// docs/PROTOCOL.md, Stamps on ERROR: only ERROR 3 echoes a stamp.
+	if code != proto.ErrCodeNotLoggedIn && f.Stamp != 0 {
+		c.t.Fatalf("user %d: ERROR %d with stamp %d; want stamp 0", c.user, code, f.Stamp)
+	}
 	c.expectClosed()
 }
 
