@@ -292,6 +292,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 				c.Servers = append(c.Servers, a)
 			}
 		}
+		if len(c.Servers) == 0 {
+			return errors.New("no host:port address")
+		}
 		return nil
 	})
 	fs.Func("users", "the run's users `MIN-MAX`, each its own connection (default "+DefaultUsers+")", func(s string) (err error) {
@@ -355,11 +358,51 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	if c.child && c.AuthSecret == "" {
 		c.AuthSecret = os.Getenv(childSecretEnv)
 	}
+	zeros := zeroFlags(fs, c)
 	c.Fill()
 	if c.Duration == 0 {
 		c.Duration = defaultDuration(c.Phases)
 	}
-	return c, c.Validate()
+	return c, errors.Join(zeros, c.Validate())
+}
+
+// zeroFlags reports the flags given 0 on the command line where a Config's 0
+// means "the default" (Fill): from the command line 0 is a bad value like any
+// other, not a way to ask for the default.
+func zeroFlags(fs *flag.FlagSet, c *Config) error {
+	var errs []error
+	fs.Visit(func(f *flag.Flag) {
+		var zero bool
+		var want string
+		switch f.Name {
+		case "total-users":
+			zero, want = c.TotalUsers == 0, "not in 1..2^32-1 (leave it out for MAX of -users)"
+		case "duration":
+			zero, want = c.Duration == 0, "not above 0 (leave it out for 30s or the length of -phases)"
+		case "loops":
+			zero, want = c.Loops == 0, "not in 1..1024 (leave it out for GOMAXPROCS)"
+		case "connect-rate":
+			zero, want = c.ConnectRate == 0, "not at least 1 connection a second"
+		case "connect-timeout":
+			zero, want = c.ConnectTimeout == 0, "below 1ms"
+		case "timeout":
+			zero, want = c.Timeout == 0, "below 1ms"
+		case "grace":
+			zero, want = c.Grace == 0, "not above 0"
+		case "send-recipients":
+			zero, want = c.SendRecipients == 0, fmt.Sprintf("not in 1..%d", proto.MaxSendRecipients)
+		case "send-total":
+			zero, want = c.SendTotal == 0, "not at least 1 fen a recipient"
+		case "chat-size":
+			zero, want = c.ChatSize == 0, fmt.Sprintf("not in 1..%d", proto.MaxChatText)
+		case "procs":
+			zero, want = c.Procs == 0, "not in 1..1024"
+		}
+		if zero {
+			errs = append(errs, fmt.Errorf("-%s: 0 is %s", f.Name, want))
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // defaultDuration is 30 s, or the length of a plan whose last phase ends.

@@ -76,6 +76,13 @@ func TestParseFlagsErrors(t *testing.T) {
 	f([]string{"-procs", "5", "-users", "1-3"}, "-procs")
 	f([]string{"-source", "10.0.0.9-10.0.0.1"}, "source")
 	f([]string{"stray"}, "unexpected")
+	// 0 where a Config's 0 means the default is an error on the command line.
+	f([]string{"-loops", "0"}, "-loops: 0 is not in 1..1024")
+	f([]string{"-total-users", "0", "-duration", "0s", "-connect-rate", "0", "-connect-timeout", "0s", "-timeout", "0s", "-grace", "0s"},
+		"-total-users: 0", "-duration: 0", "-connect-rate: 0", "-connect-timeout: 0", "-timeout: 0", "-grace: 0")
+	f([]string{"-send-recipients", "0", "-send-total", "0", "-chat-size", "0", "-procs", "0"},
+		"-send-recipients: 0", "-send-total: 0", "-chat-size: 0", "-procs: 0")
+	f([]string{"-server", ""}, "-server")
 }
 
 // TestHelp checks that -help explains every flag but the internal ones.
