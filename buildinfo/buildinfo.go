@@ -1,6 +1,7 @@
 // Package buildinfo says what a binary was built from: the module version,
 // the VCS revision and the Go version, as the binaries' -version flag and
-// the server's hongbao_build_info metric report them.
+// the server's hongbao_build_info metric report them. It reads only the Go
+// runtime's build data and knows nothing of the server.
 package buildinfo
 
 import (

@@ -1,6 +1,8 @@
 // Package campaign runs the admin API's campaigns: producers that create
 // envelopes off the hot path, paced exactly (envelope.Pacer), and deal them
 // round-robin over the SETs (envelope.Dealer), one ring event per batch.
+// It does not touch the pools, the group envelopes or the ledger: what it
+// deals reaches them only as events the SETs' stages apply.
 //
 // One goroutine drives every campaign: each envelope.TickInterval it deals
 // what each running campaign's pacer says is due. A goroutine and a ticker

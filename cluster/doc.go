@@ -1,7 +1,9 @@
 // Package cluster makes several gateways (server processes) one service
 // over NATS: gateway I of N runs the SETs s with s mod N == I out of the
 // cluster's -sets, and every event for a SET run elsewhere crosses to its
-// gateway (docs/PROTOCOL.md, Clusters).
+// gateway (docs/PROTOCOL.md, Clusters). It does not handle the business: it
+// carries events between gateways, and the SETs' stages on either side apply
+// them; it holds no money.
 //
 // The crossing is a stage of the pipeline, as the journal is: on each
 // gateway, every other gateway is a link, a ring whose single stage (the

@@ -1,6 +1,8 @@
 // Package conn holds the Conn shared by a connection's two owners: the
 // ingress event loop that reads it and the egress stage of its SET that writes
-// it. Every field says which of them owns it; nothing here is locked.
+// it. Every field says which of them owns it; nothing here is locked. It does
+// no I/O and knows nothing of the ring or the business: it imports no other
+// hongbao package.
 package conn
 
 import (

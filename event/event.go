@@ -1,6 +1,7 @@
 // Package event defines what travels through a SET's ring: the fixed-size
 // Event that producers fill in place, its Kinds, and the Bus that routes an
-// event to the ring of the SET that owns its work.
+// event to the ring of the SET that owns its work. It does no I/O and holds
+// no business state: what an event means is the stages'.
 package event
 
 import (

@@ -1,7 +1,9 @@
 // Package ingress is the read side of the server: it accepts connections,
 // decodes their frames and publishes each as an event into the ring of the
 // SET that owns its work. It is the conn.Owner of every connection it
-// accepts.
+// accepts. It does not touch money or any stage's state, and once a
+// connection is logged in it writes nothing to it: its refusals and ERRORs go
+// to the SET's egress as events (bare mode, -pipeline=none, aside).
 //
 // # Shape (ModeEpoll, Linux)
 //

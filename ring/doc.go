@@ -1,7 +1,9 @@
 // Package ring is hongbao's Disruptor (LMAX): a preallocated ring of events
 // that producers fill in place and a small graph of stages consumes in
 // sequence order, each stage on its own goroutine, with sequences instead of
-// locks and batches instead of per-event hand-offs.
+// locks and batches instead of per-event hand-offs. It knows nothing of the
+// business: it imports no other hongbao package, and what an event means is
+// its stages' affair.
 //
 // # Shape
 //

@@ -2,7 +2,9 @@
 // carrying a SET's events through its chain of stages. They exist only for the
 // ablation study (`make perf-compare`, server flag -pipeline): the same stage
 // handlers, the same producers and the same event.Bus, with only the transport
-// between them swapped, so that the cost of the transport itself shows.
+// between them swapped, so that the cost of the transport itself shows. It
+// knows nothing of the business (it imports only package ring) and is never
+// the default.
 //
 //   - Disruptor (-pipeline=disruptor) drives the stages with
 //     github.com/smarty/go-disruptor v0.5.0: a preallocated ring of our own, its

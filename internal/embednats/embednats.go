@@ -1,6 +1,7 @@
 // Package embednats runs a NATS server inside the process, on loopback, for
 // the cluster's tests and demos: nothing to install. In production the
-// gateways connect to a real nats-server cluster (-nats).
+// gateways connect to a real nats-server cluster (-nats). It knows nothing
+// of hongbao: it starts a server on a port and stops it.
 package embednats
 
 import (

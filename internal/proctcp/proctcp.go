@@ -1,6 +1,7 @@
 // Package proctcp reads the kernel's table of IPv4 TCP sockets, /proc/net/tcp, for tests that
 // must see a socket from outside the code that holds it: whether the server's end of a
 // connection has closed, which side of a stalled connection holds the unread bytes.
+// It only reads that file: it opens no socket, and no production code imports it.
 package proctcp
 
 import (
