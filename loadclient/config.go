@@ -303,6 +303,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	})
 	fs.Func("total-users", "`N`, the user count of the global schedule over users 1..N that -qps spreads over (default: MAX of -users). Several client machines with disjoint -users and the same -total-users, -qps and -phases send exactly -qps together", func(s string) error {
 		n, err := strconv.ParseUint(s, 10, 32)
+		if err == nil && n == 0 {
+			err = errors.New("0 is not in 1..2^32-1 (leave it out for MAX of -users)")
+		}
 		c.TotalUsers = uint32(n)
 		return err
 	})
@@ -327,6 +330,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.IntVar(&c.SendRecipients, "send-recipients", DefaultRecipients, "recipients of each SEND")
 	fs.Func("send-total", fmt.Sprintf("`fen` of each SEND (default %d)", DefaultSendTotal), func(s string) error {
 		n, err := strconv.ParseUint(s, 10, 32)
+		if err == nil && n == 0 {
+			err = errors.New("0 is not at least 1 fen a recipient")
+		}
 		c.SendTotal = uint32(n)
 		return err
 	})
@@ -358,7 +364,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	if c.child && c.AuthSecret == "" {
 		c.AuthSecret = os.Getenv(childSecretEnv)
 	}
-	zeros := zeroFlags(fs, c)
+	zeros := zeroFlags(fs)
 	c.Fill()
 	if c.Duration == 0 {
 		c.Duration = defaultDuration(c.Phases)
@@ -366,39 +372,27 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	return c, errors.Join(zeros, c.Validate())
 }
 
-// zeroFlags reports the flags given 0 on the command line where a Config's 0
-// means "the default" (Fill): from the command line 0 is a bad value like any
-// other, not a way to ask for the default.
-func zeroFlags(fs *flag.FlagSet, c *Config) error {
+// zeroMeansDefault holds the flags whose 0 in a Config means "the default"
+// (Fill), each with what is wrong with a 0 given on the command line, where 0
+// is a bad value like any other, not a way to ask for the default.
+// -total-users and -send-total refuse 0 as they parse.
+var zeroMeansDefault = map[string]string{
+	"duration":        "not above 0 (leave it out for 30s or the length of -phases)",
+	"loops":           "not in 1..1024 (leave it out for GOMAXPROCS)",
+	"connect-rate":    "not at least 1 connection a second",
+	"connect-timeout": "below 1ms",
+	"timeout":         "below 1ms",
+	"grace":           "not above 0",
+	"send-recipients": fmt.Sprintf("not in 1..%d", proto.MaxSendRecipients),
+	"chat-size":       fmt.Sprintf("not in 1..%d", proto.MaxChatText),
+	"procs":           "not in 1..1024",
+}
+
+// zeroFlags reports the flags of zeroMeansDefault given 0 on the command line.
+func zeroFlags(fs *flag.FlagSet) error {
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
-		var zero bool
-		var want string
-		switch f.Name {
-		case "total-users":
-			zero, want = c.TotalUsers == 0, "not in 1..2^32-1 (leave it out for MAX of -users)"
-		case "duration":
-			zero, want = c.Duration == 0, "not above 0 (leave it out for 30s or the length of -phases)"
-		case "loops":
-			zero, want = c.Loops == 0, "not in 1..1024 (leave it out for GOMAXPROCS)"
-		case "connect-rate":
-			zero, want = c.ConnectRate == 0, "not at least 1 connection a second"
-		case "connect-timeout":
-			zero, want = c.ConnectTimeout == 0, "below 1ms"
-		case "timeout":
-			zero, want = c.Timeout == 0, "below 1ms"
-		case "grace":
-			zero, want = c.Grace == 0, "not above 0"
-		case "send-recipients":
-			zero, want = c.SendRecipients == 0, fmt.Sprintf("not in 1..%d", proto.MaxSendRecipients)
-		case "send-total":
-			zero, want = c.SendTotal == 0, "not at least 1 fen a recipient"
-		case "chat-size":
-			zero, want = c.ChatSize == 0, fmt.Sprintf("not in 1..%d", proto.MaxChatText)
-		case "procs":
-			zero, want = c.Procs == 0, "not in 1..1024"
-		}
-		if zero {
+		if want, ok := zeroMeansDefault[f.Name]; ok && (f.Value.String() == "0" || f.Value.String() == "0s") {
 			errs = append(errs, fmt.Errorf("-%s: 0 is %s", f.Name, want))
 		}
 	})

@@ -78,10 +78,11 @@ func TestParseFlagsErrors(t *testing.T) {
 	f([]string{"stray"}, "unexpected")
 	// 0 where a Config's 0 means the default is an error on the command line.
 	f([]string{"-loops", "0"}, "-loops: 0 is not in 1..1024")
-	f([]string{"-total-users", "0", "-duration", "0s", "-connect-rate", "0", "-connect-timeout", "0s", "-timeout", "0s", "-grace", "0s"},
-		"-total-users: 0", "-duration: 0", "-connect-rate: 0", "-connect-timeout: 0", "-timeout: 0", "-grace: 0")
-	f([]string{"-send-recipients", "0", "-send-total", "0", "-chat-size", "0", "-procs", "0"},
-		"-send-recipients: 0", "-send-total: 0", "-chat-size: 0", "-procs: 0")
+	f([]string{"-duration", "0s", "-connect-rate", "0", "-connect-timeout", "0s", "-timeout", "0s", "-grace", "0s"},
+		"-duration: 0", "-connect-rate: 0", "-connect-timeout: 0", "-timeout: 0", "-grace: 0")
+	f([]string{"-send-recipients", "0", "-chat-size", "0", "-procs", "0"}, "-send-recipients: 0", "-chat-size: 0", "-procs: 0")
+	f([]string{"-total-users", "0"}, "-total-users", "0 is not in 1..")
+	f([]string{"-send-total", "0"}, "-send-total", "0 is not at least 1 fen")
 	f([]string{"-server", ""}, "-server")
 }
 
