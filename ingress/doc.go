@@ -84,10 +84,23 @@
 // CPU in two pairs at 45,000/s and no better tail. runEvery 16 against 64,
 // two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms,
 // CPU alike; the VM's noise is larger than the difference, so the one with
-// fewer runs stays. Not done: waiting on the epoll descriptor through Go's
-// netpoller so that a blocked loop holds no P: with the hand-off gone the Go
-// scheduler's p99 is tens of µs, which leaves it little to win against a
-// second epoll_wait per idle round.
+// fewer runs stays.
+//
+// # Blocking
+//
+// An idle loop blocks in a raw epoll_wait, which keeps its P until the
+// runtime's sysmon retakes it (20 µs to 10 ms later, when something else is
+// runnable). Options.NetpollWait (-loop-wait=netpoller) parks it in Go's
+// netpoller on its epoll descriptor instead, holding no P (park_linux.go).
+// Four interleaved runs of both at 45,000 SHAKE/s over 19,000 connections
+// (make perf-compare's latency rounds, 2026-12-01): with bursty CPU taken by
+// other processes (a compile; two processes busy 30 ms of every 100) the
+// netpoller had the lower p99 in 10 of 11 rounds, median round 88 against
+// 1,388 ms and 22 against 71 ms; on the VM alone in 3 of 13, with 0.89–1.21×
+// the server CPU per SHAKE (a park and its wake-up go through the runtime's
+// poller and another thread, a second epoll_wait per idle round). It stays
+// an option: it wins where other processes take the CPU in bursts and
+// loses where they do not, and neither side held in every run.
 //
 // # Ownership
 //

@@ -138,8 +138,7 @@ func (e *epollEngine) closeFDs() {
 		e.listening = false
 	}
 	for _, l := range e.loops {
-		unix.Close(l.epfd)
-		unix.Close(l.wakefd)
+		l.closeFDs()
 	}
 }
 
@@ -178,7 +177,8 @@ type loop struct {
 	epfd   int
 	wakefd int
 	events []unix.EpollEvent
-	buf    []byte // the read buffer: a kept partial frame, then up to budget new bytes
+	park   *parker // nil: block in a raw epoll_wait (Options.NetpollWait off)
+	buf    []byte  // the read buffer: a kept partial frame, then up to budget new bytes
 	budget int
 	p      proc
 	cnt    counters
@@ -239,9 +239,11 @@ func newLoop(e *epollEngine, idx int) (_ *loop, err error) {
 		l.accepting = true
 		err = l.listen()
 	}
+	if err == nil && ing.o.NetpollWait {
+		l.park, err = newParker(l.epfd, l.events)
+	}
 	if err != nil {
-		unix.Close(l.epfd)
-		unix.Close(l.wakefd)
+		l.closeFDs()
 		return nil, err
 	}
 	return l, nil
@@ -254,7 +256,7 @@ func (l *loop) run() {
 		if l.shed.target > 0 {
 			l.shed.endRound(now)
 		}
-		n, err := unix.EpollWait(l.epfd, l.events, l.timeout(now))
+		n, err := l.wait(l.timeout(now))
 		if err != nil && err != unix.EINTR {
 			panic("BUG: ingress: epoll_wait: " + err.Error())
 		}
@@ -347,6 +349,22 @@ func (l *loop) timeout(now int64) int {
 		return 0
 	}
 	return int(min((wait+999_999)/1_000_000, 1<<30)) // round up: waking early would spin
+}
+
+// wait is the round's epoll_wait with a timeout in ms (-1: none).
+func (l *loop) wait(timeoutMs int) (int, error) {
+	if l.park == nil || timeoutMs == 0 {
+		return unix.EpollWait(l.epfd, l.events, timeoutMs)
+	}
+	return l.park.wait(timeoutMs)
+}
+
+func (l *loop) closeFDs() {
+	if l.park != nil {
+		l.park.close()
+	}
+	unix.Close(l.epfd)
+	unix.Close(l.wakefd)
 }
 
 func (l *loop) wake() {

@@ -25,20 +25,34 @@ import (
 // waitTime bounds every wait of these tests.
 const waitTime = 10 * time.Second
 
-// modes runs f for every mode this system has.
+// modeEpollNetpoller is ModeEpoll with Options.NetpollWait, a mode of these
+// tests only: withMode turns it into the Options.
+const modeEpollNetpoller = "epoll-netpoller"
+
+// modes runs f for every mode this system has, and for the epoll loops both
+// ways of blocking.
 func modes(t *testing.T, f func(t *testing.T, mode string)) {
-	for _, m := range []string{ingress.ModeEpoll, ingress.ModeNetpoll} {
-		if m == ingress.ModeEpoll && runtime.GOOS != "linux" {
+	for _, m := range []string{ingress.ModeEpoll, modeEpollNetpoller, ingress.ModeNetpoll} {
+		if m != ingress.ModeNetpoll && runtime.GOOS != "linux" {
 			continue
 		}
 		t.Run(m, func(t *testing.T) { f(t, m) })
 	}
 }
 
+// withMode returns o with its test mode made real Options.
+func withMode(o ingress.Options) ingress.Options {
+	if o.Mode == modeEpollNetpoller {
+		o.Mode, o.NetpollWait = ingress.ModeEpoll, true
+	}
+	return o
+}
+
 // serve starts an Ingress on a random loopback port with o (Mode set by the
 // caller) and closes it when the test ends.
 func serve(t testing.TB, o ingress.Options) *ingress.Ingress {
 	t.Helper()
+	o = withMode(o)
 	o.Listen = []string{"127.0.0.1:0"}
 	if o.Loops == 0 {
 		o.Loops = 2

@@ -57,6 +57,10 @@ type Options struct {
 	// goroutine, as it must for SETs whose stages are not fused. For
 	// comparison (the server's -handoff).
 	Handoff bool
+	// NetpollWait parks an epoll loop that has nothing to do in the Go
+	// runtime's netpoller (its epoll descriptor is pollable) instead of a
+	// raw epoll_wait, which keeps the loop's P while it blocks (park_linux.go).
+	NetpollWait bool
 	// Redirect, in a cluster, returns the client address of the gateway
 	// that runs a SET this one does not (LOGIN_ACK 3); "" when it is not
 	// known. nil: every SET of Bus runs here.

@@ -64,12 +64,12 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	modes(t, func(t *testing.T, mode string) {
-		if _, err := ingress.New(ingress.Options{Mode: mode, Bare: true, Listen: []string{"no-such-host.invalid:1"}}); err == nil {
+		if _, err := ingress.New(withMode(ingress.Options{Mode: mode, Bare: true, Listen: []string{"no-such-host.invalid:1"}})); err == nil {
 			t.Error("New with an unresolvable address succeeded")
 		}
 		ing := serve(t, ingress.Options{Mode: mode, Bare: true})
 		taken := ing.Addrs()[0].String()
-		if _, err := ingress.New(ingress.Options{Mode: mode, Bare: true, Listen: []string{taken}}); err == nil {
+		if _, err := ingress.New(withMode(ingress.Options{Mode: mode, Bare: true, Listen: []string{taken}})); err == nil {
 			t.Errorf("New on the taken address %s succeeded", taken)
 		}
 	})
@@ -79,7 +79,7 @@ func TestReusePort(t *testing.T) {
 	modes(t, func(t *testing.T, mode string) {
 		a := serve(t, ingress.Options{Mode: mode, Bare: true, ReusePort: true})
 		o := ingress.Options{Mode: mode, Bare: true, ReusePort: true, Listen: []string{a.Addrs()[0].String()}}
-		b, err := ingress.New(o)
+		b, err := ingress.New(withMode(o))
 		if err != nil {
 			t.Fatalf("a second listener on the same port: %v", err)
 		}
@@ -92,7 +92,7 @@ func TestReusePort(t *testing.T) {
 
 func TestListenAddresses(t *testing.T) {
 	modes(t, func(t *testing.T, mode string) {
-		ing, err := ingress.New(ingress.Options{Mode: mode, Bare: true, Listen: []string{"127.0.0.1:0", ":0"}})
+		ing, err := ingress.New(withMode(ingress.Options{Mode: mode, Bare: true, Listen: []string{"127.0.0.1:0", ":0"}}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,8 +85,9 @@ func (s *Server) joinCluster() error {
 	// a P per loop, a goroutine the runtime's netpoller wakes — the NATS
 	// client's reader, which every crossing passes — waits until sysmon takes
 	// a P back, 10–20 ms when the process is otherwise idle: one P more
-	// than the loops is always free for it.
-	if s.opts.Ingress == "epoll" && runtime.GOMAXPROCS(0) <= s.opts.Loops {
+	// than the loops is always free for it. A loop parked in the netpoller
+	// (-loop-wait netpoller) holds none.
+	if s.opts.Ingress == "epoll" && s.opts.LoopWait == "syscall" && runtime.GOMAXPROCS(0) <= s.opts.Loops {
 		runtime.GOMAXPROCS(s.opts.Loops + 1)
 		s.log.Info("cluster: GOMAXPROCS raised above the epoll loops, so that NATS's goroutines always find a P", "gomaxprocs", s.opts.Loops+1, "loops", s.opts.Loops)
 	}

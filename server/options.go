@@ -31,6 +31,7 @@ type Options struct {
 	Spins, Yields   int           // -spins, -yields: rounds before a waiting stage yields, parks (0: default, ring's for Spins; -1: none)
 	Stages          string        // -stages: pipelined | fused
 	Handoff         bool          // -handoff: the epoll loops never run a fused SET's stages themselves
+	LoopWait        string        // -loop-wait: syscall | netpoller
 	Pipeline        string        // -pipeline: ring | disruptor | chan | none
 	Egress          string        // -egress: batch | frame
 	MaxConns        int           // -max-conns
@@ -101,6 +102,11 @@ const (
 	// CPU per SHAKE of pipelined at 30,000 QPS and a lower p99 at 60,000
 	// (make perf-compare, README).
 	DefaultStages = "fused"
+	// DefaultLoopWait: an idle epoll loop blocks in a raw epoll_wait. Parked
+	// in the netpoller it had the lower SHAKE p99 at 45,000/s where other
+	// processes took the CPU in bursts, and the higher one, at up to 1.21×
+	// the CPU per SHAKE, where they did not (ingress/doc.go, Blocking).
+	DefaultLoopWait = "syscall"
 	// DefaultSendRate, DefaultSendBurst: a person sends a red envelope every
 	// few seconds at most; 10 a second with 20 at once leaves any client
 	// room for a retry storm while one connection cannot create
@@ -158,6 +164,7 @@ func (o *Options) Fill() {
 	fillZero(&o.Pipeline, "ring")
 	fillZero(&o.Stages, DefaultStages)
 	fillZero(&o.Egress, "batch")
+	fillZero(&o.LoopWait, DefaultLoopWait)
 	fillZero(&o.LogFormat, "text")
 	fillZero(&o.LogLevel, "info")
 	fillZero(&o.Sets, DefaultSets)
@@ -234,6 +241,10 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Stages != "pipelined" && o.Stages != "fused":
 		bad("stages", "%q: want pipelined or fused", o.Stages)
+	}
+	switch {
+	case o.LoopWait != "syscall" && o.LoopWait != "netpoller":
+		bad("loop-wait", "%q: want syscall or netpoller", o.LoopWait)
 	}
 	switch {
 	case o.Egress != "batch" && o.Egress != "frame":
@@ -361,6 +372,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.BoolVar(&o.Handoff, "handoff", false, "-stages fused: the epoll loops never run a SET's stages themselves; every request wakes its SET's\n"+
 		"goroutine (by default a loop runs the batch of a SET it published into when no other goroutine\n"+
 		"runs it: no hand-off in the common case)")
+	fs.StringVar(&o.LoopWait, "loop-wait", DefaultLoopWait, "how an idle epoll loop blocks: syscall (a raw epoll_wait, which keeps the loop's P until the\n"+
+		"runtime's sysmon retakes it) or netpoller (parked in Go's netpoller on its epoll descriptor, holding no P)")
 	fs.StringVar(&o.Pipeline, "pipeline", "ring", "what carries each SET's events through its stages (session → shake → split → egress):\n"+
 		"ring: our Disruptor, stages park when idle (the default; -wait applies to it only);\n"+
 		"disruptor: github.com/smarty/go-disruptor v0.5.0 with its default wait strategy (idle stages poll with sleeps);\n"+

@@ -126,6 +126,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		ShedDelay:    max(o.ShedDelay, 0),
 		NoYield:      o.Pipeline == "disruptor", // its listeners poll: a yield queues the loop behind them
 		Handoff:      o.Handoff,
+		NetpollWait:  o.LoopWait == "netpoller",
 		Redirect:     s.redirect,
 		Logger:       log,
 	})

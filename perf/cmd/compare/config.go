@@ -26,6 +26,7 @@ var variants = []variant{
 	{"ring", nil, "the default: epoll ingress, our ring with a SET's stages fused on one goroutine, one write per connection per batch, money answers after the journal's fsync"},
 	{"bare", []string{"-pipeline=none"}, "bare I/O: the ingress answers every SHAKE itself (status 0), no ring, no stages"},
 	{"handoff", []string{"-handoff"}, "every request wakes its SET's goroutine, which the loop yields to, instead of the loop running the SET's batch itself when the SET is idle"},
+	{"netpollwait", []string{"-loop-wait=netpoller"}, "an idle epoll loop parks in Go's netpoller on its epoll descriptor instead of blocking in a raw epoll_wait that keeps its P"},
 	{"pipelined", []string{"-stages=pipelined"}, "a goroutine per stage, parking and waking one another, instead of one per SET running the four in turn"},
 	{"netpoll", []string{"-ingress=netpoll"}, "a goroutine per connection on Go's netpoller instead of the epoll loops"},
 	{"disruptor", []string{"-pipeline=disruptor"}, "github.com/smarty/go-disruptor v0.5.0 between the same stage handlers"},
@@ -58,6 +59,8 @@ type config struct {
 	maxP99    time.Duration
 	shakeRate int
 	variants  []variant
+	noise     int           // goroutines of compare busy in bursts beside every measurement
+	noiseBusy time.Duration // each busy this long of every noisePeriod
 
 	source      string
 	bin, out    string
@@ -86,6 +89,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/compare-<time>/")
 	fs.StringVar(&c.serverFlags, "server-flags", "", "more server `flags` for every variant, space-separated; -listen, -admin and -log-format are compare's")
 	fs.StringVar(&c.clientFlags, "client-flags", "", "more load client `flags`, space-separated")
+	fs.IntVar(&c.noise, "noise", 0, "`goroutines` of this process kept busy for -noise-busy of every 100 ms during the whole run, each on a core\n"+
+		"when it can: CPU taken in bursts as by the other tenants of a shared machine, the same for every variant (0: none)")
+	fs.DurationVar(&c.noiseBusy, "noise-busy", 30*time.Millisecond, "-noise: how long of every 100 ms each goroutine is busy")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: compare [flags]
 
@@ -144,6 +150,9 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 	}
 	if c.repeat < 1 {
 		errs = append(errs, fmt.Errorf("-repeat: %d is not positive", c.repeat))
+	}
+	if c.noise < 0 || c.noiseBusy < 0 || c.noiseBusy > noisePeriod {
+		errs = append(errs, fmt.Errorf("-noise %d -noise-busy %v: want goroutines ≥ 0 and a busy time in 0..%v", c.noise, c.noiseBusy, noisePeriod))
 	}
 	if c.qps <= 0 || c.highQPS <= 0 || c.shakeRate < 0 {
 		errs = append(errs, errors.New("-qps and -high-qps must be positive, -shake-rate not negative"))

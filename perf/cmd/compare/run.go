@@ -67,6 +67,12 @@ func run(ctx context.Context, cfg config) error {
 	say := func(format string, args ...any) { fmt.Printf("compare: "+format+"\n", args...) }
 	say("%d users; variants %s; efficiency %d QPS × %v, latency %d QPS × %v × %d round(s), steps %v × %v; files in %s/",
 		cfg.users, strings.Join(names(cfg.variants), ", "), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, dir)
+	if cfg.noise > 0 {
+		say("noise: %d goroutines each busy %v of every %v, for the whole run", cfg.noise, cfg.noiseBusy, noisePeriod)
+		nctx, stop := context.WithCancel(ctx)
+		defer stop()
+		noise(nctx, cfg.noise, cfg.noiseBusy)
+	}
 	var all []*measurement
 	// measure runs one measurement; phase also names its directory (latency2:
 	// the second round of the latency phase).

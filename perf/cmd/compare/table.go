@@ -299,6 +299,9 @@ func (t *table) markdown(cfg *config, dir string) string {
 		"the spread: the lowest and highest round p99; worst second and lowest second: over every round), throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
 		"*other cores* is the machine's busy CPU that was neither the server nor the load client (noise). Raw figures: results.json; each run's logs and commands: its directory.\n\n",
 		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
+	if cfg.noise > 0 {
+		fmt.Fprintf(&b, "Noise: %d goroutines of compare itself each busy %v of every %v for the whole run (counted in *other cores*).\n\n", cfg.noise, cfg.noiseBusy, noisePeriod)
+	}
 	b.WriteString("## Variants\n\n")
 	for _, v := range cfg.variants {
 		fmt.Fprintf(&b, "- **%s** `%s`: %s\n", v.name, strings.Join(v.flags, " "), v.what)
