@@ -92,15 +92,16 @@
 // runtime's sysmon retakes it (20 µs to 10 ms later, when something else is
 // runnable). Options.NetpollWait (-loop-wait=netpoller) parks it in Go's
 // netpoller on its epoll descriptor instead, holding no P (park_linux.go).
-// Four interleaved runs of both at 45,000 SHAKE/s over 19,000 connections
+// Five interleaved runs of both at 45,000 SHAKE/s over 19,000 connections
 // (make perf-compare's latency rounds, 2026-12-01): with bursty CPU taken by
-// other processes (a compile; two processes busy 30 ms of every 100) the
-// netpoller had the lower p99 in 10 of 11 rounds, median round 88 against
-// 1,388 ms and 22 against 71 ms; on the VM alone in 3 of 13, with 0.89–1.21×
-// the server CPU per SHAKE (a park and its wake-up go through the runtime's
-// poller and another thread, a second epoll_wait per idle round). It stays
-// an option: it wins where other processes take the CPU in bursts and
-// loses where they do not, and neither side held in every run.
+// other processes (a compile; two processes busy 30 ms of every 100;
+// compare -noise 2) the netpoller had the lower p99 in 12 of 16 rounds,
+// median round 88 against 1,388 ms, 22 against 71 ms, 269 against 372 ms;
+// on the VM alone in 3 of 13, with 0.89–1.21× the server CPU per SHAKE (a
+// park and its wake-up go through the runtime's poller and another thread,
+// a second epoll_wait per idle round). It stays an option: it won where
+// other processes took the CPU in bursts and lost where they did not, and
+// neither side held in every run.
 //
 // # Ownership
 //
