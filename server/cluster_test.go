@@ -78,6 +78,34 @@ func TestClusterFreeP(t *testing.T) {
 	}
 }
 
+// TestClusterNetpollerWait: with -loop-wait netpoller a blocked epoll loop
+// holds no P, so a gateway keeps GOMAXPROCS; a chat still crosses both ways.
+func TestClusterNetpollerWait(t *testing.T) {
+	if *ingressMode != "epoll" {
+		t.Skip("-ingress netpoll: no epoll loops")
+	}
+	const sets = 2
+	procs := runtime.GOMAXPROCS(0)
+	gws := startGateways(t, startNATS(t), 2, sets, func(o *server.Options) { o.Loops, o.LoopWait = procs, "netpoller" })
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS %d with loops parked in the netpoller; want %d as before", got, procs)
+	}
+	a, b := login(t, owner(gws, sets, 2), 2), login(t, owner(gws, sets, 1), 1) // gateways 0 and 1
+	for _, c := range []struct {
+		from, to *client
+		user     uint32
+	}{{a, b, 1}, {b, a, 2}} {
+		s := c.from.nextStamp()
+		c.from.send(proto.AppendChat(nil, s, c.user, []byte("hi")))
+		if st, _ := c.from.answer(s).ChatAck(); st != proto.ChatHanded {
+			t.Fatalf("CHAT to user %d across gateways: status %d", c.user, st)
+		}
+		if _, text := c.to.push(proto.ChatDeliver).ChatDeliver(); string(text) != "hi" {
+			t.Fatalf("user %d got %q", c.user, text)
+		}
+	}
+}
+
 // owner returns the gateway of user in a cluster of len(gws) gateways over sets SETs.
 func owner(gws []*testServer, sets int, user uint32) *testServer {
 	return gws[int(user)%sets%len(gws)]
