@@ -110,7 +110,7 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 
 `)
 		for _, v := range variants {
-			fmt.Fprintf(fs.Output(), "  %-9s %-22s %s\n", v.name, strings.Join(v.flags, " "), v.what)
+			fmt.Fprintf(fs.Output(), "  %-11s %-22s %s\n", v.name, strings.Join(v.flags, " "), v.what)
 		}
 		fmt.Fprint(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()

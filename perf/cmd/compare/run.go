@@ -80,10 +80,10 @@ func run(ctx context.Context, cfg config) error {
 		m := measureOne(ctx, &cfg, v, phase, qps, dur, idle, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps)))
 		all = append(all, m)
 		if m.ok() {
-			say("%-9s %-10s %6d QPS: answered %6.0f/s (lowest second %3.0f %%), server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, server p99 %5.2f ms (wait %5.2f), %s",
+			say("%-11s %-10s %6d QPS: answered %6.0f/s (lowest second %3.0f %%), server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, server p99 %5.2f ms (wait %5.2f), %s",
 				v.name, phase, qps, m.Answered, 100*m.LowS, m.ServerUS, m.ClientUS, m.P99, m.P999, m.WorstS, m.SrvP99, m.WaitP99, m.Reconc)
 		} else {
-			say("%-9s %-10s %6d QPS: FAILED: %s", v.name, phase, qps, m.Err)
+			say("%-11s %-10s %6d QPS: FAILED: %s", v.name, phase, qps, m.Err)
 		}
 		return m
 	}
