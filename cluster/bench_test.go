@@ -65,18 +65,6 @@ func pair(tb testing.TB, ns *embednats.Server) (from *Node, bus0 *event.Bus, got
 	return n0, bus0, got
 }
 
-// startNATS runs an embedded NATS server until the test's cleanup (after
-// the gateways', registered later, have run).
-func startNATS(tb testing.TB) *embednats.Server {
-	tb.Helper()
-	ns, err := embednats.Start(0)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(ns.Stop)
-	return ns
-}
-
 // BenchmarkCrossing sends pushes from one gateway into a SET of another:
 // in bursts of 64, as a busy round would, and one at a time, each waiting
 // for the one before to arrive (every crossing a message of its own).
@@ -86,7 +74,7 @@ func startNATS(tb testing.TB) *embednats.Server {
 func BenchmarkCrossing(b *testing.B) {
 	for _, burst := range []int{64, 1} {
 		b.Run(fmt.Sprintf("burst=%d", burst), func(b *testing.B) {
-			_, bus, got := pair(b, startNATS(b))
+			_, bus, got := pair(b, embednats.StartTest(b))
 			r := bus.Ring(1)
 			var ru0, ru1 syscall.Rusage
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
@@ -120,7 +108,7 @@ func BenchmarkCrossing(b *testing.B) {
 
 // TestCrossingDelivers: every event sent reaches the other gateway's SET once.
 func TestCrossingDelivers(t *testing.T) {
-	from, bus, got := pair(t, startNATS(t))
+	from, bus, got := pair(t, embednats.StartTest(t))
 	const n = 10000
 	r := bus.Ring(1)
 	for i := range n {
@@ -146,7 +134,7 @@ func TestCrossingDelivers(t *testing.T) {
 // envelope's gateway at once and again after each of resendAfter, and no
 // more: a cancel written into a NATS connection that just died is lost.
 func TestCancelSentAgain(t *testing.T) {
-	from, _, got := pair(t, startNATS(t))
+	from, _, got := pair(t, embednats.StartTest(t))
 	from.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 0) // user of SET 0 here, envelope of SET 1 there
 	now := time.Now().UnixNano()
 	arrived := func(want int64) {

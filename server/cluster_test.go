@@ -17,17 +17,6 @@ import (
 	"hongbao/server"
 )
 
-// startNATS runs an embedded NATS server for the test.
-func startNATS(t testing.TB) *embednats.Server {
-	t.Helper()
-	ns, err := embednats.Start(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	return ns
-}
-
 // startGateways starts gateways 0..n−1 of a cluster of n over ns, with
 // sets SETs in all.
 func startGateways(t testing.TB, ns *embednats.Server, n, sets int, edit func(o *server.Options)) []*testServer {
@@ -72,7 +61,7 @@ func TestClusterFreeP(t *testing.T) {
 		t.Skip("-ingress netpoll: the loops block in the netpoller, not in epoll_wait")
 	}
 	procs := runtime.GOMAXPROCS(0)
-	startGateways(t, startNATS(t), 2, 2, func(o *server.Options) { o.Loops = procs })
+	startGateways(t, embednats.StartTest(t), 2, 2, func(o *server.Options) { o.Loops = procs })
 	if got := runtime.GOMAXPROCS(0); got != procs+1 {
 		t.Errorf("GOMAXPROCS %d with %d epoll loops; want %d", got, procs, procs+1)
 	}
@@ -86,7 +75,7 @@ func TestClusterNetpollerWait(t *testing.T) {
 	}
 	const sets = 2
 	procs := runtime.GOMAXPROCS(0)
-	gws := startGateways(t, startNATS(t), 2, sets, func(o *server.Options) { o.Loops, o.LoopWait = procs, "netpoller" })
+	gws := startGateways(t, embednats.StartTest(t), 2, sets, func(o *server.Options) { o.Loops, o.LoopWait = procs, "netpoller" })
 	if got := runtime.GOMAXPROCS(0); got != procs {
 		t.Errorf("GOMAXPROCS %d with loops parked in the netpoller; want %d as before", got, procs)
 	}
@@ -126,7 +115,7 @@ func clusterStats(t testing.TB, g *testServer) server.ClusterStats {
 // clients were told.
 func TestClusterCrossings(t *testing.T) {
 	const sets = 4
-	ns := startNATS(t)
+	ns := embednats.StartTest(t)
 	gws := startGateways(t, ns, 2, sets, nil)
 
 	// A LOGIN at the gateway that does not run the user's SET is sent to
@@ -235,7 +224,7 @@ func TestClusterCrossings(t *testing.T) {
 // "unavailable" within the bound, and a CHAT to its users too.
 func TestClusterGatewayDown(t *testing.T) {
 	const sets = 4
-	ns := startNATS(t)
+	ns := embednats.StartTest(t)
 	gws := startGateways(t, ns, 2, sets, nil)
 	a, b := login(t, gws[0], 2), login(t, gws[1], 1)
 	s := b.nextStamp()
@@ -265,7 +254,7 @@ func TestClusterGatewayDown(t *testing.T) {
 // TestClusterJoinRefused: a gateway of another shape, or with a node
 // number taken, does not start.
 func TestClusterJoinRefused(t *testing.T) {
-	ns := startNATS(t)
+	ns := embednats.StartTest(t)
 	startGateways(t, ns, 2, 4, nil)
 	for _, c := range []struct {
 		node string
@@ -315,7 +304,7 @@ func slowJournal(slow *atomic.Bool, delay time.Duration) func(string) (journal.F
 // is taken back, so the cluster counts exactly what the clients were told.
 func TestClusterCancelledOpens(t *testing.T) {
 	const sets = 2
-	ns := startNATS(t)
+	ns := embednats.StartTest(t)
 	var slow atomic.Bool
 	gws := startGateways(t, ns, 2, sets, func(o *server.Options) {
 		if o.Node == "1/2" {
@@ -383,7 +372,7 @@ func TestClusterCancelledOpens(t *testing.T) {
 // counted at the envelope's gateway: its clients were told nothing.
 func TestClusterShutdownCancels(t *testing.T) {
 	const sets = 2
-	ns := startNATS(t)
+	ns := embednats.StartTest(t)
 	var slow atomic.Bool
 	gws := startGateways(t, ns, 2, sets, func(o *server.Options) {
 		if o.Node == "0/2" {
@@ -413,7 +402,7 @@ func TestClusterShutdownCancels(t *testing.T) {
 // is dealt whole; ids are unique across gateways.
 func TestClusterCampaignParts(t *testing.T) {
 	const sets = 4
-	ns := startNATS(t)
+	ns := embednats.StartTest(t)
 	gws := startGateways(t, ns, 2, sets, nil)
 	a := gws[0].startCampaign("shake", "rate=100&total=1&min=5&max=5") // gateway 0's part: 1·2/4 → 0
 	b := gws[1].startCampaign("shake", "rate=100&total=3&min=5&max=5")

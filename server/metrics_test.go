@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"hongbao/internal/embednats"
 	"hongbao/proto"
 )
 
@@ -138,7 +139,7 @@ func label(m *dto.Metric, name string) string {
 // cluster's families are there, with HELP and TYPE, and count it.
 func TestMetricsLintCluster(t *testing.T) {
 	const sets = 4
-	gws := startGateways(t, startNATS(t), 2, sets, nil)
+	gws := startGateways(t, embednats.StartTest(t), 2, sets, nil)
 	a, b := login(t, gws[0], 2), login(t, gws[1], 1)
 	s := a.nextStamp()
 	a.send(proto.AppendChat(nil, s, b.user, []byte("hi")))

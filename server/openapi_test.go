@@ -21,6 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"hongbao/internal/embednats"
 	"hongbao/server"
 )
 
@@ -54,7 +55,7 @@ func TestOpenAPI(t *testing.T) {
 	// The /cluster paths are a gateway's: the first of a cluster of two
 	// whose second has gone, so that /cluster lists a gateway down and
 	// /cluster/stats one missing.
-	gws := startGateways(t, startNATS(t), 2, 4, func(o *server.Options) { o.AdminToken = adminToken })
+	gws := startGateways(t, embednats.StartTest(t), 2, 4, func(o *server.Options) { o.AdminToken = adminToken })
 	gw := gws[0]
 	if err := gws[1].shutdown(); err != nil {
 		t.Fatal(err)
@@ -282,7 +283,7 @@ func TestOpenAPI(t *testing.T) {
 			check(t, c)
 		}
 		// A gateway whose NATS connection is closed, as at its shutdown.
-		leaving := startGateways(t, startNATS(t), 1, 4, func(o *server.Options) { o.AdminToken = adminToken })[0]
+		leaving := startGateways(t, embednats.StartTest(t), 1, 4, func(o *server.Options) { o.AdminToken = adminToken })[0]
 		if err := leaving.LeaveCluster(); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ package embednats
 import (
 	"fmt"
 	"net"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -42,4 +43,16 @@ func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.Port
 func (s *Server) Stop() {
 	s.Shutdown()
 	s.WaitForShutdown()
+}
+
+// StartTest runs a NATS server on a free port until tb's cleanup; cleanups
+// registered after it (the gateways') run before it stops.
+func StartTest(tb testing.TB) *Server {
+	tb.Helper()
+	ns, err := Start(0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ns.Stop)
+	return ns
 }

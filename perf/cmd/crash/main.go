@@ -122,8 +122,7 @@ Flags:
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := harness.Given(fs)
 	if c.single && !set["users"] {
 		c.users = defaultSingleUsers
 	}

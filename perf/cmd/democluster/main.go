@@ -114,8 +114,7 @@ Flags:
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := harness.Given(fs)
 	if c.mode == "cpu" { // per process: the demo's totals would not fit one load client
 		if !set["users"] {
 			c.users = 5000

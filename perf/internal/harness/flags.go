@@ -70,6 +70,14 @@ func SetFlags(fs *flag.FlagSet) string {
 	return strings.Join(parts, " ")
 }
 
+// Given is the names of the flags fs's command line set, for defaults that
+// depend on other flags.
+func Given(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
 // ShellQuote returns s as one word of a POSIX shell command: as it is when
 // it holds only characters the shell leaves alone, else in double quotes.
 func ShellQuote(s string) string {
