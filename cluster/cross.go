@@ -16,14 +16,13 @@ import (
 // which takes back a share it drew for it (the answer, if it comes later,
 // is dropped: the client was told nothing was drawn).
 type crossing struct {
-	h        conn.Handle
-	kind     event.Kind
-	user     uint32
-	peer     uint32
-	stamp    uint64
-	env      uint64
-	recvNs   int64
-	deadline int64
+	h      conn.Handle
+	kind   event.Kind
+	user   uint32
+	peer   uint32
+	stamp  uint64
+	env    uint64
+	recvNs int64
 }
 
 type expiry struct {
@@ -60,7 +59,7 @@ func (x *crossings) add(ev *event.Event, deadline int64) uint32 {
 	}
 	id := x.next
 	x.open[id] = crossing{h: ev.Conn, kind: ev.Kind, user: ev.User, peer: ev.Peer, stamp: ev.Stamp, env: ev.Env,
-		recvNs: ev.RecvNs, deadline: deadline}
+		recvNs: ev.RecvNs}
 	if n := len(x.queue); n > x.head && deadline < x.queue[n-1].deadline {
 		x.urgent = append(x.urgent, expiry{id, deadline})
 	} else {

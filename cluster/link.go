@@ -114,9 +114,9 @@ func (n *Node) target(ev *event.Event) int {
 	case event.KOpen, event.KUnopen, event.KRepush:
 		return envelope.OwnerSET(ev.Env)
 	case event.KChat:
-		return int(ev.Peer % uint32(n.o.Sets))
+		return n.bus.SETOf(ev.Peer)
 	case event.KAnswer, event.KPush:
-		return int(ev.User % uint32(n.o.Sets))
+		return n.bus.SETOf(ev.User)
 	}
 	return -1
 }
@@ -181,13 +181,20 @@ func (n *Node) receive(m *nats.Msg) {
 // 5, CHAT_ACK 2), back through the link to its requester's gateway.
 func (n *Node) refuse(ev *event.Event) bool {
 	release(ev)
-	a := event.Event{Kind: event.KAnswer, User: ev.User, Conn: ev.Conn, Stamp: ev.Stamp, RecvNs: ev.RecvNs}
-	if ev.Kind == event.KOpen {
-		a.SetFrame(proto.AppendOpenResult(a.Out[:0], ev.Stamp, proto.OpenOverloaded, ev.Env, 0))
+	return n.overloaded(crossing{h: ev.Conn, kind: ev.Kind, user: ev.User, peer: ev.Peer, stamp: ev.Stamp, env: ev.Env, recvNs: ev.RecvNs})
+}
+
+// overloaded publishes into its requester's SET the "overloaded" answer to
+// the OPEN (OPEN_RESULT 5) or CHAT (CHAT_ACK 2) c; false once the ring is
+// closing.
+func (n *Node) overloaded(c crossing) bool {
+	a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
+	if c.kind == event.KOpen {
+		a.SetFrame(proto.AppendOpenResult(a.Out[:0], c.stamp, proto.OpenOverloaded, c.env, 0))
 	} else {
-		a.SetFrame(proto.AppendChatAck(a.Out[:0], ev.Stamp, proto.ChatOverloaded, ev.Peer))
+		a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
 	}
-	return n.publish(int(ev.User%uint32(n.o.Sets)), &a)
+	return n.publish(n.bus.SETOf(c.user), &a)
 }
 
 // publish copies ev into set's ring, waiting for room; false once the ring
@@ -243,13 +250,7 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 			r.at = time.Now().Add(resendAfter[0]).UnixNano()
 			n.resends = append(n.resends, r)
 		}
-		a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
-		if c.kind == event.KOpen {
-			a.SetFrame(proto.AppendOpenResult(a.Out[:0], c.stamp, proto.OpenOverloaded, c.env, 0))
-		} else {
-			a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
-		}
-		if !n.publish(int(c.user%uint32(n.o.Sets)), &a) {
+		if !n.overloaded(c) {
 			return due, false
 		}
 	}

@@ -98,6 +98,9 @@ type peer struct {
 	seen time.Time
 }
 
+// up: ready and heard from within downAfter.
+func (p peer) up() bool { return p.Ready && time.Since(p.seen) < downAfter }
+
 // Metrics count the crossings, for /metrics.
 type Metrics struct {
 	Sent, Received       atomic.Uint64 // events
@@ -320,7 +323,7 @@ func (n *Node) OwnerAddr(set int) string {
 	if owner == n.o.Node {
 		return n.o.Addr
 	}
-	if p, ok := n.peers[owner]; ok && p.Ready && time.Since(p.seen) < downAfter {
+	if p, ok := n.peers[owner]; ok && p.up() {
 		return p.Addr
 	}
 	return ""
@@ -383,7 +386,7 @@ func (n *Node) up(node int) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	p, ok := n.peers[node]
-	return ok && p.Ready && time.Since(p.seen) < downAfter
+	return ok && p.up()
 }
 
 // Leave prepares a gateway that is shutting down, its clients gone, to

@@ -351,10 +351,15 @@ func (l *loop) timeout(now int64) int {
 	return int(min((wait+999_999)/1_000_000, 1<<30)) // round up: waking early would spin
 }
 
-// wait is the round's epoll_wait with a timeout in ms (-1: none).
+// wait is the round's epoll_wait with a timeout in ms (-1: none). A loop
+// that parks polls first, so that a busy round, which finds events at once,
+// sets no deadline.
 func (l *loop) wait(timeoutMs int) (int, error) {
 	if l.park == nil || timeoutMs == 0 {
 		return unix.EpollWait(l.epfd, l.events, timeoutMs)
+	}
+	if n, err := unix.EpollWait(l.epfd, l.events, 0); n != 0 || err != nil {
+		return n, err
 	}
 	return l.park.wait(timeoutMs)
 }

@@ -48,7 +48,9 @@ func newParker(epfd int, events []unix.EpollEvent) (*parker, error) {
 }
 
 // wait is epoll_wait(2) on the loop's epoll with a timeout in ms (-1:
-// none), parked in the netpoller between non-blocking polls.
+// none), parked in the netpoller between non-blocking polls. Its first poll
+// is not to be skipped: the runtime's poller reports the epoll descriptor
+// edge-triggered, so an event that came before the park is seen only there.
 func (p *parker) wait(timeoutMs int) (int, error) {
 	switch {
 	case timeoutMs >= 0:
