@@ -234,10 +234,6 @@ func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
 		r.Err = err.Error()
 		return r
 	}
-	if st.Gateways != nil {
-		r.Gateways = *st.Gateways
-	}
-	r.Missing = st.Missing
 	add := func(figure, note string, want, got int64) {
 		r.Checks = append(r.Checks, Check{Figure: figure, Want: want, Got: got, Diff: got - want, Note: note})
 	}
@@ -247,15 +243,24 @@ func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
 	add("envelopes.opened", "server", *st.Envelopes.Opened, int64(c.Status[reqOpen][0]))
 	add("ENVELOPE pushes opened ok", "pushes received", int64(c.Pushes[pushEnvelope]), int64(c.Status[reqOpen][0]))
 	add("SEND acknowledged ok", "SENDs sent", int64(c.Sent[reqSend]), int64(c.Status[reqSend][0]))
-	r.OK = true
+	r.verdict(st)
+	return r
+}
+
+// verdict sets r's gateways and missing nodes from st, and r.OK: every
+// check holds and no gateway node is missing from the sums.
+func (r *ReconcileReport) verdict(st *serverStats) {
+	if st.Gateways != nil {
+		r.Gateways = *st.Gateways
+	}
+	r.Missing = st.Missing
+	r.OK = len(r.Missing) == 0
 	for _, ch := range r.Checks {
 		r.OK = r.OK && ch.ok()
 	}
 	if len(r.Missing) > 0 {
-		r.OK = false
-		r.Err = fmt.Sprintf("gateway nodes %v did not answer %s: its sums leave them out", r.Missing, path)
+		r.Err = fmt.Sprintf("gateway nodes %v did not answer %s: its sums leave them out", r.Missing, r.Endpoint)
 	}
-	return r
 }
 
 // reconcileAtLeast is reconcile's at-least mode: the client's money and counts at most the
@@ -282,17 +287,7 @@ func reconcileAtLeast(cfg *Config, r *ReconcileReport, c *counters) *ReconcileRe
 		r.Checks = append(r.Checks, Check{Figure: "shake.got_amount + pool_amount", Want: left, Got: right, Diff: right - left, Note: "shake.created_amount"})
 		left, right = e.CreatedAmount, *e.OpenedAmount+e.OutstandingAmount
 		r.Checks = append(r.Checks, Check{Figure: "envelopes.opened_amount + outstanding_amount", Want: left, Got: right, Diff: right - left, Note: "envelopes.created_amount"})
-		r.OK = len(st.Missing) == 0
-		for _, ch := range r.Checks {
-			r.OK = r.OK && ch.ok()
-		}
-		if len(st.Missing) > 0 {
-			r.Err = fmt.Sprintf("gateway nodes %v did not answer %s: its sums leave them out", st.Missing, r.Endpoint)
-		}
-		if st.Gateways != nil {
-			r.Gateways = *st.Gateways
-		}
-		r.Missing = st.Missing
+		r.verdict(st)
 		if r.OK || time.Now().After(deadline) {
 			return r
 		}
