@@ -13,6 +13,7 @@ require (
 	github.com/smarty/go-disruptor v0.5.0
 	github.com/tidwall/wal v1.2.1
 	github.com/valyala/bytebufferpool v1.0.0
+	golang.org/x/exp v0.0.0-20261113113407-e3970619a1a4
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1

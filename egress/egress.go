@@ -65,6 +65,9 @@ type Egress struct {
 
 	j     *journal.Journal // nil: the journal is off
 	gated []event.Event    // money answers waiting for their journal record to be durable, in arrival order
+
+	slowOver int64          // ns: a batch whose slowest answer took longer is reported to slow
+	slow     func(ns int64) // nil: none is
 }
 
 // drain is a connection cut off for its backlog (ERROR 6) whose output,
@@ -106,6 +109,13 @@ func New(set int, bus *event.Bus, l *ledger.Ledger, maxPending int, now func() i
 		e.appended = e.writeOut // may leave output pending (EAGAIN), or cut c off
 	}
 	return e
+}
+
+// WatchSlow has f called, on the SET's goroutine, with the decode → write
+// time of the slowest answer of every batch in which one took longer than
+// over: f must not block.
+func (e *Egress) WatchSlow(over time.Duration, f func(ns int64)) {
+	e.slowOver, e.slow = int64(over), f
 }
 
 // Handle implements ring.Handler.
@@ -188,13 +198,18 @@ func (e *Egress) Handle(b event.Batch) {
 	// costliest part: measured after the flush, in a second pass over the
 	// batch. Of the answers the stages made: the ingress's batched refusals
 	// (Out empty) are not observed.
+	var slowest int64
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
 			if k, ok := answered(proto.Type(ev.Out[2])); ok {
 				e.observe(&e.c.LatencyBuckets, &e.c.LatencySumNs, k, now-ev.RecvNs)
 				e.observe(&e.c.WaitBuckets, &e.c.WaitSumNs, k, start-ev.RecvNs)
+				slowest = max(slowest, now-ev.RecvNs)
 			}
 		}
+	}
+	if e.slow != nil && slowest > e.slowOver {
+		e.slow(slowest)
 	}
 }
 

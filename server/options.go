@@ -63,6 +63,8 @@ type Options struct {
 	Node            string        // -node I/N: this gateway's number and the cluster's gateways
 	Advertise       string        // -advertise: the client address other gateways send users to
 	ClusterTimeout  time.Duration // -cluster-timeout: bound on a crossing's answer
+	TraceSlow       time.Duration // -trace-slow: an answer slower than this has the runtime trace around it written; 0 never
+	TraceDir        string        // -trace-dir: where; "" <Data>/traces
 	// JournalCreate, when set, opens the journal's segment files instead of
 	// the file system: tests inject write and sync failures with it.
 	JournalCreate func(path string) (journal.File, error)
@@ -258,6 +260,12 @@ func (o *Options) Validate() error {
 	if o.Journal != "off" && o.Pipeline != "none" && o.Data == "" && o.Journal != "" {
 		bad("data", "empty: the journal needs a directory (or -journal off)")
 	}
+	if o.TraceSlow < 0 {
+		bad("trace-slow", "%v is negative (0: never)", o.TraceSlow)
+	}
+	if o.TraceSlow > 0 && o.Pipeline == "none" {
+		bad("trace-slow", "needs a pipeline with an egress stage, which times the answers: -pipeline=none answers in the ingress")
+	}
 	if o.MaxConns < 0 {
 		bad("max-conns", "%d is negative", o.MaxConns)
 	}
@@ -432,6 +440,11 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.StringVar(&o.Advertise, "advertise", "", "the client `address` other gateways send this one's users to (LOGIN_ACK 3); default: the first -listen address")
 	fs.DurationVar(&o.ClusterTimeout, "cluster-timeout", cluster.DefaultTimeout, "an OPEN or CHAT that crosses to another gateway and gets no answer by then is answered\n"+
 		"unavailable (OPEN_RESULT 5, CHAT_ACK 2); a share drawn for it is taken back")
+	fs.DurationVar(&o.TraceSlow, "trace-slow", 0, "when an answer's decode → write takes longer than this `duration`, write the runtime trace of the\n"+
+		"last ~"+traceWindow.String()+" to -trace-dir (go tool trace; go run ./perf/cmd/slowtrace says where the time went): at most one\n"+
+		"file every "+traceEvery.String()+" and "+fmt.Sprint(traceFiles)+" in all. It keeps Go's flight recorder running, a trace event for every\n"+
+		"syscall: ~10 % more server CPU per SHAKE at 30,000/s. 0: off")
+	fs.StringVar(&o.TraceDir, "trace-dir", "", "`directory` of the -trace-slow files (made if missing); default: traces under -data")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

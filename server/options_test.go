@@ -31,6 +31,8 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-loops", "0"}, wantErr: "-loops: 0 is not in 1..1024"},
 		{args: []string{"-loops", "-1"}, wantErr: "-loops: -1 is not in 1..1024"},
 		{args: []string{"-max-pending", "0"}, wantErr: "-max-pending: 0 is below one frame"},
+		{args: []string{"-trace-slow", "-1ms"}, wantErr: "-trace-slow: -1ms is negative"},
+		{args: []string{"-trace-slow", "1ms", "-pipeline", "none"}, wantErr: "-trace-slow: needs a pipeline"},
 	} {
 		fs := flag.NewFlagSet("server", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

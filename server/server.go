@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -76,6 +77,7 @@ type Server struct {
 	snapStats    snapshotStats
 	stopSnap     chan struct{}
 	snapDone     chan struct{}
+	slowTrace    *slowTrace // -trace-slow; nil when off
 }
 
 // New builds a server from filled, validated options and binds its listeners.
@@ -173,6 +175,17 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 func (s *Server) buildSETs() error {
 	so := s.opts.setOptions()
 	so.Journal = s.journal
+	if s.opts.TraceSlow > 0 {
+		dir := s.opts.TraceDir
+		if dir == "" {
+			dir = filepath.Join(s.opts.Data, "traces")
+		}
+		t, err := newSlowTrace(dir, s.log)
+		if err != nil {
+			return err
+		}
+		s.slowTrace, so.SlowAnswer, so.SlowOver = t, t.slow, s.opts.TraceSlow
+	}
 	if s.node != nil {
 		so.Remote = s.node.Remote
 	}
@@ -210,6 +223,13 @@ func (s *Server) closeRings() {
 		s.bus.Close()
 	}
 	s.closeCluster()
+	s.closeSlowTrace()
+}
+
+func (s *Server) closeSlowTrace() {
+	if s.slowTrace != nil {
+		s.slowTrace.close()
+	}
 }
 
 // Start starts the stages, the event loops, the ticker and the admin API.
@@ -372,6 +392,7 @@ stop:
 	}
 	errs = append(errs, s.closeCluster())
 	errs = append(errs, s.closeJournal())
+	s.closeSlowTrace()
 	if s.admin != nil {
 		s.stopAdmin(ctx)
 	}

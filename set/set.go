@@ -41,6 +41,11 @@ type Options struct {
 	// Remote, in a cluster, returns the transport of a SET another gateway
 	// runs (the link to it), nil for a SET run here. nil: every SET is here.
 	Remote func(set int) event.Transport
+	// SlowAnswer, when not nil, is called from each SET's egress with the
+	// decode → write time of the slowest answer of a batch in which one took
+	// longer than SlowOver (egress.Egress.WatchSlow): it must not block.
+	SlowAnswer func(ns int64)
+	SlowOver   time.Duration
 }
 
 // Goroutines is the number of goroutines that run one SET's stages.
@@ -104,6 +109,9 @@ func (s *SET) AddStages(bus *event.Bus) error {
 	name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
 	s.shake, s.split = stages.NewShake(l), split
 	s.egress = egress.New(i, bus, l, o.MaxPending, o.Now, o.Egress)
+	if o.SlowAnswer != nil {
+		s.egress.WatchSlow(o.SlowOver, o.SlowAnswer)
+	}
 	s.pids = [2]int{-1, -1}
 	if j := o.Journal; j != nil {
 		shake, split := j.Producer(), j.Producer()

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"golang.org/x/exp/trace"
+)
+
+// markCategory is the category of the log event the server's egress makes
+// for a slow answer (server/slowtrace.go): its message is the answer's
+// decode → write time in µs.
+const markCategory = "slow answer"
+
+// Stall is one slow answer: its window [Start, End] (the answer's decode to
+// the end of its write) and where the goroutine that wrote it spent that
+// window, by the goroutine's state in the trace.
+type Stall struct {
+	Start, End trace.Time
+	Goroutine  trace.GoID
+	Running    trace.Time // on a thread, with a P
+	Quiet      trace.Time // the longest stretch of Running with no event: a thread the kernel took off its CPU, or a long computation
+	Syscall    trace.Time
+	Syscalls   int        // how many were in the window
+	LongestSys trace.Time // the longest syscall, and the function that made it
+	SysFunc    string
+	Runnable   trace.Time // waiting for a P: the Go scheduler's delay
+	Waiting    trace.Time // blocked or parked (a channel, a lock, a sleep, a ring's park)
+	Unknown    trace.Time // before the trace's first event of the goroutine: the window began before the trace
+	Overlaps   int        // later slow answers whose windows overlap this one: the same stall
+}
+
+// Cause names what most of the window went to.
+func (s Stall) Cause() string {
+	type part struct {
+		d    trace.Time
+		what string
+	}
+	parts := []part{
+		{s.Syscall, s.syscalls()},
+		{s.Quiet, "no event for " + ms(s.Quiet) + " while running: its thread off the CPU, or computing"},
+		{s.Runnable, "runnable: waiting for a P"},
+		{s.Waiting, "waiting: blocked or parked"},
+		{s.Running - s.Quiet, "running"},
+		{s.Unknown, "not in the trace: the window began before it"},
+	}
+	best := parts[0]
+	for _, p := range parts[1:] {
+		if p.d > best.d {
+			best = p
+		}
+	}
+	return best.what
+}
+
+// syscalls says whether one long syscall or many short ones took the time
+// in syscalls.
+func (s Stall) syscalls() string {
+	if 2*s.LongestSys > s.Syscall {
+		return "one syscall: " + ms(s.LongestSys) + " in " + short(s.SysFunc)
+	}
+	return fmt.Sprintf("a round of %d syscalls, the longest %s in %s", s.Syscalls, ms(s.LongestSys), short(s.SysFunc))
+}
+
+// analyze reads a runtime trace and returns its slow answers in time order,
+// each overlapping run of them as one Stall (its first).
+func analyze(r io.Reader) ([]Stall, error) {
+	tr, err := trace.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	changes := map[trace.GoID][]change{}
+	var stalls []Stall
+	for {
+		e, err := tr.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch e.Kind() {
+		case trace.EventStateTransition:
+			st := e.StateTransition()
+			if st.Resource.Kind != trace.ResourceGoroutine {
+				break
+			}
+			_, to := st.Goroutine()
+			c := change{t: e.Time(), st: to}
+			if to == trace.GoSyscall {
+				for f := range st.Stack.Frames() {
+					c.fn = f.Func
+					break
+				}
+			}
+			g := st.Resource.Goroutine()
+			changes[g] = append(changes[g], c)
+		case trace.EventLog:
+			if l := e.Log(); l.Category == markCategory {
+				us, err := strconv.ParseInt(l.Message, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("a %q event with message %q: %v", markCategory, l.Message, err)
+				}
+				stalls = append(stalls, Stall{Start: e.Time() - trace.Time(us*1000), End: e.Time(), Goroutine: e.Goroutine()})
+			}
+		default:
+			// Any other event of a running goroutine breaks a quiet stretch.
+			if g := e.Goroutine(); g != trace.NoGoroutine {
+				changes[g] = append(changes[g], change{t: e.Time(), st: trace.GoRunning})
+			}
+		}
+	}
+	var merged []Stall
+	for _, s := range stalls {
+		if n := len(merged); n > 0 && s.Start < merged[n-1].End {
+			merged[n-1].Overlaps++
+			continue
+		}
+		account(&s, changes[s.Goroutine])
+		merged = append(merged, s)
+	}
+	return merged, nil
+}
+
+// change is a goroutine's state from t on; an event of a running goroutine
+// that changes nothing is one too (st Running), so that a quiet stretch ends
+// at it.
+type change struct {
+	t  trace.Time
+	st trace.GoState
+	fn string // entering a syscall: the function that made it
+}
+
+// account adds up s's goroutine's states over s's window from its changes.
+func account(s *Stall, changes []change) {
+	if len(changes) == 0 || changes[0].t > s.Start {
+		first := s.End
+		if len(changes) > 0 {
+			first = min(changes[0].t, s.End)
+		}
+		s.Unknown = first - s.Start
+	}
+	for i := 0; i+1 < len(changes); i++ {
+		c, next := changes[i], changes[i+1]
+		a, b := max(c.t, s.Start), min(next.t, s.End)
+		if b <= a {
+			continue
+		}
+		d := b - a
+		switch c.st {
+		case trace.GoRunning:
+			s.Running += d
+			s.Quiet = max(s.Quiet, d)
+		case trace.GoSyscall:
+			s.Syscall += d
+			s.Syscalls++
+			if d > s.LongestSys {
+				s.LongestSys, s.SysFunc = d, c.fn
+			}
+		case trace.GoRunnable:
+			s.Runnable += d
+		case trace.GoWaiting:
+			s.Waiting += d
+		}
+	}
+}
+
+func ms(t trace.Time) string { return strconv.FormatFloat(float64(t)/1e6, 'f', 2, 64) + " ms" }
+
+// short drops a function name's package path.
+func short(fn string) string {
+	if fn == "" {
+		return "?"
+	}
+	return fn[strings.LastIndexByte(fn, '/')+1:]
+}
