@@ -46,6 +46,7 @@ type Config struct {
 	Timeline       string        // -timeline: per-second CSV file
 	Procs          int           // -procs: child processes; 1 runs in this process
 	Quiet          bool          // -quiet: no live line
+	Sched          string        // -sched: batch | normal, the process's threads' policy; "" leaves it as it is
 
 	// Set by a -procs parent on its children (hidden flags).
 	child   bool  // -child: talk JSON lines on stdin/stdout instead of printing
@@ -70,6 +71,12 @@ const (
 	// fdMargin is the descriptors a process keeps for itself beyond one per user: epoll,
 	// eventfds, the control and admin HTTP connections, stdio, the Go runtime.
 	fdMargin = 64
+)
+
+// -sched policies.
+const (
+	SchedBatch  = "batch"  // SCHED_BATCH: its wake-ups preempt no running thread
+	SchedNormal = "normal" // SCHED_OTHER
 )
 
 // Range is an inclusive range of user ids, written "MIN-MAX" (or one id). The zero value is
@@ -264,6 +271,9 @@ func (c *Config) Validate() error {
 	if c.Grace < 0 {
 		bad("grace", "%v is negative", c.Grace)
 	}
+	if c.Sched != "" && c.Sched != SchedBatch && c.Sched != SchedNormal {
+		bad("sched", "%q: want batch or normal", c.Sched)
+	}
 	if c.Procs < 1 || c.Procs > 1024 {
 		bad("procs", "%d is not in [1, 1024]", c.Procs)
 	} else if c.Procs > c.Users.Len() {
@@ -348,6 +358,10 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.StringVar(&c.Timeline, "timeline", "", "write the per-second timeline as CSV to this `file`")
 	fs.IntVar(&c.Procs, "procs", 1, "run `N` child processes of this binary, each with a contiguous share of -users and of -source, and aggregate their figures; one process holds at most its open-files limit of connections")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live line, only the summary")
+	fs.StringVar(&c.Sched, "sched", SchedBatch, "how the kernel schedules this process's threads (Linux): batch (SCHED_BATCH: the same share of the CPU,\n"+
+		"but an answer that wakes one never preempts a thread that is running, so a server on the same cores is not\n"+
+		"interrupted inside the write that wakes the client, as a client on another machine could not interrupt it),\n"+
+		"or normal (SCHED_OTHER: a woken client thread may preempt the server's)")
 	fs.BoolVar(&c.child, "child", false, "internal: a child of -procs")
 	fs.Func("child-users", "internal: the users this child connects", func(s string) (err error) {
 		c.local, err = ParseRange(s)

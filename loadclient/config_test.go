@@ -84,6 +84,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	f([]string{"-total-users", "0"}, "-total-users", "0 is not in 1..")
 	f([]string{"-send-total", "0"}, "-send-total", "0 is not at least 1 fen")
 	f([]string{"-server", ""}, "-server")
+	f([]string{"-sched", "fifo"}, "-sched")
 }
 
 // TestHelp checks that -help explains every flag but the internal ones.

@@ -236,6 +236,7 @@ func childArgs(cfg *Config, i, n int, part Range, startNs int64) []string {
 		"-churn", strconv.FormatFloat(cfg.ChurnRate, 'g', -1, 64),
 		"-grace", cfg.Grace.String(),
 		"-reconcile", "off",
+		"-sched", cfg.Sched,
 		"-start-ns", strconv.FormatInt(startNs, 10),
 	}
 	if cfg.Phases != "" {

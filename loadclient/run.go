@@ -17,7 +17,13 @@ import (
 // line and the summary to out and writes cfg.Report and cfg.Timeline. The error is non-nil
 // when the run failed: a connect, reset, timeout or protocol error, a reconciliation
 // mismatch, or a failure of the client itself; the report is returned whenever there is one.
+// First it sets the scheduling policy of the process's threads to cfg.Sched, if any.
 func Run(ctx context.Context, cfg *Config, out io.Writer) (*Report, error) {
+	if cfg.Sched != "" {
+		if err := setSched(cfg.Sched); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Procs > 1 {
 		return runParent(ctx, cfg, out)
 	}
