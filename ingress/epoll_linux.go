@@ -279,6 +279,10 @@ func (l *loop) run() {
 			}
 			if i%runEvery == runEvery-1 {
 				l.runSETs()
+				// The next reads' clock (RecvNs): a request read late in a
+				// long round waited for the reads before it in the kernel,
+				// not in the server.
+				now = l.ing.o.Now()
 			}
 		}
 		if len(l.pending) > 0 {

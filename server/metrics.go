@@ -130,7 +130,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 			e.sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
 		}
 	}
-	s.writeLatency(e, "hongbao_latency_seconds", "Time from the ingress decoding a request to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
+	s.writeLatency(e, "hongbao_latency_seconds", "Time from the ingress reading a request (the start of its epoll loop's chunk of up to 64 reads) to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.LatencyBuckets, &c.LatencySumNs
 		})
