@@ -34,6 +34,7 @@ var variants = []variant{
 	{"frame", []string{"-egress=frame"}, "egress writes every frame with its own write() instead of one per connection per batch"},
 	{"unpaced", []string{"-journal-round=-1ns"}, "journal rounds back to back: a round starts as soon as the last is durable, instead of at least 1 ms after the last began"},
 	{"nojournal", []string{"-journal=off"}, "nothing made durable: money answers leave without waiting for the journal's fsync (what durability costs)"},
+	{"flightrec", []string{"-trace-slow=1h"}, "Go's flight recorder kept running, as -trace-slow does (with a bound no answer reaches: no file written): what the runtime trace costs"},
 }
 
 func variantNames() []string {
@@ -74,7 +75,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.users, "users", 19000, "users 1..`N`, each its own connection (N plus a margin must fit the open-files limit, 20,000 here)")
 	fs.DurationVar(&c.ramp, "ramp", 5*time.Second, "before each measurement: QPS 0 while the users connect and log in")
 	fs.DurationVar(&c.idle, "idle", 5*time.Second, "the server's idle CPU is measured over this long, with no client, before its first measurement")
-	fs.IntVar(&c.qps, "qps", 30000, "efficiency phase: SHAKEs a second (`rate`); server CPU per answered SHAKE is measured here")
+	fs.IntVar(&c.qps, "qps", 30000, "efficiency phase: SHAKEs a second (`rate`); server CPU per answered SHAKE is measured here (the median of it and the latency rounds when -high-qps is the same rate)")
 	fs.DurationVar(&c.qpsDur, "qps-duration", 15*time.Second, "length of the efficiency phase")
 	fs.IntVar(&c.highQPS, "high-qps", 60000, "latency phase: SHAKEs a second (`rate`); p99, p99.9 and the worst second's p99")
 	fs.DurationVar(&c.highDur, "high-duration", 20*time.Second, "length of the latency phase")

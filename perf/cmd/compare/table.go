@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -54,6 +55,45 @@ type summary struct {
 	maxQPS     float64 // the highest answered rate with p99 ≤ -max-p99; 0: none
 	maxAt      int     // its target rate
 	reconciled string  // ok: every measurement reconciled; off: none could (bare); else what failed
+	cpu        cpu     // server CPU per SHAKE at the efficiency phase's rate
+}
+
+// cpu is the median server CPU per SHAKE of a variant's measurements at the
+// efficiency phase's rate: the efficiency phase, and the latency rounds when
+// they run at the same rate (-high-qps equal to -qps). One phase ranks the
+// machine's noise as much as the variants; several interleaved ones less.
+type cpu struct {
+	us float64
+	n  int
+}
+
+func medianCPU(ms []*measurement, qps int) cpu {
+	var us []float64
+	for _, m := range ms {
+		if m != nil && m.ok() && m.Target == qps && m.ServerUS > 0 {
+			us = append(us, m.ServerUS)
+		}
+	}
+	if len(us) == 0 {
+		return cpu{}
+	}
+	slices.Sort(us)
+	mid := us[len(us)/2]
+	if len(us)%2 == 0 {
+		mid = (us[len(us)/2-1] + mid) / 2
+	}
+	return cpu{mid, len(us)}
+}
+
+// cell is "µs (median of n)", or the one figure, or "–".
+func (c cpu) cell() string {
+	switch c.n {
+	case 0:
+		return "–"
+	case 1:
+		return fmt.Sprintf("%.1f", c.us)
+	}
+	return fmt.Sprintf("%.1f (median of %d)", c.us, c.n)
 }
 
 // table is the comparison's result.
@@ -101,6 +141,7 @@ func buildTable(cfg *config, all []*measurement) *table {
 			s.held(s.lat, cfg)
 		}
 		s.rounds = overRounds(s.lats)
+		s.cpu = medianCPU(append([]*measurement{s.eff}, s.lats...), cfg.qps)
 	}
 	return t
 }
@@ -164,7 +205,7 @@ func (t *table) figures() *grid {
 		g.add(s.v.name,
 			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.IdleCPU }),
 			figure(s.eff, "%.0f", func(m *measurement) float64 { return m.ConnRSS }),
-			figure(s.eff, "%.1f", func(m *measurement) float64 { return m.ServerUS }),
+			s.cpu.cell(),
 			figure(s.eff, "%.1f", func(m *measurement) float64 { return m.ClientUS }),
 			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.Allocs }),
 			figure(s.eff, "%.2f", func(m *measurement) float64 { return m.P99 }),
@@ -232,7 +273,7 @@ func (t *table) ratios() *grid {
 			}
 			return x.lat.P99
 		}
-		g.add(s.v.name, ratio(s.eff.ServerUS, base.eff.ServerUS), ratio(lat(s), lat(base)),
+		g.add(s.v.name, ratio(s.cpu.us, base.cpu.us), ratio(lat(s), lat(base)),
 			ratio(s.maxQPS, base.maxQPS), ratio(s.eff.ConnRSS, base.eff.ConnRSS), ratio(s.eff.IdleCPU, base.eff.IdleCPU))
 	}
 	return g
@@ -259,9 +300,9 @@ func (t *table) targets() *grid {
 	}
 	c := t.cfg
 	if bare != nil && bare.eff != nil && bare.lat != nil {
-		r := ring.eff.ServerUS / bare.eff.ServerUS
+		r := ring.cpu.us / bare.cpu.us
 		check(fmt.Sprintf("server CPU per SHAKE @%d ≤ 1.15× bare", c.qps), r <= 1.15,
-			fmt.Sprintf("%.1f µs vs %.1f µs: %.2f×", ring.eff.ServerUS, bare.eff.ServerUS, r))
+			fmt.Sprintf("%.1f µs vs %.1f µs: %.2f× (medians of %d and %d)", ring.cpu.us, bare.cpu.us, r, ring.cpu.n, bare.cpu.n))
 		if bare.maxQPS > 0 {
 			r = ring.maxQPS / bare.maxQPS
 			check(fmt.Sprintf("highest rate with p99 ≤ %v ≥ 0.95× bare", c.maxP99), r >= 0.95,
@@ -296,9 +337,9 @@ func (t *table) markdown(cfg *config, dir string) string {
 		"then the rate; CPU, allocations and answers over the rate's phase less its first and last second. "+
 		"Every user sends (the load client's schedule spreads the rate over all of them). "+
 		"Efficiency %d QPS × %v, latency %d QPS × %v in %d round(s), the variants interleaved in each (p99 and p99.9: the round with the median p99; "+
-		"the spread: the lowest and highest round p99; worst second and lowest second: over every round), throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
+		"the spread: the lowest and highest round p99; worst second and lowest second: over every round; server CPU per SHAKE: the median of the measurements at %d QPS), throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
 		"*other cores* is the machine's busy CPU that was neither the server nor the load client (noise). Raw figures: results.json; each run's logs and commands: its directory.\n\n",
-		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
+		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.qps, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
 	if cfg.noise > 0 {
 		fmt.Fprintf(&b, "Noise: %d goroutines of compare itself each busy %v of every %v for the whole run (counted in *other cores*).\n\n", cfg.noise, cfg.noiseBusy, noisePeriod)
 	}

@@ -135,3 +135,32 @@ func TestLatencyRoundsMedian(t *testing.T) {
 		t.Errorf("median of two rounds (5, 30 ms): %v; want the lower, 5", m.P99)
 	}
 }
+
+// TestCPUOverRounds: with the latency rounds at the efficiency phase's rate,
+// server CPU per SHAKE is the median of all those measurements, so one noisy
+// phase does not decide the CPU target.
+func TestCPUOverRounds(t *testing.T) {
+	cfg := testConfig()
+	cfg.highQPS = cfg.qps
+	cfg.variants = []variant{byName("ring"), byName("bare")}
+	m := func(v, phase string, us float64) *measurement {
+		return &measurement{Variant: v, Phase: phase, Target: cfg.qps, Answered: float64(cfg.qps), ServerUS: us, P99: 1, Reconc: "ok"}
+	}
+	all := []*measurement{
+		m("ring", phaseEfficiency, 30), m("bare", phaseEfficiency, 10),
+		m("ring", phaseLatency, 10), m("bare", phaseLatency, 11),
+		m("ring", phaseLatency, 12), m("bare", phaseLatency, 12),
+		m("ring", phaseLatency, 14), m("bare", phaseLatency, 9),
+		{Variant: "ring", Phase: phaseStep, Target: 70000, ServerUS: 99, Reconc: "ok"}, // another rate: not counted
+	}
+	tb := buildTable(cfg, all)
+	if c := tb.byVar["ring"].cpu; c.us != 13 || c.n != 4 { // (12+14)/2
+		t.Errorf("ring CPU %+v; want the median 13 µs of 4", c)
+	}
+	if c := tb.byVar["bare"].cpu; c.us != 10.5 || c.n != 4 {
+		t.Errorf("bare CPU %+v; want the median 10.5 µs of 4", c)
+	}
+	if r := row(t, tb.targets(), "server CPU per SHAKE"); r[2] != "MISSED" || !strings.Contains(r[1], "1.24× (medians of 4 and 4)") {
+		t.Errorf("CPU target %q; want 1.24× MISSED", r)
+	}
+}
