@@ -14,9 +14,9 @@ import (
 // there is now is set, again until a pass finds none it has not set (one
 // cloned meanwhile from a thread not yet set would have the old policy).
 func setSched(policy string) error {
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	want := uint32(unix.SCHED_NORMAL)
 	if policy == SchedBatch {
-		attr.Policy = unix.SCHED_BATCH
+		want = unix.SCHED_BATCH
 	}
 	done := map[int]bool{}
 	for {
@@ -30,9 +30,16 @@ func setSched(policy string) error {
 			if err != nil || done[tid] {
 				continue
 			}
-			// ESRCH: the thread has exited since the listing.
-			if err := unix.SchedSetAttr(tid, &attr, 0); err != nil && err != unix.ESRCH {
-				return fmt.Errorf("-sched %s: sched_setattr: %w", policy, err)
+			// The thread's attributes but the policy stay (its nice value:
+			// lowering it would need privileges). ESRCH: the thread has
+			// exited since the listing.
+			attr, err := unix.SchedGetAttr(tid, 0)
+			if err == nil {
+				attr.Policy = want
+				err = unix.SchedSetAttr(tid, attr, 0)
+			}
+			if err != nil && err != unix.ESRCH {
+				return fmt.Errorf("-sched %s: %w", policy, err)
 			}
 			done[tid], fresh = true, true
 		}

@@ -67,3 +67,36 @@ func TestSetSched(t *testing.T) {
 		}
 	}
 }
+
+// TestSetSchedKeepsNice: a thread's nice value is its own and stays: only the
+// policy changes (putting it back to 0 would need privileges).
+func TestSetSchedKeepsNice(t *testing.T) {
+	defer setSched(SchedNormal)
+	type result struct {
+		nice, policy int
+		err          error
+	}
+	done := make(chan result)
+	go func() {
+		// Locked and never unlocked: the thread, niced, ends with the goroutine.
+		runtime.LockOSThread()
+		tid := unix.Gettid()
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 7); err != nil {
+			done <- result{err: err}
+			return
+		}
+		err := setSched(SchedBatch)
+		b, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		nice, _ := strconv.Atoi(f[19-3])
+		policy, _ := strconv.Atoi(f[41-3])
+		done <- result{nice, policy, err}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.nice != 7 || r.policy != unix.SCHED_BATCH {
+		t.Errorf("nice %d, policy %d; want nice 7 kept and policy %d", r.nice, r.policy, unix.SCHED_BATCH)
+	}
+}
