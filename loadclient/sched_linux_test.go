@@ -11,20 +11,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// statField returns field n (numbered from 1, as in proc(5)) of a thread's
+// stat file, or an error if the thread is gone.
+func statField(path string, n int) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// Fields 3 on follow the command's closing parenthesis.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	return strconv.Atoi(f[n-3])
+}
+
 // policies returns the scheduling policy of every thread of this process.
 func policies(t *testing.T) map[string]int {
 	t.Helper()
 	stats, _ := filepath.Glob("/proc/self/task/*/stat")
 	m := map[string]int{}
 	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread exited
+		if policy, err := statField(p, 41); err == nil { // else the thread exited
+			m[filepath.Base(filepath.Dir(p))] = policy
 		}
-		// Fields after the command's closing parenthesis; policy is field 41 of stat(5).
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		n, _ := strconv.Atoi(f[41-3])
-		m[filepath.Base(filepath.Dir(p))] = n
 	}
 	return m
 }
@@ -86,10 +93,9 @@ func TestSetSchedKeepsNice(t *testing.T) {
 			return
 		}
 		err := setSched(SchedBatch)
-		b, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		nice, _ := strconv.Atoi(f[19-3])
-		policy, _ := strconv.Atoi(f[41-3])
+		stat := "/proc/self/task/" + strconv.Itoa(tid) + "/stat"
+		nice, _ := statField(stat, 19)
+		policy, _ := statField(stat, 41)
 		done <- result{nice, policy, err}
 	}()
 	r := <-done

@@ -108,8 +108,9 @@ func analyze(r io.Reader) ([]Stall, error) {
 			}
 		default:
 			// Any other event of a running goroutine breaks a quiet stretch.
-			if g := e.Goroutine(); g != trace.NoGoroutine {
-				changes[g] = append(changes[g], change{t: e.Time(), st: trace.GoRunning})
+			g := e.Goroutine()
+			if cs := changes[g]; g != trace.NoGoroutine && len(cs) > 0 && cs[len(cs)-1].st == trace.GoRunning {
+				changes[g] = append(cs, change{t: e.Time(), st: trace.GoRunning})
 			}
 		}
 	}
