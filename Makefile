@@ -61,7 +61,7 @@ perf: build ## seed scenario, 19,000 users: profiles, GC trace, flame graphs, ch
 	$(GO) run ./perf/cmd/perf $(PERFFLAGS)
 
 COMPAREFLAGS ?=
-perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress, hand-off, unpaced journal rounds, no journal, the flight recorder of -trace-slow), interleaved rounds: one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
+perf-compare: build ## the same load against every ablation (bare I/O, netpoll, go-disruptor, channels, per-frame egress, hand-off, unpaced journal rounds, no journal, no shedding, the flight recorder of -trace-slow), interleaved rounds: one table of ratios in perf/out/compare-<time>/ (COMPAREFLAGS)
 	$(GO) run ./perf/cmd/compare $(COMPAREFLAGS)
 
 soak: build ## 10 min at half the max QPS with connection churn and campaigns: RSS/heap/goroutine/fd slopes, reconciliation (SOAKFLAGS, e.g. -duration 2m)

@@ -34,6 +34,7 @@ var variants = []variant{
 	{"frame", []string{"-egress=frame"}, "egress writes every frame with its own write() instead of one per connection per batch"},
 	{"unpaced", []string{"-journal-round=-1ns"}, "journal rounds back to back: a round starts as soon as the last is durable, instead of at least 1 ms after the last began"},
 	{"nojournal", []string{"-journal=off"}, "nothing made durable: money answers leave without waiting for the journal's fsync (what durability costs)"},
+	{"noshed", []string{"-shed-delay=-1ns"}, "no shedding by delay: requests that waited long in the kernel are served late, never refused (bare I/O does not shed either)"},
 	{"flightrec", []string{"-trace-slow=1h"}, "Go's flight recorder kept running, as -trace-slow does (with a bound no answer reaches: no file written): what the runtime trace costs"},
 }
 
