@@ -33,19 +33,25 @@ type Stall struct {
 	Overlaps   int        // later slow answers whose windows overlap this one: the same stall
 }
 
-// Cause names what most of the window went to.
-func (s Stall) Cause() string {
+// Cause names what most of the window went to: a kind (one of kinds) and
+// the figures behind it.
+func (s Stall) Cause() (kind, detail string) {
 	type part struct {
-		d    trace.Time
-		what string
+		d            trace.Time
+		kind, detail string
+	}
+	one := 2*s.LongestSys > s.Syscall
+	sys := part{s.Syscall, "a round of syscalls", fmt.Sprintf("%d syscalls, the longest %s in %s", s.Syscalls, ms(s.LongestSys), short(s.SysFunc))}
+	if one {
+		sys = part{s.Syscall, "one syscall in " + short(s.SysFunc), ms(s.LongestSys)}
 	}
 	parts := []part{
-		{s.Syscall, s.syscalls()},
-		{s.Quiet, "no event for " + ms(s.Quiet) + " while running: its thread off the CPU, or computing"},
-		{s.Runnable, "runnable: waiting for a P"},
-		{s.Waiting, "waiting: blocked or parked"},
-		{s.Running - s.Quiet, "running"},
-		{s.Unknown, "not in the trace: the window began before it"},
+		sys,
+		{s.Quiet, "off its CPU", "no event for " + ms(s.Quiet) + " while running: its thread off the CPU, or computing"},
+		{s.Runnable, "runnable", "waiting for a P " + ms(s.Runnable)},
+		{s.Waiting, "waiting", "blocked or parked " + ms(s.Waiting)},
+		{s.Running - s.Quiet, "running", ms(s.Running)},
+		{s.Unknown, "before the trace", "the window began " + ms(s.Unknown) + " before the goroutine's first event"},
 	}
 	best := parts[0]
 	for _, p := range parts[1:] {
@@ -53,16 +59,7 @@ func (s Stall) Cause() string {
 			best = p
 		}
 	}
-	return best.what
-}
-
-// syscalls says whether one long syscall or many short ones took the time
-// in syscalls.
-func (s Stall) syscalls() string {
-	if 2*s.LongestSys > s.Syscall {
-		return "one syscall: " + ms(s.LongestSys) + " in " + short(s.SysFunc)
-	}
-	return fmt.Sprintf("a round of %d syscalls, the longest %s in %s", s.Syscalls, ms(s.LongestSys), short(s.SysFunc))
+	return best.kind, best.detail
 }
 
 // analyze reads a runtime trace and returns its slow answers in time order,
