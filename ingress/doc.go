@@ -41,9 +41,9 @@
 // yield after every round and bare I/O (2026-12-01): server CPU per SHAKE
 // 19.5 against 17.3 µs (bare I/O 18.0), the load client's 15.8–16.9 against
 // 17.7–18.8 µs, p99 17.6 against 13.3 ms (bare I/O 20.6), and one phase
-// that fell to 36,862 answers a second: the yield also hands the P to the
-// ticker and the runtime's other goroutines, which otherwise wait for
-// sysmon to take it from a loop blocked in epoll_wait.
+// that fell to 36,862 answers a second. Untested guess at why: the yield
+// also hands the P to the ticker and the runtime's other goroutines, which
+// otherwise wait for sysmon to take it from a loop blocked in epoll_wait.
 //
 // Each ready connection gets one read of at most Options.ReadBudget bytes
 // (64 KiB) per round into the loop's single read buffer, after the partial
