@@ -24,6 +24,11 @@ const (
 	traceFiles  = 20
 )
 
+// slowAnswerCategory is the category of the log event that marks a slow
+// answer in the trace, its message the answer's time in µs: what
+// perf/cmd/slowtrace looks for.
+const slowAnswerCategory = "slow answer"
+
 // slowTrace keeps Go's flight recorder running and writes its window to a
 // file when a SET's egress reports an answer slower than -trace-slow: the
 // runtime trace of the seconds around a stall, which a trace started by hand
@@ -53,10 +58,10 @@ func newSlowTrace(dir string, log *slog.Logger) (*slowTrace, error) {
 }
 
 // slow is the egress's report: it never blocks a SET. It marks the moment
-// and the goroutine in the trace (a log event of category "slow answer",
-// the answer's time in µs), so that a reader finds the stall in the window.
+// and the goroutine in the trace (slowAnswerCategory), so that a reader
+// finds the stall in the window.
 func (t *slowTrace) slow(ns int64) {
-	trace.Log(context.Background(), "slow answer", strconv.FormatInt(ns/1e3, 10))
+	trace.Log(context.Background(), slowAnswerCategory, strconv.FormatInt(ns/1e3, 10))
 	select {
 	case t.kick <- ns:
 	default:

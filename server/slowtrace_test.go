@@ -12,8 +12,8 @@ import (
 )
 
 // TestTraceSlow: with -trace-slow below any answer's time, the first answer
-// has the flight recorder's window written as a runtime trace, and the reports
-// that follow within the pause between traces write none.
+// has the flight recorder's window written as a runtime trace, marked, and
+// the reports that follow within the pause between traces write none.
 func TestTraceSlow(t *testing.T) {
 	if *pipelineMode == "none" {
 		t.Skip("-trace-slow needs an egress stage")
@@ -41,5 +41,9 @@ func TestTraceSlow(t *testing.T) {
 	}
 	if !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1000 {
 		t.Fatalf("trace file of %d bytes starting %q; want a Go runtime trace", len(b), b[:min(len(b), 16)])
+	}
+	// The mark perf/cmd/slowtrace looks for (its markCategory).
+	if !bytes.Contains(b, []byte("slow answer")) {
+		t.Errorf("no %q log event in the trace", "slow answer")
 	}
 }

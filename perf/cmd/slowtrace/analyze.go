@@ -10,9 +10,9 @@ import (
 	"golang.org/x/exp/trace"
 )
 
-// markCategory is the category of the log event the server's egress makes
-// for a slow answer (server/slowtrace.go): its message is the answer's
-// decode → write time in µs.
+// markCategory is the category of the log event the server makes for a
+// slow answer (server/slowtrace.go, slowAnswerCategory, whose test checks
+// the same string): its message is the answer's decode → write time in µs.
 const markCategory = "slow answer"
 
 // Stall is one slow answer: its window [Start, End] (the answer's decode to
