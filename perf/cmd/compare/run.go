@@ -41,7 +41,11 @@ type measurement struct {
 	ClientUS    float64 `json:"client_cpu_us_per_shake"`
 	ServerCores float64 `json:"server_cores"` // server CPU ÷ window
 	OtherCores  float64 `json:"other_cores"`  // the machine's busy CPU not ours: noise
-	Allocs      float64 `json:"allocs_per_shake"`
+	// Threads waiting for a CPU, on average over the window (harness.CPUWait
+	// ÷ window; -1: not measured): how short of CPU the machine was.
+	ServerWait float64 `json:"server_threads_waiting"`
+	ClientWait float64 `json:"client_threads_waiting"`
+	Allocs     float64 `json:"allocs_per_shake"`
 
 	P50     float64 `json:"p50_ms"` // SHAKE latency, whole run
 	P99     float64 `json:"p99_ms"`
@@ -80,8 +84,8 @@ func run(ctx context.Context, cfg config) error {
 		m := measureOne(ctx, &cfg, v, phase, qps, dur, idle, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps)))
 		all = append(all, m)
 		if m.ok() {
-			say("%-11s %-10s %6d QPS: answered %6.0f/s (lowest second %3.0f %%), server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, server p99 %5.2f ms (wait %5.2f), %s",
-				v.name, phase, qps, m.Answered, 100*m.LowS, m.ServerUS, m.ClientUS, m.P99, m.P999, m.WorstS, m.SrvP99, m.WaitP99, m.Reconc)
+			say("%-11s %-10s %6d QPS: answered %6.0f/s (lowest second %3.0f %%), server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, server p99 %5.2f ms (wait %5.2f), waiting for a CPU %s, %s",
+				v.name, phase, qps, m.Answered, 100*m.LowS, m.ServerUS, m.ClientUS, m.P99, m.P999, m.WorstS, m.SrvP99, m.WaitP99, cpuWaits(m), m.Reconc)
 		} else {
 			say("%-11s %-10s %6d QPS: FAILED: %s", v.name, phase, qps, m.Err)
 		}
@@ -290,6 +294,8 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	m.SrvP99 = serverP99(s0.met, s1.met, "hongbao_latency_seconds")
 	m.WaitP99 = serverP99(s0.met, s1.met, "hongbao_batch_wait_seconds")
 	m.ServerCores = (s1.server - s0.server).Seconds() / secs
+	m.ServerWait = waitRate(s0.serverWait, s1.serverWait, secs)
+	m.ClientWait = waitRate(s0.clientWait, s1.clientWait, secs)
 	m.OtherCores = ((s1.busy - s0.busy) - (s1.server - s0.server) - (s1.client - s0.client)).Seconds() / secs
 	if sh := rep.Requests["SHAKE"]; sh != nil {
 		m.P50, m.P99, m.P999 = float64(sh.Latency.P50)/1e6, float64(sh.Latency.P99)/1e6, float64(sh.Latency.P999)/1e6
@@ -322,9 +328,10 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 
 // sample is what the window's two ends read.
 type sample struct {
-	server, client, busy time.Duration // CPU time used so far
-	mallocs              float64       // the server's heap allocations so far
-	met                  map[string]float64
+	server, client, busy   time.Duration // CPU time used so far
+	serverWait, clientWait time.Duration // time their threads waited for a CPU so far, -1: unknown
+	mallocs                float64       // the server's heap allocations so far
+	met                    map[string]float64
 }
 
 // serverP99 is the p99 in ms of the server's SHAKE histogram name between
@@ -351,7 +358,27 @@ func (s *sample) read(srv *harness.Server, clientPID int) error {
 		return err
 	}
 	s.busy, err = harness.MachineBusy()
+	s.serverWait, s.clientWait = cpuWait(srv.PID), cpuWait(clientPID)
 	return err
+}
+
+// cpuWait is harness.CPUWait, or -1 where the kernel keeps no schedstat: the
+// figure is left out rather than the measurement failed.
+func cpuWait(pid int) time.Duration {
+	w, err := harness.CPUWait(pid)
+	if err != nil {
+		return -1
+	}
+	return w
+}
+
+// waitRate is how many threads waited for a CPU on average between two
+// readings over secs, or -1 when either is unknown.
+func waitRate(w0, w1 time.Duration, secs float64) float64 {
+	if w0 < 0 || w1 < 0 {
+		return -1
+	}
+	return (w1 - w0).Seconds() / secs
 }
 
 // readClient reads the load client's report and timeline.

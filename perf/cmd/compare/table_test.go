@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestLatencyRoundsMedian(t *testing.T) {
 		{Variant: "ring", Phase: phaseEfficiency, Target: 30000, Answered: 30000, ServerUS: 10, P99: 2, Reconc: "ok"},
 		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 5, WorstS: 9, LowS: 1, Reconc: "ok"},
 		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 30, WorstS: 80, LowS: 0.5, Reconc: "ok"},
-		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 12, WorstS: 14, LowS: 0.97, Reconc: "ok"},
+		{Variant: "ring", Phase: phaseLatency, Target: 60000, Answered: 60000, P99: 12, WorstS: 14, LowS: 0.89, ServerWait: 0.85, ClientWait: 1.4, Reconc: "ok"},
 		{Variant: "ring", Phase: phaseLatency, Target: 60000, Err: "failed"},
 	}
 	tb := buildTable(testConfig(), all)
@@ -130,6 +131,16 @@ func TestLatencyRoundsMedian(t *testing.T) {
 	}
 	if r.worstS != 80 || r.lowS != 0.5 {
 		t.Errorf("worst second %v ms, lowest second %v; want 80 ms and 0.5: the worst of every round, not the median round's", r.worstS, r.lowS)
+	}
+	if r.stalled != 2 {
+		t.Errorf("%d rounds with a second under 90 %%; want 2 (50 %% and 89 %%; not 100 %%, nor the failed round)", r.stalled)
+	}
+	fig := row(t, tb.figures(), "ring")
+	if !slices.Contains(fig, "50 % (2)") || !slices.Contains(fig, "0.85; 1.40") {
+		t.Errorf("ring figures %q; want the lowest second with its count of stalled rounds, 50 %% (2), and the median round's CPU waits, 0.85; 1.40", fig)
+	}
+	if w := cpuWaits(&measurement{ServerWait: -1, ClientWait: 0.5}); w != "–" {
+		t.Errorf("CPU waits not measured: %q, want –", w)
 	}
 	if m := medianLatency(all[1:3]); m.P99 != 5 {
 		t.Errorf("median of two rounds (5, 30 ms): %v; want the lower, 5", m.P99)
@@ -162,5 +173,14 @@ func TestCPUOverRounds(t *testing.T) {
 	}
 	if r := row(t, tb.targets(), "server CPU per SHAKE"); r[2] != "MISSED" || !strings.Contains(r[1], "1.24× (medians of 4 and 4)") {
 		t.Errorf("CPU target %q; want 1.24× MISSED", r)
+	}
+}
+
+func TestWaitRate(t *testing.T) {
+	if r := waitRate(time.Second, 3*time.Second, 2); r != 1 {
+		t.Errorf("2 s of waits over 2 s: %v threads, want 1", r)
+	}
+	if r := waitRate(-1, 3*time.Second, 2); r != -1 {
+		t.Errorf("unknown start: %v, want -1", r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,51 @@ func CPUTime(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: cannot parse utime %q, stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// CPUWait returns how long the threads of process pid have waited, runnable,
+// for a CPU (run_delay in /proc/PID/task/*/schedstat, summed over the
+// threads alive now): what a machine short of CPU costs a process, which its
+// CPU time does not show. Over a window, its growth ÷ the window is how
+// many of the process's threads waited on average.
+func CPUWait(pid int) (time.Duration, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	read := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread exited, or the kernel keeps no schedstat
+		}
+		d, err := runDelay(b)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, t.Name(), err)
+		}
+		sum += d
+		read++
+	}
+	if read == 0 {
+		return 0, fmt.Errorf("%s: no thread's schedstat could be read (a kernel without CONFIG_SCHED_INFO?)", dir)
+	}
+	return sum, nil
+}
+
+// runDelay parses a schedstat line, "time on a CPU, time runnable and
+// waiting for one (both ns), timeslices", into its wait.
+func runDelay(b []byte) (time.Duration, error) {
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 0, fmt.Errorf("want 3 fields, got %q", b)
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(ns), nil
 }
 
 // SelfCPUTime returns the user and system CPU time of this process.

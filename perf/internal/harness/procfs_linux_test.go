@@ -2,7 +2,11 @@ package harness
 
 import (
 	"os"
+	"runtime"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestProcfs(t *testing.T) {
@@ -22,5 +26,55 @@ func TestProcfs(t *testing.T) {
 	}
 	if _, err := CPUTime(-1); err == nil {
 		t.Error("CPUTime(-1): no error")
+	}
+}
+
+// TestCPUWait makes more of this process's threads busy in the kernel than
+// there are CPUs, so that some wait for one, and checks that the wait shows.
+func TestCPUWait(t *testing.T) {
+	pid := os.Getpid()
+	w0, err := CPUWait(pid)
+	if err != nil {
+		t.Skipf("no schedstat here: %v", err)
+	}
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	// A read of /dev/zero is a memset in the kernel: a goroutine in it holds
+	// no P, so 3 × NumCPU of them are that many runnable threads.
+	var wg sync.WaitGroup
+	end := time.Now().Add(300 * time.Millisecond)
+	for range 3 * runtime.NumCPU() {
+		wg.Go(func() {
+			buf := make([]byte, 4<<20)
+			for time.Now().Before(end) {
+				syscall.Read(int(zero.Fd()), buf)
+			}
+		})
+	}
+	wg.Wait()
+	w1, err := CPUWait(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1 <= w0 {
+		t.Errorf("CPUWait did not grow while %d threads shared %d CPUs: %v then %v", 3*runtime.NumCPU(), runtime.NumCPU(), w0, w1)
+	}
+	if _, err := CPUWait(-1); err == nil {
+		t.Error("CPUWait(-1): no error")
+	}
+}
+
+func TestRunDelay(t *testing.T) {
+	d, err := runDelay([]byte("1234567 890123 45\n"))
+	if err != nil || d != 890123*time.Nanosecond {
+		t.Errorf("runDelay = %v, %v; want 890.123µs", d, err)
+	}
+	for _, bad := range []string{"", "1 2", "1 x 3", "1 2 3 4"} {
+		if _, err := runDelay([]byte(bad)); err == nil {
+			t.Errorf("runDelay(%q): no error", bad)
+		}
 	}
 }
