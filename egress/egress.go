@@ -568,13 +568,7 @@ func (e *Egress) observe(buckets *[ledger.RequestTypes][ledger.LatencyBuckets]at
 	if ns < 0 {
 		ns = 0
 	}
-	us := uint64(ns / int64(time.Microsecond))
-	i := 0
-	for us > 0 && i < ledger.LatencyBuckets-1 {
-		us >>= 1
-		i++
-	}
 	t := k - event.KLogin
-	buckets[t][i].Add(1)
+	buckets[t][ledger.LatencyBucket(uint64(ns/int64(time.Microsecond)))].Add(1)
 	sums[t].Add(uint64(ns))
 }

@@ -1,6 +1,9 @@
 package ledger
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
 // pad keeps each stage's counters on cache lines of their own, so that one
 // stage's writes do not slow another's.
@@ -85,9 +88,38 @@ type EgressCounters struct {
 	WaitSumNs   [RequestTypes]atomic.Uint64
 }
 
-// LatencyBuckets is the number of ingress → egress latency buckets: bucket i
-// counts latencies below 2^i µs (the last one everything above).
-const LatencyBuckets = 24
+// The ingress → egress latency histograms are log-linear in whole µs: each
+// power of two is cut into latencySub equal buckets, so from 4 µs up a
+// bucket's upper bound is at most 25 % above any latency in it
+// (power-of-two buckets could not tell 0.6 ms from 1 ms). Bucket i counts latencies below
+// LatencyBucketUs(i) µs and not below the bound of i-1; the last,
+// everything from 2^22 µs (~4.2 s) up.
+const (
+	latencySubBits = 2
+	latencySub     = 1 << latencySubBits
+	LatencyBuckets = 85 // 4 below 4 µs, 4 per power of two up to 2^22 µs, and the rest
+)
+
+// LatencyBucket returns the bucket of a latency of us whole µs.
+func LatencyBucket(us uint64) int {
+	if us < latencySub {
+		return int(us)
+	}
+	n := bits.Len64(us) // us has n bits; its top latencySubBits+1 pick the bucket
+	b := (n-latencySubBits)<<latencySubBits + int(us>>(n-latencySubBits-1)) - latencySub
+	return min(b, LatencyBuckets-1)
+}
+
+// LatencyBucketUs returns the upper bound of bucket i in µs, for i below
+// LatencyBuckets-1 (the last has none).
+func LatencyBucketUs(i int) uint64 {
+	if i < latencySub {
+		return uint64(i) + 1
+	}
+	n := i>>latencySubBits + latencySubBits      // bits of the bucket's latencies
+	top := uint64(i&(latencySub-1) + latencySub) // their top latencySubBits+1 bits
+	return (top + 1) << (n - latencySubBits - 1)
+}
 
 // RequestTypes is the number of request types latency is kept for: LOGIN,
 // SHAKE, OPEN, SEND, CHAT, PING, in that order (event.KLogin to event.KPing).

@@ -144,7 +144,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 
 // writeLatency writes the histogram family name, one per request type,
 // summed over the SETs' egress buckets that of selects (bucket i: below
-// 2^i µs).
+// ledger.LatencyBucketUs(i) µs).
 func (s *Server) writeLatency(e exposition, name, help string,
 	of func(*ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64)) {
 	e.family(name, "histogram", help)
@@ -164,7 +164,7 @@ func (s *Server) writeLatency(e exposition, name, help string,
 		var cum uint64
 		for i := range ledger.LatencyBuckets - 1 {
 			cum += buckets[i]
-			e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="%g"}`, name, typ, float64(uint64(1)<<i)/1e6), cum)
+			e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="%g"}`, name, typ, float64(ledger.LatencyBucketUs(i))/1e6), cum)
 		}
 		e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="+Inf"}`, name, typ), count)
 		fmt.Fprintf(e.w, "%s_sum{type=%q} %g\n", name, typ, float64(sum)/1e9)

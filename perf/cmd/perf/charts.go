@@ -185,7 +185,7 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 				{name: "opened (OPEN ok)", xy: col(func(s *runlog.Second) float64 { return s.Opened }, false), color: orange, dash: true},
 			}},
 		{chart{"latency.png", "SHAKE latency per second (log scale)", fmt.Sprintf("p50 and p99 of each second's SHAKEs and %s, from the scheduled send time to the answer (load client, coordinated omission corrected); "+
-			"and the server's own p99 and p99.9 each second (`hongbao_latency_seconds`, %s, from the ingress's read (the start of its chunk of up to 64 reads) to the end of the egress write; an upper bound: power-of-two buckets). "+
+			"and the server's own p99 and p99.9 each second (`hongbao_latency_seconds`, %s, from the ingress's read (the start of its chunk of up to 64 reads) to the end of the egress write; an upper bound: buckets at most 25 %% wide). "+
 			"What the client sees beyond the server's own is in the client, the kernel's socket queues, or waiting for a CPU.", p999What, srvWhat)},
 			"ms", true, []series{
 				{name: "p50", xy: col(func(s *runlog.Second) float64 { return float64(s.P50.Microseconds()) / 1e3 }, true), color: blue},
