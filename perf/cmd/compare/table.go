@@ -124,7 +124,7 @@ func buildTable(cfg *config, all []*measurement) *table {
 		case phaseLatency: // the median of the rounds counts, below
 			s.lats = append(s.lats, m)
 		}
-		if m.Phase != phaseLatency {
+		if m.Phase == phaseStep {
 			s.held(m, cfg)
 		}
 		switch {
@@ -139,6 +139,11 @@ func buildTable(cfg *config, all []*measurement) *table {
 	for _, s := range t.sums {
 		if s.lat = medianLatency(s.lats); s.lat != nil {
 			s.held(s.lat, cfg)
+		}
+		// The efficiency phase is one measurement: at the rate of the
+		// latency rounds their median decides, as for the p99 shown.
+		if s.eff != nil && (s.lat == nil || s.lat.Target != s.eff.Target) {
+			s.held(s.eff, cfg)
 		}
 		s.rounds = overRounds(s.lats)
 		s.cpu = medianCPU(append([]*measurement{s.eff}, s.lats...), cfg.qps)
@@ -356,7 +361,7 @@ func (t *table) markdown(cfg *config, dir string) string {
 		"then the rate; CPU, allocations and answers over the rate's phase less its first and last second. "+
 		"Every user sends (the load client's schedule spreads the rate over all of them). "+
 		"Efficiency %d QPS × %v, latency %d QPS × %v in %d round(s), the variants interleaved in each (p99 and p99.9: the round with the median p99; "+
-		"the spread: the lowest and highest round p99; worst second and lowest second: over every round; server CPU per SHAKE: the median of the measurements at %d QPS), throughput steps %v × %v (until p99 > %v). Shake campaign %d/s except in bare mode. "+
+		"the spread: the lowest and highest round p99; worst second and lowest second: over every round; server CPU per SHAKE: the median of the measurements at %d QPS), throughput steps %v × %v (until p99 > %v; the highest rate held is the best of the steps, the median latency round and, at a rate with no rounds, the efficiency phase). Shake campaign %d/s except in bare mode. "+
 		"*other cores* is the machine's busy CPU that was neither the server nor the load client (noise); "+
 		"*threads waiting for a CPU* is how many of the server's and the load client's threads were runnable and not running, on average over the median round's window (run_delay in /proc/PID/task/*/schedstat): "+
 		"above zero the machine was short of CPU, and a tail there is a queue for the CPU as much as anything the server does. Raw figures: results.json; each run's logs and commands: its directory.\n\n",

@@ -107,6 +107,30 @@ func newFlagSet() *flag.FlagSet {
 	return fs
 }
 
+// Where the efficiency phase and the latency rounds share a rate, the
+// median round says whether the rate held, not the one efficiency
+// measurement: a lucky efficiency phase does not hold a rate whose rounds
+// did not, nor an unlucky one lose a rate they held.
+func TestHeldByRounds(t *testing.T) {
+	cfg := testConfig()
+	cfg.qps = cfg.highQPS
+	at := func(phase string, p99 float64) *measurement {
+		return &measurement{Variant: "ring", Phase: phase, Target: cfg.qps, Answered: float64(cfg.qps), P99: p99, Reconc: "ok"}
+	}
+	for _, c := range []struct {
+		eff, r1, r2, r3 float64
+		want            float64
+	}{
+		{eff: 9, r1: 12, r2: 13, r3: 8, want: 0},
+		{eff: 14, r1: 12, r2: 9, r3: 8, want: float64(cfg.qps)},
+	} {
+		all := []*measurement{at(phaseEfficiency, c.eff), at(phaseLatency, c.r1), at(phaseLatency, c.r2), at(phaseLatency, c.r3)}
+		if got := buildTable(cfg, all).byVar["ring"].maxQPS; got != c.want {
+			t.Errorf("efficiency p99 %v ms, rounds %v, %v, %v ms: highest rate held %.0f; want %.0f", c.eff, c.r1, c.r2, c.r3, got, c.want)
+		}
+	}
+}
+
 // With several latency rounds a variant's figure is the round with the
 // median p99, and only that round counts for the highest rate held.
 func TestLatencyRoundsMedian(t *testing.T) {
