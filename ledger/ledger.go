@@ -91,9 +91,9 @@ type EgressCounters struct {
 // The ingress → egress latency histograms are log-linear in whole µs: each
 // power of two is cut into latencySub equal buckets, so from 4 µs up a
 // bucket's upper bound is at most 25 % above any latency in it
-// (power-of-two buckets could not tell 0.6 ms from 1 ms). Bucket i counts latencies below
-// LatencyBucketUs(i) µs and not below the bound of i-1; the last,
-// everything from 2^22 µs (~4.2 s) up.
+// (power-of-two buckets could not tell 0.6 ms from 1 ms). Bucket i counts
+// latencies below LatencyBucketUs(i) µs and not below the bound of i-1;
+// the last, everything from 2^22 µs (~4.2 s) up.
 const (
 	latencySubBits = 2
 	latencySub     = 1 << latencySubBits

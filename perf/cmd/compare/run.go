@@ -335,7 +335,7 @@ type sample struct {
 }
 
 // serverP99 is the p99 in ms of the server's SHAKE histogram name between
-// two scrapes (bucket bounds: four to a power of two of µs), 0 when it has none.
+// two scrapes (bucket bounds: four to each doubling of µs), 0 when it has none.
 func serverP99(m0, m1 map[string]float64, name string) float64 {
 	shake := map[string]string{"type": "shake"}
 	h := runlog.Delta(runlog.HistogramWhere(m0, name, shake), runlog.HistogramWhere(m1, name, shake))
