@@ -122,8 +122,9 @@ func (e *Egress) WatchSlow(over time.Duration, f func(ns int64)) {
 func (e *Egress) Handle(b event.Batch) {
 	start := e.now()
 	e.out.Retry()
+	var slowest int64 // of the answers observed in this batch, for WatchSlow
 	if len(e.gated) > 0 {
-		e.ungate()
+		slowest = e.ungate()
 	}
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		ev := b.At(seq)
@@ -198,7 +199,6 @@ func (e *Egress) Handle(b event.Batch) {
 	// costliest part: measured after the flush, in a second pass over the
 	// batch. Of the answers the stages made: the ingress's batched refusals
 	// (Out empty) are not observed.
-	var slowest int64
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
 			if k, ok := answered(proto.Type(ev.Out[2])); ok {
@@ -218,10 +218,10 @@ func (e *Egress) Handle(b event.Batch) {
 func (e *Egress) Journal(j *journal.Journal) { e.j = j }
 
 // ungate writes the held money answers whose records are now durable, in
-// the order they came. Once the journal has failed, none will be: each is
-// answered overloaded instead, and what it reported goes back as if it had
-// not been written.
-func (e *Egress) ungate() {
+// the order they came, and returns the longest latency it observed. Once the
+// journal has failed, none will be: each is answered overloaded instead, and
+// what it reported goes back as if it had not been written.
+func (e *Egress) ungate() (slowest int64) {
 	failed := e.j.Failed()
 	now := int64(0)
 	kept := e.gated[:0]
@@ -244,11 +244,13 @@ func (e *Egress) ungate() {
 					now = e.now()
 				}
 				e.observe(&e.c.LatencyBuckets, &e.c.LatencySumNs, k, now-ev.RecvNs)
+				slowest = max(slowest, now-ev.RecvNs)
 			}
 		}
 	}
 	clear(e.gated[len(kept):])
 	e.gated = kept
+	return slowest
 }
 
 // refuse answers a held money answer overloaded: its change will never be

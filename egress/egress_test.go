@@ -12,6 +12,7 @@ import (
 	"hongbao/conn"
 	"hongbao/egress"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/ring"
@@ -327,5 +328,41 @@ func TestLatencyByRequestType(t *testing.T) {
 		if sum := s.l.Egress.LatencySumNs[a.want-event.KLogin].Load(); n != 1 || sum < uint64(time.Millisecond) {
 			t.Errorf("%v: %d latencies summing to %v; want 1 of at least 1ms", a.want, n, time.Duration(sum))
 		}
+	}
+}
+
+// WatchSlow hears of the slow answers held for the journal too: a money
+// answer is written, and timed, in the batch after its record is durable.
+func TestWatchSlowGated(t *testing.T) {
+	s := newSetup(t, egress.Batch, 256<<10, 0)
+	j, err := journal.Open(journal.Options{Dir: t.TempDir(), Sets: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := j.Producer()
+	s.e.Journal(j)
+	var slow []int64
+	s.e.WatchSlow(time.Millisecond, func(ns int64) { slow = append(slow, ns) })
+	pos := p.Append(1, []byte("share"))
+	p.Publish()
+	h := conn.HandleOf(s.c)
+	s.batch(func(ev *event.Event) bool { // held: the journal is not started, nothing is durable
+		ev.Kind, ev.Conn, ev.RecvNs, ev.JPos = event.KAnswer, h, time.Now().UnixNano()-int64(5*time.Millisecond), pos
+		ev.SetFrame(proto.AppendOpenResult(ev.Out[:0], 2, proto.OpenOK, 7, 100))
+		return false
+	})
+	if len(slow) != 0 {
+		t.Fatalf("slow answers %v reported before the held one was written", slow)
+	}
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	if err := j.Wait(p.ID(), pos); err != nil {
+		t.Fatal(err)
+	}
+	s.batch(func(ev *event.Event) bool { ev.Kind = event.KTick; return false })
+	if len(slow) != 1 || slow[0] < int64(5*time.Millisecond) {
+		t.Fatalf("slow answers %v; want one of at least 5ms, the held answer's", slow)
 	}
 }
