@@ -110,6 +110,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 			}
 		}
 		if err := s.buildSETs(); err != nil {
+			s.closeSlowTrace()
 			s.closeCluster()
 			s.closeJournal()
 			return nil, err

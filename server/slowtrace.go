@@ -61,6 +61,9 @@ func newSlowTrace(dir string, log *slog.Logger) (*slowTrace, error) {
 // and the goroutine in the trace (slowAnswerCategory), so that a reader
 // finds the stall in the window.
 func (t *slowTrace) slow(ns int64) {
+	if !trace.IsEnabled() { // the recorder stopped after its last file
+		return
+	}
 	trace.Log(context.Background(), slowAnswerCategory, strconv.FormatInt(ns/1e3, 10))
 	select {
 	case t.kick <- ns:

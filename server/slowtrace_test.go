@@ -43,7 +43,7 @@ func TestTraceSlow(t *testing.T) {
 		t.Fatalf("trace file of %d bytes starting %q; want a Go runtime trace", len(b), b[:min(len(b), 16)])
 	}
 	// The mark perf/cmd/slowtrace looks for (its markCategory).
-	if !bytes.Contains(b, []byte("slow answer")) {
-		t.Errorf("no %q log event in the trace", "slow answer")
+	if !bytes.Contains(b, []byte(server.SlowAnswerCategory)) || server.SlowAnswerCategory != "slow answer" {
+		t.Errorf("no %q log event in the trace, or not the category slowtrace reads", server.SlowAnswerCategory)
 	}
 }

@@ -4,3 +4,7 @@ package server
 // shutdown does before the admin API stops: GET /cluster/stats then answers
 // 503.
 func (s *Server) LeaveCluster() error { return s.closeCluster() }
+
+// SlowAnswerCategory is the category of the trace event that marks a slow
+// answer (-trace-slow), which perf/cmd/slowtrace looks for.
+const SlowAnswerCategory = slowAnswerCategory
