@@ -227,7 +227,7 @@ func (t *table) figures() *grid {
 			figure(s.lat, "%.2f", func(m *measurement) float64 { return m.P999 }),
 			s.rounds.cell("%.2f", s.rounds.p999Max),
 			s.rounds.cell("%.2f", s.rounds.worstS),
-			s.rounds.cell("%.0f %%", 100*s.rounds.lowS)+s.rounds.cell(" (%.0f)", float64(s.rounds.stalled)),
+			s.rounds.cell("%.0f %% (%d)", 100*s.rounds.lowS, s.rounds.stalled),
 			serverP99s(s.lat),
 			cpuWaits(s.lat),
 			maxQ,
@@ -257,18 +257,15 @@ func cpuWaits(m *measurement) string {
 
 // spread is "min–max (n rounds)" of the rounds' p99s, or "–".
 func (r rounds) spread() string {
-	if r.n == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f–%.2f (%d)", r.p99Min, r.p99Max, r.n)
+	return r.cell("%.2f–%.2f (%d)", r.p99Min, r.p99Max, r.n)
 }
 
-// cell formats f with format, or "–" when no round succeeded.
-func (r rounds) cell(format string, f float64) string {
+// cell formats args with format, or is "–" when no round succeeded.
+func (r rounds) cell(format string, args ...any) string {
 	if r.n == 0 {
 		return "–"
 	}
-	return fmt.Sprintf(format, f)
+	return fmt.Sprintf(format, args...)
 }
 
 // ratio is a/b formatted, or "–".

@@ -163,6 +163,9 @@ func TestLatencyRoundsMedian(t *testing.T) {
 	if !slices.Contains(fig, "50 % (2)") || !slices.Contains(fig, "0.85; 1.40") {
 		t.Errorf("ring figures %q; want the lowest second with its count of stalled rounds, 50 %% (2), and the median round's CPU waits, 0.85; 1.40", fig)
 	}
+	if slices.Contains(row(t, tb.figures(), "bare"), "––") {
+		t.Errorf("bare figures %q: a variant without rounds shows one – a cell", row(t, tb.figures(), "bare"))
+	}
 	if w := cpuWaits(&measurement{ServerWait: -1, ClientWait: 0.5}); w != "–" {
 		t.Errorf("CPU waits not measured: %q, want –", w)
 	}
