@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
+
+	"hongbao/perf/internal/runlog"
 )
 
 // grid is a table of strings with a header.
@@ -74,15 +75,7 @@ func medianCPU(ms []*measurement, qps int) cpu {
 			us = append(us, m.ServerUS)
 		}
 	}
-	if len(us) == 0 {
-		return cpu{}
-	}
-	slices.Sort(us)
-	mid := us[len(us)/2]
-	if len(us)%2 == 0 {
-		mid = (us[len(us)/2-1] + mid) / 2
-	}
-	return cpu{mid, len(us)}
+	return cpu{runlog.MedianOf(us), len(us)}
 }
 
 // cell is "µs (median of n)", or the one figure, or "–".

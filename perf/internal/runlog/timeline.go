@@ -138,6 +138,14 @@ func Median(rows []Second, f func(*Second) float64) float64 {
 	for i := range rows {
 		v[i] = f(&rows[i])
 	}
+	return MedianOf(v)
+}
+
+// MedianOf returns the median of v (0 for none), sorting v.
+func MedianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
 	slices.Sort(v)
 	if n := len(v); n%2 == 0 {
 		return (v[n/2-1] + v[n/2]) / 2
