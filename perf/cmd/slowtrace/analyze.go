@@ -33,8 +33,8 @@ type Stall struct {
 	Overlaps   int        // later slow answers whose windows overlap this one: the same stall
 }
 
-// Cause names what most of the window went to: a kind (one of kinds) and
-// the figures behind it.
+// Cause names what most of the window went to (syscalls, off its CPU,
+// runnable, waiting, running, before the trace) and the figures behind it.
 func (s Stall) Cause() (kind, detail string) {
 	type part struct {
 		d            trace.Time

@@ -74,8 +74,12 @@ func TestAnalyze(t *testing.T) {
 		t.Errorf("the spin: %d overlapping, running %v and runnable %v; want 1, about %v in all", s.Overlaps, at(s.Running), at(s.Runnable), window)
 	}
 	for i, s := range stalls {
-		if got := at(s.End - s.Start); got < window || got > 10*window {
+		span := s.End - s.Start
+		if got := at(span); got < window || got > 10*window {
 			t.Errorf("stall %d: window %v; want the time measured, at least %v", i, got, window)
+		}
+		if parts := s.Running + s.Syscall + s.Runnable + s.Waiting + s.Unknown; parts > span || s.Quiet > s.Running || s.LongestSys > s.Syscall {
+			t.Errorf("stall %d: states %+v add up to %v, over its window %v: time outside the window counted", i, s, at(parts), at(span))
 		}
 	}
 }
