@@ -195,8 +195,8 @@ func (e *Egress) Handle(b event.Batch) {
 			e.bus.MarkHeld(e.set) // a KTick soon, so that drainMax holds in an idle SET
 		}
 	}
-	// Latency runs from the ingress's decode to the end of the write, the
-	// costliest part: measured after the flush, in a second pass over the
+	// Latency runs from the ingress's read (RecvNs: the start of its loop's
+	// chunk of reads) to the end of the write, the costliest part: measured after the flush, in a second pass over the
 	// batch. Of the answers the stages made: the ingress's batched refusals
 	// (Out empty) are not observed.
 	for seq := b.Lo; seq <= b.Hi; seq++ {

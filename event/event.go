@@ -81,7 +81,7 @@ type Event struct {
 	Stamp  uint64      // the request's stamp, echoed in its answer
 	JPos   uint64      // a money answer leaves only once journal producer JPID is durable up to here; 0: at once
 	Env    uint64      // envelope id
-	RecvNs int64       // unix ns when ingress decoded the request: latency is measured from it
+	RecvNs int64       // unix ns when the ingress's loop began the chunk of reads that read the request: latency is measured from it
 	Buf    *bytebufferpool.ByteBuffer
 	Out    [OutCap]byte // the answer frame, encoded by the stage that decided it
 }

@@ -53,8 +53,8 @@
 // with proto.NextRequest and handled at once; a trailing partial frame is
 // copied to c.In, a buffer borrowed from bytebufferpool and returned when the
 // frame completes: an idle connection holds no buffer. Events carry RecvNs =
-// the clock at the start of the runEvery (64) reads among which the read
-// that completed their frame was: the server's decode → write
+// the clock at the start of the chunk of runEvery (64) ready descriptors
+// (reads, mostly) in which the read that completed their frame was: the server's decode → write
 // (hongbao_latency_seconds) counts the reads before it in its chunk, whose
 // SETs run after them, but not those of earlier chunks, which it waited for
 // in the kernel as it would in front of any server (the client sees that
@@ -96,8 +96,9 @@
 // p99 1.0 and 2.0 s, against ≤ 4 and ≤ 33 ms and 16 and 114 ms with it.
 // runEvery 1 (a SET run after every read, as bare I/O answers): 7–10 % more
 // CPU in two pairs at 45,000/s and no better tail. runEvery 16 against 64,
-// two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms,
-// CPU alike; the VM's noise is larger than the difference, so the one with
+// two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms
+// (these bounds, and those below, are of the power-of-two buckets the
+// latency histograms had then), CPU alike; the VM's noise is larger than the difference, so the one with
 // fewer runs stays. runEvery 16 and 4 against 64, five interleaved rounds
 // at 45,000/s with bare I/O beside them (2026-12-01): the server's decode →
 // write p99 ≤ 1.02 and ≤ 0.51 ms against ≤ 2.05 ms, but the client's p99

@@ -79,7 +79,8 @@ type EgressCounters struct {
 	CutOff         atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
 	Conns          atomic.Int64  // gauge: logged-in connections of the SET
 	// Latency by the type of the request answered (RequestTypes): from the
-	// ingress's decode to the end of the write.
+	// ingress's read (the start of its loop's chunk of reads) to the end of
+	// the write.
 	LatencyBuckets [RequestTypes][LatencyBuckets]atomic.Uint64
 	LatencySumNs   [RequestTypes]atomic.Uint64
 	// The part of it before the egress began the batch that answers it:
