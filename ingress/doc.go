@@ -98,8 +98,8 @@
 // CPU in two pairs at 45,000/s and no better tail. runEvery 16 against 64,
 // two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms
 // (these bounds, and those below, are of the power-of-two buckets the
-// latency histograms had then), CPU alike; the VM's noise is larger than the difference, so the one with
-// fewer runs stays. runEvery 16 and 4 against 64, five interleaved rounds
+// latency histograms had then), CPU alike; the VM's noise is larger than
+// the difference, so the one with fewer runs stays. runEvery 16 and 4 against 64, five interleaved rounds
 // at 45,000/s with bare I/O beside them (2026-12-01): the server's decode →
 // write p99 ≤ 1.02 and ≤ 0.51 ms against ≤ 2.05 ms, but the client's p99
 // 43.9 and 23.1 ms against 20.5 ms (bare I/O 14.3 ms) at 1.03× and 1.06× the
