@@ -99,25 +99,26 @@
 // two pairs at 30,000/s: server p99 ≤ 2 and ≤ 1 ms against ≤ 1 and ≤ 2 ms
 // (these bounds, and those below, are of the power-of-two buckets the
 // latency histograms had then), CPU alike; the VM's noise is larger than
-// the difference, so the one with fewer runs stays. runEvery 16 and 4 against 64, five interleaved rounds
-// at 45,000/s with bare I/O beside them (2026-12-01): the server's decode →
-// write p99 ≤ 1.02 and ≤ 0.51 ms against ≤ 2.05 ms, but the client's p99
-// 43.9 and 23.1 ms against 20.5 ms (bare I/O 14.3 ms) at 1.03× and 1.06× the
-// CPU: a shorter hop inside the server did not shorten the tail the client
-// sees, which forms before the read. Moving a logged-in connection to a
-// home loop of its SET (SET i on loop i mod the loops), so that one thread
-// reads it, runs its SET and writes its answers as a bare I/O loop does:
-// the load client spent ~1 µs more per SHAKE against the ring than against
-// bare I/O with two loops and ~1 µs less with one, and the loops writing
-// each other's connections were the suspect. Five interleaved rounds at
-// 45,000/s (2026-12-02): the client's CPU per SHAKE 16.8–18.9 µs with homes
-// against 17.1–19.4 without (bare I/O 16.4–17.2), the server's 17.3–20.3
-// against 17.4–19.8, median-round p99 24.3 against 32.6 ms (bare I/O 19.3):
-// nothing the noise does not cover, for a hand-over between epolls and an
-// atomic loop index on the egress's path. On loopback a segment's receive
-// work runs in whichever process sends it (or holds the receiving socket),
-// so CPU moves between server and client with timing; their sum is what a
-// shared machine pays.
+// the difference, so the one with fewer runs stays. runEvery 16 and 4
+// against 64, five interleaved rounds at 45,000/s with bare I/O beside them
+// (2026-12-01): the server's decode → write p99 ≤ 1.02 and ≤ 0.51 ms
+// against ≤ 2.05 ms, but the client's p99 43.9 and 23.1 ms against 20.5 ms
+// (bare I/O 14.3 ms) at 1.03× and 1.06× the CPU: a shorter hop inside the
+// server did not shorten the tail the client sees, which forms before the
+// read. Moving a logged-in connection to a home loop of its SET (SET i on
+// loop i mod the loops), so that one thread reads it, runs its SET and
+// writes its answers as a bare I/O loop does: the load client spent ~1 µs
+// more per SHAKE against the ring than against bare I/O with two loops and
+// ~1 µs less with one, and the loops writing each other's connections were
+// the suspect. Five interleaved rounds at 45,000/s (2026-12-02): the
+// client's CPU per SHAKE 16.8–18.9 µs with homes against 17.1–19.4 without
+// (bare I/O 16.4–17.2), the server's 17.3–20.3 against 17.4–19.8,
+// median-round p99 24.3 against 32.6 ms (bare I/O 19.3): nothing the noise
+// does not cover, for a hand-over between epolls and an atomic loop index
+// on the egress's path. On loopback a segment's receive work runs in
+// whichever process sends it (or holds the receiving socket), so CPU moves
+// between server and client with timing; their sum is what a shared machine
+// pays.
 //
 // # Blocking
 //
