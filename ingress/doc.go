@@ -49,17 +49,18 @@
 // (64 KiB) per round into the loop's single read buffer, after the partial
 // frame it kept from the previous round. A connection with more to read is
 // still readable, and level-triggered epoll reports it again next round, so
-// a busy connection cannot starve the others. Every complete frame is decoded
-// with proto.NextRequest and handled at once; a trailing partial frame is
-// copied to c.In, a buffer borrowed from bytebufferpool and returned when the
-// frame completes: an idle connection holds no buffer. Events carry RecvNs =
-// the clock at the start of the chunk of runEvery (64) ready descriptors
-// (reads, mostly) in which the read that completed their frame was: the server's decode → write
-// (hongbao_latency_seconds) counts the reads before it in its chunk, whose
-// SETs run after them, but not those of earlier chunks, which it waited for
-// in the kernel as it would in front of any server (the client sees that
-// wait). A clock read per read would be exact and cost ~150 ns on the
-// development VM, ~1 % of a SHAKE.
+// a busy connection cannot starve the others. Every complete frame is
+// decoded with proto.NextRequest and handled at once; a trailing partial
+// frame is copied to c.In, a buffer borrowed from bytebufferpool and
+// returned when the frame completes: an idle connection holds no buffer.
+// Events carry RecvNs = the clock at the start of the chunk of runEvery
+// (64) ready descriptors (reads, mostly) in which the read that completed
+// their frame was: the server's decode → write (hongbao_latency_seconds)
+// counts the reads before it in its chunk, whose SETs run after them, but
+// not those of earlier chunks, which it waited for in the kernel as it
+// would in front of any server (the client sees that wait). A clock read
+// per read would be exact and cost ~150 ns on the development VM, ~1 % of a
+// SHAKE.
 //
 // # Running SETs
 //
@@ -78,18 +79,19 @@
 // Why: a hand-off costs milliseconds between decode and write. Each publish
 // that wakes a SET's goroutine makes it runnable on the loop's P, where it
 // waits for the rest of the loop's round (up to 512 reads) and then for the
-// SETs woken before it. A runtime trace of 4 s at 30,000 SHAKE/s over 19,000
-// connections (go tool trace -pprof=sched) with -handoff holds 6.5 s of
-// goroutines runnable and not running: 61 % SET goroutines readied by the
-// loops' publishes, 35 % the loops queued behind them after their yield;
-// with the loops running their SETs, 0.18 s. In back-to-back runs at
+// SETs woken before it. A runtime trace of 4 s at 30,000 SHAKE/s over
+// 19,000 connections (go tool trace -pprof=sched) with -handoff holds 6.5 s
+// of goroutines runnable and not running: 61 % SET goroutines readied by
+// the loops' publishes, 35 % the loops queued behind them after their
+// yield; with the loops running their SETs, 0.18 s. In back-to-back runs at
 // 30,000/s (the server's own figures over 10 s, go_sched_latencies_seconds
 // and /proc/PID/task/*/schedstat), running them against -handoff: the Go
 // scheduler's p99 0.01–0.03 ms against 0.26–0.79 ms, a third fewer context
 // switches, 16 % less CPU per SHAKE, and in the calmer pair decode → write
-// p99 ≤ 0.26 ms against ≤ 1 ms (p99.9 ≤ 2 against ≤ 33 ms). What is left of the tail on a shared VM is the kernel's run
-// queue: the server's threads waited 0.4–1.3 s per second for a CPU that
-// the load client and other tenants held, inline or not.
+// p99 ≤ 0.26 ms against ≤ 1 ms (p99.9 ≤ 2 against ≤ 33 ms). What is left of
+// the tail on a shared VM is the kernel's run queue: the server's threads
+// waited 0.4–1.3 s per second for a CPU that the load client and other
+// tenants held, inline or not.
 //
 // Rejected: no runLimit (a loop runs all that a SET has waiting): two
 // interleaved pairs at 45,000/s gave server p99 ≤ 33 and ≤ 66 ms and client
