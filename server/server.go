@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -177,11 +176,7 @@ func (s *Server) buildSETs() error {
 	so := s.opts.setOptions()
 	so.Journal = s.journal
 	if s.opts.TraceSlow > 0 {
-		dir := s.opts.TraceDir
-		if dir == "" {
-			dir = filepath.Join(s.opts.Data, "traces")
-		}
-		t, err := newSlowTrace(dir, s.log)
+		t, err := newSlowTrace(s.traceDir(), s.log)
 		if err != nil {
 			return err
 		}

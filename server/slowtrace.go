@@ -44,6 +44,14 @@ type slowTrace struct {
 	written int
 }
 
+// traceDir is where -trace-slow writes: -trace-dir, or traces under -data.
+func (s *Server) traceDir() string {
+	if s.opts.TraceDir != "" {
+		return s.opts.TraceDir
+	}
+	return filepath.Join(s.opts.Data, "traces")
+}
+
 func newSlowTrace(dir string, log *slog.Logger) (*slowTrace, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("-trace-dir: %w", err)
