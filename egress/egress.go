@@ -196,9 +196,10 @@ func (e *Egress) Handle(b event.Batch) {
 		}
 	}
 	// Latency runs from the ingress's read (RecvNs: the start of its loop's
-	// chunk of reads) to the end of the write, the costliest part: measured after the flush, in a second pass over the
-	// batch. Of the answers the stages made: the ingress's batched refusals
-	// (Out empty) are not observed.
+	// chunk of reads) to the end of the write, the costliest part: measured
+	// after the flush, in a second pass over the batch. Of the answers the
+	// stages made: the ingress's batched refusals (Out empty) are not
+	// observed.
 	for seq := b.Lo; seq <= b.Hi; seq++ {
 		if ev := b.At(seq); ev.RecvNs != 0 && ev.OutLen > 0 {
 			if k, ok := answered(proto.Type(ev.Out[2])); ok {
