@@ -93,6 +93,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	$(GO) test ./proto/ -run '^$$' -fuzz '^FuzzNextResponse$$' -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./stages/ -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $${FUZZTIME:-30s} -parallel 1
 	$(GO) test ./journal/ -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./journal/ -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $${FUZZTIME:-30s} -parallel 1
 
 clean: ## remove build and perf outputs
 	rm -rf $(BIN) perf/out

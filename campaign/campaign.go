@@ -107,9 +107,10 @@ const (
 	notWaiting = iota
 	waitPool
 	waitHeld
+	waitJournal
 )
 
-var waitings = [...]string{notWaiting: "", waitPool: "pool full", waitHeld: "envelopes full"}
+var waitings = [...]string{notWaiting: "", waitPool: "pool full", waitHeld: "envelopes full", waitJournal: "journal failed"}
 
 // Campaign is one running, finished or cancelled campaign. Safe for
 // concurrent use.
@@ -147,8 +148,10 @@ type Status struct {
 	Done    bool      `json:"done"` // nothing more will be dealt: finished or cancelled
 	State   State     `json:"state"`
 	// Waiting says why a running campaign deals less than its pacer says is
-	// due: "pool full" (shake: the pools hold Config.MaxPool envelopes) or
-	// "envelopes full" (send: Config.MaxLive group envelopes live).
+	// due: "pool full" (shake: the pools hold Config.MaxPool envelopes),
+	// "envelopes full" (send: Config.MaxLive group envelopes live) or
+	// "journal failed" (nothing dealt could be made durable, so nothing is:
+	// a restart resumes from what was).
 	Waiting string    `json:"waiting,omitempty"`
 	Ended   time.Time `json:"ended,omitzero"` // when it finished or was cancelled
 }
@@ -460,6 +463,12 @@ func room(max, used uint64) uint64 {
 
 // dealTick deals one tick for every campaign in cs.
 func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
+	if r.jn.jp.Failed() {
+		for _, c := range cs {
+			c.waiting.Store(waitJournal)
+		}
+		return
+	}
 	var pool, held uint64 = math.MaxUint64, math.MaxUint64
 	if r.cfg.MaxPool > 0 {
 		// Read once a tick: Taken only grows meanwhile, so the estimate

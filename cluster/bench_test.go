@@ -10,6 +10,7 @@ import (
 
 	"hongbao/event"
 	"hongbao/internal/embednats"
+	"hongbao/proto"
 	"hongbao/ring"
 )
 
@@ -31,19 +32,9 @@ func pair(tb testing.TB, ns *embednats.Server) (from *Node, bus0 *event.Bus, got
 		return n
 	}
 	n0, n1 := join(0), join(1)
-	local := func(h ring.Handler[event.Event]) *event.Ring {
-		r, err := ring.New[event.Event](ring.Options{Size: 4096, Producers: ring.MultiProducer})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		r.AddStage(h, ring.StageOptions[event.Event]{})
-		if err := r.Start(); err != nil {
-			tb.Fatal(err)
-		}
-		return r
-	}
 	got = new(counter)
 	idle := new(counter)
+	local := func(h ring.Handler[event.Event]) *event.Ring { return localRing(tb, h) }
 	bus0 = event.NewBus([]event.Transport{local(idle), n0.Remote(1)}, 0)
 	bus0.SetRemote(func(set int) event.Transport { return n0.Remote(set) })
 	bus1 := event.NewBus([]event.Transport{n1.Remote(0), local(got)}, 0)
@@ -63,6 +54,28 @@ func pair(tb testing.TB, ns *embednats.Server) (from *Node, bus0 *event.Bus, got
 		bus1.Close()
 	})
 	return n0, bus0, got
+}
+
+// localRing is a SET's ring run by h, started.
+func localRing(tb testing.TB, h ring.Handler[event.Event]) *event.Ring {
+	tb.Helper()
+	r, err := ring.New[event.Event](ring.Options{Size: 4096, Producers: ring.MultiProducer})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.AddStage(h, ring.StageOptions[event.Event]{})
+	if err := r.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// pushEvent is the ENVELOPE push of group envelope env (of SET 0, node 0's
+// in pair) to user, as a split stage makes it.
+func pushEvent(user uint32, env uint64) event.Event {
+	ev := event.Event{Kind: event.KPush, User: user, Env: env}
+	ev.SetFrame(proto.AppendEnvelope(ev.Out[:0], 0, env, 9, 100, 1))
+	return ev
 }
 
 // BenchmarkCrossing sends pushes from one gateway into a SET of another:
@@ -87,7 +100,7 @@ func BenchmarkCrossing(b *testing.B) {
 				}
 				lo := hi - int64(n) + 1
 				for q := lo; q <= hi; q++ {
-					*r.At(q) = event.Event{Kind: event.KPush, User: 1, Env: uint64(q)}
+					*r.At(q) = pushEvent(1, uint64(q)+1)
 				}
 				r.Publish(lo, hi)
 				sent += n
@@ -113,7 +126,7 @@ func TestCrossingDelivers(t *testing.T) {
 	r := bus.Ring(1)
 	for i := range n {
 		seq, _ := r.Claim(1)
-		*r.At(seq) = event.Event{Kind: event.KPush, User: 1, Env: uint64(i)}
+		*r.At(seq) = pushEvent(1, uint64(i)+1)
 		r.Publish(seq, seq)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -135,7 +148,7 @@ func TestCrossingDelivers(t *testing.T) {
 // more: a cancel written into a NATS connection that just died is lost.
 func TestCancelSentAgain(t *testing.T) {
 	from, _, got := pair(t, embednats.StartTest(t))
-	from.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 0) // user of SET 0 here, envelope of SET 1 there
+	from.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0) // user of SET 0 here, envelope of SET 1 there
 	now := time.Now().UnixNano()
 	arrived := func(want int64) {
 		t.Helper()

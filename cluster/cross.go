@@ -6,6 +6,7 @@ import (
 
 	"hongbao/conn"
 	"hongbao/event"
+	"hongbao/proto"
 )
 
 // A crossing is a request that went to another gateway (an OPEN of an
@@ -17,6 +18,7 @@ import (
 // is dropped: the client was told nothing was drawn).
 type crossing struct {
 	h      conn.Handle
+	to     int // the gateway it went to: the only one whose answer is taken
 	kind   event.Kind
 	user   uint32
 	peer   uint32
@@ -50,15 +52,16 @@ func newCrossings() *crossings {
 	return &crossings{next: rand.Uint32(), open: make(map[uint32]crossing)}
 }
 
-// add records ev's crossing, due by deadline, and returns its id (never 0).
-func (x *crossings) add(ev *event.Event, deadline int64) uint32 {
+// add records ev's crossing to gateway to, due by deadline, and returns its
+// id (never 0).
+func (x *crossings) add(ev *event.Event, to int, deadline int64) uint32 {
 	x.mu.Lock()
 	x.next++
 	if x.next == 0 {
 		x.next++
 	}
 	id := x.next
-	x.open[id] = crossing{h: ev.Conn, kind: ev.Kind, user: ev.User, peer: ev.Peer, stamp: ev.Stamp, env: ev.Env,
+	x.open[id] = crossing{h: ev.Conn, to: to, kind: ev.Kind, user: ev.User, peer: ev.Peer, stamp: ev.Stamp, env: ev.Env,
 		recvNs: ev.RecvNs}
 	if n := len(x.queue); n > x.head && deadline < x.queue[n-1].deadline {
 		x.urgent = append(x.urgent, expiry{id, deadline})
@@ -69,15 +72,48 @@ func (x *crossings) add(ev *event.Event, deadline int64) uint32 {
 	return id
 }
 
-// take removes and returns crossing xid, if still waiting.
-func (x *crossings) take(xid uint32) (crossing, bool) {
+// notWaiting is takeAnswer's reason for an answer whose crossing is no
+// longer waiting: answered "unavailable" already (or never sent).
+const notWaiting = "no crossing waits for it"
+
+// takeAnswer removes and returns crossing xid when a is its answer from
+// gateway from: sent by the gateway the crossing went to, for its user, a
+// frame of the request's kind with its stamp. Otherwise it leaves the
+// crossing waiting and says why a was refused.
+func (x *crossings) takeAnswer(xid uint32, from int, a *event.Event) (crossing, string) {
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	c, ok := x.open[xid]
-	if ok {
-		delete(x.open, xid)
+	switch {
+	case !ok:
+		return c, notWaiting
+	case c.to != from:
+		return c, "an answer from a gateway the request did not go to"
+	case c.user != a.User:
+		return c, "an answer for another user than the request's"
+	case !answers(&c, a.Frame()):
+		return c, "an answer whose frame does not answer the request"
 	}
-	x.mu.Unlock()
-	return c, ok
+	delete(x.open, xid)
+	return c, ""
+}
+
+// answers reports whether frame b answers crossing c: one OPEN_RESULT of
+// its envelope, or one CHAT_ACK to its recipient, with its stamp.
+func answers(c *crossing, b []byte) bool {
+	f, size, err := proto.NextResponse(b)
+	if err != nil || size != len(b) || f.Stamp != c.stamp {
+		return false
+	}
+	switch {
+	case c.kind == event.KOpen && f.Type == proto.OpenResult:
+		_, env, _ := f.OpenResult()
+		return env == c.env
+	case c.kind == event.KChat && f.Type == proto.ChatAck:
+		_, to := f.ChatAck()
+		return to == c.peer
+	}
+	return false
 }
 
 // expire removes the crossings due by now and appends them, with their

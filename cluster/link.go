@@ -29,7 +29,7 @@ func newLink(n *Node, node int) (*link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: the link to node %d: %w", node, err)
 	}
-	l := &link{n: n, node: node, subject: n.subject(fmt.Sprintf("ev.%d", node)), ring: r,
+	l := &link{n: n, node: node, subject: n.own(fmt.Sprintf("%s.%d", subEvents, node)), ring: r,
 		buf: make([]byte, 0, 64<<10)}
 	r.AddStage(l, ring.StageOptions[event.Event]{Name: fmt.Sprintf("link%d", node), MaxBatch: 4096})
 	return l, nil
@@ -63,7 +63,7 @@ func (l *link) Handle(b event.Batch) {
 		var xid uint32
 		switch {
 		case ev.Conn.C != nil && (ev.Kind == event.KOpen || ev.Kind == event.KChat):
-			xid = n.cross.add(ev, deadline)
+			xid = n.cross.add(ev, l.node, deadline)
 		case ev.Conn.C == nil:
 			xid = ev.Conn.Gen // an answer or cancel of a crossing from elsewhere
 		}
@@ -123,11 +123,22 @@ func (n *Node) target(ev *event.Event) int {
 
 // receive publishes the events of a message from another gateway into the
 // rings of their SETs, waiting for room (only a stage that stopped would
-// keep it waiting; the rings close after the node).
+// keep it waiting; the rings close after the node). The subject names the
+// sender (identity.go); an event that sender could not have sent is
+// dropped.
 func (n *Node) receive(m *nats.Msg) {
-	_, count, b, err := decodeHeader(m.Data)
+	from, ok := n.peerSender(m.Subject)
+	if !ok {
+		n.forged.add(n.log, ForgedSubject, -1, "events on "+m.Subject)
+		return
+	}
+	claimed, count, b, err := decodeHeader(m.Data)
 	if err != nil {
 		n.M.Malformed.Add(1)
+		return
+	}
+	if claimed != from {
+		n.forged.add(n.log, ForgedEvent, from, "a batch that names another sender")
 		return
 	}
 	var ev event.Event
@@ -144,11 +155,20 @@ func (n *Node) receive(m *nats.Msg) {
 			release(&ev)
 			continue
 		}
+		if why := n.mayNotSend(from, &ev); why != "" {
+			n.forged.add(n.log, ForgedEvent, from, why)
+			release(&ev)
+			continue
+		}
 		switch ev.Kind {
 		case event.KAnswer:
-			c, ok := n.cross.take(xid)
-			if !ok {
-				n.M.Late.Add(1) // answered "unavailable" already; an OPEN's share was cancelled
+			c, why := n.cross.takeAnswer(xid, from, &ev)
+			if why != "" {
+				if why == notWaiting {
+					n.M.Late.Add(1) // answered "unavailable" already; an OPEN's share was cancelled
+				} else {
+					n.forged.add(n.log, ForgedAnswer, from, why)
+				}
 				release(&ev)
 				continue
 			}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +32,7 @@ type Options struct {
 	Timeout time.Duration // a crossing not answered by then is answered "unavailable"
 	Ring    int           // slots of each link's ring
 	Subject string        // the prefix of every subject: one NATS account can hold several clusters
+	Auth    Auth          // this gateway's identity on NATS
 	Logger  *slog.Logger
 }
 
@@ -72,10 +73,15 @@ type Node struct {
 
 	mu    sync.Mutex
 	peers map[int]peer       // gateways of this cluster's shape, by node
-	odd   map[uint64]Gateway // gateways of another shape, or with this one's node number, by instance
-	// conflict: another gateway announced this one's node number after it
-	// joined (Conflict).
-	conflict atomic.Bool
+	odd   map[uint64]Gateway // gateways of another shape, or with this one's node number, by instance (at most maxOdd)
+	// conflictNs: when another gateway last announced this one's node
+	// number (Conflict), unix ns.
+	conflictNs atomic.Int64
+	forged     forgeries
+
+	askMu sync.Mutex
+	asks  map[uint64]*asking // requests waiting for answers, by id
+	askID uint64             // the last request's id, under askMu
 
 	links []*link // per node; nil for this one
 	cross *crossings
@@ -97,6 +103,10 @@ type peer struct {
 	Gateway
 	seen time.Time
 }
+
+// maxOdd bounds the gateways of another shape remembered for the log: on a
+// NATS server without credentials anyone can announce as many as it likes.
+const maxOdd = 64
 
 // up: ready and heard from within downAfter.
 func (p peer) up() bool { return p.Ready && time.Since(p.seen) < downAfter }
@@ -143,8 +153,18 @@ func Join(o Options, version string) (*Node, error) {
 		o.Logger = slog.Default()
 	}
 	n := &Node{o: o, log: o.Logger, peers: map[int]peer{}, odd: map[uint64]Gateway{}, cross: newCrossings(), stop: make(chan struct{}),
+		asks: map[uint64]*asking{},
 		self: Gateway{Node: o.Node, Nodes: o.Nodes, Sets: o.Sets, Addr: o.Addr, Admin: o.Admin, Instance: rand.Uint64(), Version: version}}
-	nc, err := nats.Connect(o.URL, nats.Name(fmt.Sprintf("hongbao gateway %d/%d", o.Node, o.Nodes)),
+	auth, err := o.Auth.options()
+	if err != nil {
+		return nil, err
+	}
+	if !o.Auth.Identified() {
+		n.log.Warn("cluster: NATS without credentials: any client of the NATS server can speak as any gateway — " +
+			"forge the events that move money, start and cancel campaigns, answer for the cluster's stats, send users to an address of its choosing. " +
+			"Give each gateway its own NATS user (-nats-creds, -nats-nkey or -nats-user; deploy/nats/nats-server.conf)")
+	}
+	nc, err := nats.Connect(o.URL, append(auth, nats.Name(fmt.Sprintf("hongbao gateway %d/%d", o.Node, o.Nodes)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 0),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: closed on purpose
@@ -156,18 +176,26 @@ func Join(o Options, version string) (*Node, error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				n.M.SlowConsumer.Add(1)
 			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), n.probeSubject()) {
+				return // checkPermissions' probe, refused as it should be
+			}
 			n.log.Error("cluster: NATS", "err", err)
-		}))
+		}))...)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connecting to NATS at %s: %w", o.URL, err)
 	}
 	n.nc = nc
-	sub, err := nc.Subscribe(n.subject("gw"), n.heard)
-	if err != nil {
-		nc.Close()
-		return nil, err
+	for _, s := range []struct {
+		subject string
+		fn      nats.MsgHandler
+	}{{n.anyGateway(subBeat), n.heard}, {n.anyGateway(subAnswer + "." + strconv.Itoa(o.Node)), n.answered}} {
+		sub, err := nc.Subscribe(s.subject, s.fn)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		n.subs = append(n.subs, sub)
 	}
-	n.subs = append(n.subs, sub)
 	if err := n.beat(true); err != nil {
 		nc.Close()
 		return nil, err
@@ -189,8 +217,6 @@ func Join(o Options, version string) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) subject(s string) string { return n.o.Subject + "." + s }
-
 // beat announces this gateway; hello asks the others to answer at once.
 func (n *Node) beat(hello bool) error {
 	n.mu.Lock()
@@ -200,7 +226,7 @@ func (n *Node) beat(hello bool) error {
 		Gateway
 		Hello bool `json:"hello,omitempty"`
 	}{self, hello})
-	return n.nc.Publish(n.subject("gw"), b)
+	return n.nc.Publish(n.own(subBeat), b)
 }
 
 func (n *Node) heard(m *nats.Msg) {
@@ -208,25 +234,28 @@ func (n *Node) heard(m *nats.Msg) {
 		Gateway
 		Hello bool `json:"hello"`
 	}
-	if json.Unmarshal(m.Data, &g) != nil || g.Instance == n.self.Instance {
+	from, ok := n.sender(m.Subject)
+	if !ok {
+		n.forged.add(n.log, ForgedSubject, -1, "a heartbeat on "+m.Subject)
+		return
+	}
+	if json.Unmarshal(m.Data, &g) != nil || g.Node != from {
+		n.forged.add(n.log, ForgedBeat, from, "a heartbeat on "+m.Subject+" that does not name that node")
+		return
+	}
+	if g.Instance == n.self.Instance {
 		return
 	}
 	if g.Nodes != n.o.Nodes || g.Sets != n.o.Sets { // kept apart: it must not take a node's place
-		n.mu.Lock()
-		_, known := n.odd[g.Instance]
-		n.odd[g.Instance] = g.Gateway
-		n.mu.Unlock()
+		known := n.remember(g.Gateway)
 		if !known {
 			n.log.Error("cluster: a gateway of another shape is on the same subjects: ignored", "node", g.Node, "nodes", g.Nodes, "sets", g.Sets, "addr", g.Addr)
 		}
 		return
 	}
 	if g.Node == n.o.Node { // joined after this one passed its check, or this one came back from a stall
-		n.mu.Lock()
-		_, known := n.odd[g.Instance]
-		n.odd[g.Instance] = g.Gateway
-		n.mu.Unlock()
-		n.conflict.Store(true)
+		known := n.remember(g.Gateway)
+		n.conflictNs.Store(time.Now().UnixNano())
 		if !known {
 			n.log.Error("cluster: another gateway announces this one's node number: both would draw the same envelopes; stop one of them", "node", g.Node, "addr", g.Addr)
 		}
@@ -238,6 +267,17 @@ func (n *Node) heard(m *nats.Msg) {
 	if g.Hello {
 		n.beat(false)
 	}
+}
+
+// remember keeps g among the gateways of another shape or of this one's
+// node number, and reports whether it was known already.
+func (n *Node) remember(g Gateway) (known bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, known = n.odd[g.Instance]; !known && len(n.odd) < maxOdd {
+		n.odd[g.Instance] = g
+	}
+	return known
 }
 
 func (n *Node) checkJoin() error {
@@ -274,17 +314,17 @@ func (n *Node) Start(bus *event.Bus, j *journal.Journal) error {
 			}
 		}
 	}
-	sub, err := n.nc.Subscribe(n.subject(fmt.Sprintf("ev.%d", n.o.Node)), n.receive)
+	sub, err := n.nc.Subscribe(n.anyGateway(subEvents+"."+strconv.Itoa(n.o.Node)), n.receive)
 	if err != nil {
 		return err
 	}
 	sub.SetPendingLimits(-1, 256<<20) // a burst waits here rather than being dropped
 	n.evSub = sub
 	n.subs = append(n.subs, sub)
-	// The server has the subscription before anyone hears of this gateway:
+	// The server has the subscriptions before anyone hears of this gateway:
 	// what the others send from then on is delivered.
-	if err := n.nc.FlushTimeout(5 * time.Second); err != nil {
-		return fmt.Errorf("cluster: NATS did not confirm this gateway's subscription: %w", err)
+	if err := n.checkPermissions(); err != nil {
+		return err
 	}
 	n.mu.Lock()
 	n.self.Ready = true
@@ -330,8 +370,12 @@ func (n *Node) OwnerAddr(set int) string {
 }
 
 // Conflict reports whether another gateway has announced this one's node
-// number since it joined: a configuration error that /healthz reports.
-func (n *Node) Conflict() bool { return n.conflict.Load() }
+// number lately (within the time a gateway counts as up): a configuration
+// error that /healthz reports while it lasts.
+func (n *Node) Conflict() bool {
+	at := n.conflictNs.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < downAfter
+}
 
 // GatewayStatus is one gateway in GET /cluster.
 type GatewayStatus struct {
@@ -443,67 +487,6 @@ func (n *Node) Close() error {
 	n.nc.Close()
 	return first
 }
-
-// Request sends data on the cluster subject s and gathers the answers of
-// the other gateways until every one that is up has answered or ctx ends.
-func (n *Node) Request(ctx context.Context, s string, data []byte) ([][]byte, error) {
-	inbox := n.nc.NewRespInbox()
-	sub, err := n.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	if err := n.nc.PublishMsg(n.message(s, inbox, data)); err != nil {
-		return nil, err
-	}
-	want := 0
-	for node := range n.o.Nodes {
-		if node != n.o.Node && n.up(node) {
-			want++
-		}
-	}
-	var out [][]byte
-	for len(out) < want {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
-		out = append(out, m.Data)
-	}
-	return out, nil
-}
-
-// fromHeader names the gateway a request or broadcast comes from.
-const fromHeader = "Hongbao-From"
-
-func (n *Node) message(s, reply string, data []byte) *nats.Msg {
-	m := nats.NewMsg(n.subject(s))
-	m.Reply, m.Data = reply, data
-	m.Header.Set(fromHeader, strconv.Itoa(n.o.Node))
-	return m
-}
-
-// Serve answers requests on the cluster subject s with fn's reply; this
-// gateway's own requests and broadcasts are not handed to fn.
-func (n *Node) Serve(s string, fn func(data []byte) []byte) error {
-	self := strconv.Itoa(n.o.Node)
-	sub, err := n.nc.Subscribe(n.subject(s), func(m *nats.Msg) {
-		if m.Header.Get(fromHeader) == self {
-			return
-		}
-		if r := fn(m.Data); r != nil && m.Reply != "" {
-			m.Respond(r)
-		}
-	})
-	if err == nil {
-		n.subs = append(n.subs, sub)
-	}
-	return err
-}
-
-// Broadcast publishes data on the cluster subject s, for the other
-// gateways' Serve.
-func (n *Node) Broadcast(s string, data []byte) error { return n.nc.PublishMsg(n.message(s, "", data)) }
 
 // Peers returns the nodes heard from lately, ascending, this one included.
 func (n *Node) Peers() []int {

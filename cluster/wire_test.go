@@ -121,12 +121,12 @@ func FuzzDecode(f *testing.F) {
 // answered crossing does not expire.
 func TestCrossingsExpire(t *testing.T) {
 	x := newCrossings()
-	ev := &event.Event{Kind: event.KOpen, User: 1}
-	late := x.add(ev, 1000)
-	now := x.add(ev, 10) // behind a later deadline
-	answered := x.add(ev, 1000)
-	if _, ok := x.take(answered); !ok {
-		t.Fatal("a crossing in flight was not found")
+	ev := &event.Event{Kind: event.KOpen, User: 1, Env: 5, Stamp: 3}
+	late := x.add(ev, 1, 1000)
+	now := x.add(ev, 1, 10) // behind a later deadline
+	answered := x.add(ev, 1, 1000)
+	if _, why := x.takeAnswer(answered, 1, openAnswer(ev)); why != "" {
+		t.Fatalf("the answer to a crossing in flight was refused: %s", why)
 	}
 	got := x.expire(20, nil)
 	if len(got) != 1 || got[0].xid != now {
@@ -139,7 +139,7 @@ func TestCrossingsExpire(t *testing.T) {
 	if got = x.expire(5000, nil); len(got) != 0 || x.waiting() != 0 {
 		t.Fatalf("at 5000: expired %v, %d waiting; want none", got, x.waiting())
 	}
-	if _, ok := x.take(late); ok {
-		t.Fatal("an expired crossing was answered")
+	if _, why := x.takeAnswer(late, 1, openAnswer(ev)); why != notWaiting {
+		t.Fatalf("an expired crossing was answered (%q)", why)
 	}
 }

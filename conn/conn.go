@@ -43,12 +43,17 @@ type Conn struct {
 
 	gen atomic.Uint32 // generation: bumped by Recycle; events carry the one they saw
 
+	// Owned by the session stage of SET: CHAT_DELIVER bytes it routed to
+	// this connection (mod 2³²), for ChatBacklog.
+	ChatQueued uint32
+
 	// Owned by the ingress event loop.
 	User     uint32                     // 0 until LOGIN is published
 	SET      int32                      // the user's SET, valid once User != 0
 	In       *bytebufferpool.ByteBuffer // bytes of a partial frame; nil when idle
 	Accepted int64                      // unix ns, for the login timeout
 	Scratch  uintptr                    // free for the owner's bookkeeping (e.g. list links)
+	ChatTAT  int64                      // the CHAT rate's token bucket, as GCRA's theoretical arrival time (unix ns); 0: full
 
 	// Owned by the egress of SET.
 	Out      *bytebufferpool.ByteBuffer // output not yet written; nil when idle
@@ -57,7 +62,24 @@ type Conn struct {
 	Dead     bool                       // closed or cut off: output is dropped
 	Dirty    bool                       // has output appended in the current batch
 	Draining bool                       // cut off (ERROR 6): its backlog and the ERROR are still being written
+	ChatOut  uint32                     // CHAT_DELIVER bytes appended to Out (mod 2³²)
+	// backlog is the unwritten output less ChatOut (mod 2³²) as of the
+	// egress's last write: one atomic, so that the session, on another
+	// goroutine when the stages are pipelined, reads a consistent pair.
+	backlog atomic.Uint32
 }
+
+// ChatBacklog is the unwritten output c will hold once the chats its
+// session routed to it are appended: the unwritten output at the egress's
+// last write plus the chats routed to c that the egress had not appended
+// by then. Answers and pushes appended since that write count from the next
+// one. Exact mod 2³², and the true sum is far below it (-max-pending plus a
+// ring of chats). Called by the session of c's SET only.
+func (c *Conn) ChatBacklog() uint32 { return c.ChatQueued + c.backlog.Load() }
+
+// SetBacklog publishes c's unwritten output for ChatBacklog. Called by the
+// egress of c's SET after it appended to c's output and wrote it.
+func (c *Conn) SetBacklog(unwritten int) { c.backlog.Store(uint32(unwritten) - c.ChatOut) }
 
 // Gen is c's current generation. Safe for concurrent use.
 func (c *Conn) Gen() uint32 { return c.gen.Load() }
@@ -73,8 +95,10 @@ func (c *Conn) Recycle() {
 	if c.Out != nil {
 		bytebufferpool.Put(c.Out)
 	}
-	c.User, c.SET, c.In, c.Accepted, c.Scratch = 0, 0, nil, 0, 0
-	c.Out, c.Sent, c.Watching, c.Dead, c.Dirty, c.Draining = nil, 0, false, false, false, false
+	c.User, c.SET, c.In, c.Accepted, c.Scratch, c.ChatTAT = 0, 0, nil, 0, 0, 0
+	c.ChatQueued = 0
+	c.Out, c.Sent, c.Watching, c.Dead, c.Dirty, c.Draining, c.ChatOut = nil, 0, false, false, false, false, 0
+	c.backlog.Store(0)
 }
 
 // Handle names one generation of a Conn: a closed connection's handle stays

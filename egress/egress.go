@@ -6,7 +6,11 @@
 // the connection's owner watches it for writability; a connection whose
 // backlog passes the limit is cut off: nothing new is added to it, its
 // backlog and then ERROR 6 go on being written as its reader makes room, for
-// up to drainMax, and then its socket is shut down.
+// up to drainMax, and then its socket is shut down. After each write it
+// publishes the connection's unwritten output (conn.Conn.SetBacklog): the
+// session of the SET drops chats to a connection whose backlog is at half
+// the limit, so that chats, which the reader did not ask for, never get it
+// cut off; its own answers and pushes still can.
 //
 // It owns the output side of the SET's connections and nothing else: it
 // decides no money. A shake envelope or an OPEN share whose answer never
@@ -149,7 +153,10 @@ func (e *Egress) Handle(b event.Batch) {
 			e.shake(ev)
 		case event.KChat:
 			e.write(ev.Conn, ev.Frame())
-			if ev.Conn2.C != nil {
+			if c := ev.Conn2.C; c != nil {
+				if ev.Conn2.Live() && !c.Dead {
+					c.ChatOut += uint32(len(ev.Buf.B)) // before the write, which may publish the backlog (EachFrame)
+				}
 				e.write(ev.Conn2, ev.Buf.B)
 			}
 			bytebufferpool.Put(ev.Buf)
@@ -505,6 +512,11 @@ func (e *Egress) writeOut(c *conn.Conn) {
 		r := e.out.Put(e.set)
 		r.Kind, r.User, r.Conn = event.KCutOff, c.User, conn.HandleOf(c)
 		e.out.Done()
+	}
+	if c.Out != nil {
+		c.SetBacklog(len(c.Out.B) - c.Sent) // for the session, which drops chats to a full backlog
+	} else {
+		c.SetBacklog(0)
 	}
 	if c.Draining && c.Out == nil {
 		c.Draining = false // all written, the ERROR too

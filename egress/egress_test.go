@@ -270,21 +270,24 @@ func TestCutOffDrainEnds(t *testing.T) {
 }
 
 // TestAllocsPerBatch: writing answers allocates nothing in steady state,
-// batched or frame by frame.
+// batched or frame by frame, nor do CHAT_DELIVERs and the backlog they are
+// counted in.
 func TestAllocsPerBatch(t *testing.T) {
 	if raceEnabled || testing.CoverMode() != "" {
 		t.Skip("instrumentation allocates")
 	}
+	text := make([]byte, 100)
 	for _, mode := range []egress.Mode{egress.Batch, egress.EachFrame} {
 		s := newSetup(t, mode, 256<<10, 0)
 		b := make([]byte, 4096)
-		run := func() {
-			s.pongs(1, 8)
-			unix.Read(s.peer, b)
-		}
-		run()
-		if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
-			t.Errorf("mode %d: %v allocations per batch; want 0", mode, allocs)
+		for name, run := range map[string]func(){
+			"PONGs": func() { s.pongs(1, 8); unix.Read(s.peer, b) },
+			"chats": func() { s.chats(8, text); unix.Read(s.peer, b) },
+		} {
+			run()
+			if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
+				t.Errorf("mode %d, %s: %v allocations per batch; want 0", mode, name, allocs)
+			}
 		}
 	}
 }

@@ -242,6 +242,17 @@
 //   - Netpoll mode: the Go scheduler is its queue and it has no rounds; it
 //     never sheds by delay, as it is kept for comparison.
 //
+// # The CHAT rate
+//
+// Options.ChatRate and ChatBurst (-chat-rate, -chat-burst) bound the CHATs
+// of each connection with a token bucket kept in the connection itself
+// (conn.Conn.ChatTAT, chatrate.go): a CHAT without a token is answered
+// CHAT_ACK 3 in the batch of refusals and reaches no SET. Per connection, not
+// per user, because a user has one connection at a time and the loop then
+// needs no state beyond the connection it reads: a reconnect, which costs a
+// LOGIN, starts with a full bucket. The recipient is protected apart from
+// it, by its session (stages.Limits.ChatBacklog), whatever the senders.
+//
 // # Modes
 //
 // ModeNetpoll is a goroutine per connection on the standard net package,

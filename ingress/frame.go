@@ -39,10 +39,11 @@ type proc struct {
 	cnt      *counters
 	out      []byte // answers of the current read (Bare), or the closing frame of an ingress-owned connection
 
-	// refused is the open batch of "overloaded" answers of the connection
-	// being consumed (nil: none), published when a frame is not refused or
-	// consume returns: one ring slot and one egress pass for each run of a
-	// read's refusals (all of them, when a read is shed). Were each
+	// refused is the open batch of refusals ("overloaded", and CHAT_ACK 3
+	// for the CHAT rate) of the connection being consumed (nil: none),
+	// published when a frame is not refused or consume returns: one ring
+	// slot and one egress pass for each run of a read's refusals (all of
+	// them, when a read is shed). Were each
 	// refusal an event, refusing would cost about what serving does, and an
 	// overloaded server would fall behind its input by as much either way.
 	refused     *event.Event
@@ -52,6 +53,8 @@ type proc struct {
 	// shed: the frames being consumed came in a read that waited too long
 	// (see shedder): SHAKE and CHAT are answered "overloaded" at once.
 	shed bool
+
+	chat chatRate // every connection's CHAT rate (Options.ChatRate)
 }
 
 // consume handles the complete frames at the start of data, which arrived
@@ -146,6 +149,10 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 		s.Publish()
 	case proto.Chat:
 		to, text := f.Chat()
+		tat, ok := p.chat.take(c.ChatTAT, now)
+		if !ok {
+			return p.limited(c, f, now, to)
+		}
 		if p.shed {
 			return p.refuse(c, f, now, to)
 		}
@@ -153,6 +160,7 @@ func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
 		if !ok {
 			return p.overload(c, f, now, 0, to)
 		}
+		c.ChatTAT = tat           // only a CHAT that goes on to its SET takes a token
 		b := bytebufferpool.Get() // the recipient's egress writes it as is and puts it back
 		b.B = proto.AppendChatDeliver(b.B[:0], f.Stamp, c.User, text)
 		*s.Event() = event.Event{Kind: event.KChat, User: c.User, Peer: to, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Buf: b}
@@ -261,6 +269,27 @@ func (p *proc) fatal(c *conn.Conn, code uint8) result {
 // refused closes the batch (consume), so a connection's answers from its own
 // SET leave in the order of its requests.
 func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to uint32) result {
+	r := p.answerNow(c, f, now, overloadStatus[f.Type], env, to)
+	if r == resMore {
+		p.cnt[cOverload+int(f.Type)]++
+	}
+	return r
+}
+
+// limited answers a CHAT over its connection's rate CHAT_ACK 3, in the batch
+// of refusals: it reaches no SET, so a flood of them costs what a flood
+// refused "overloaded" does.
+func (p *proc) limited(c *conn.Conn, f proto.Frame, now int64, to uint32) result {
+	r := p.answerNow(c, f, now, proto.ChatLimited, 0, to)
+	if r == resMore {
+		p.cnt[cChatLimited]++
+	}
+	return r
+}
+
+// answerNow appends the answer with status to f to the open batch of
+// refusals (see overload), opening one if needed.
+func (p *proc) answerNow(c *conn.Conn, f proto.Frame, now int64, status uint8, env uint64, to uint32) result {
 	if p.refused == nil {
 		s, ok := p.bus.ClaimAnswer(int(c.SET))
 		if !ok {
@@ -272,9 +301,8 @@ func (p *proc) overload(c *conn.Conn, f proto.Frame, now int64, env uint64, to u
 		*p.refused = event.Event{Kind: event.KAnswer, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Buf: b}
 	}
 	b := p.refused.Buf
-	b.B = appendStatus(b.B, f.Type, f.Stamp, overloadStatus[f.Type], env, to)
+	b.B = appendStatus(b.B, f.Type, f.Stamp, status, env, to)
 	p.refusedLast = true
-	p.cnt[cOverload+int(f.Type)]++
 	return resMore
 }
 

@@ -92,7 +92,8 @@ func New(o Options) (*Ingress, error) {
 // newProc returns a frame handler counting into cnt. withVerifier gives it a
 // Verifier of its own (a loop's); otherwise it borrows one per LOGIN.
 func (ing *Ingress) newProc(cnt *counters, withVerifier bool) proc {
-	p := proc{bus: ing.o.Bus, redirect: ing.o.Redirect, bare: ing.o.Bare, secret: len(ing.o.AuthSecret) > 0, verPool: &ing.vers, cnt: cnt}
+	p := proc{bus: ing.o.Bus, redirect: ing.o.Redirect, bare: ing.o.Bare, secret: len(ing.o.AuthSecret) > 0, verPool: &ing.vers, cnt: cnt,
+		chat: newChatRate(ing.o.ChatRate, ing.o.ChatBurst)}
 	if p.secret && withVerifier {
 		p.ver = ing.vers.Get().(*proto.Verifier)
 	}

@@ -32,6 +32,9 @@ const (
 	// MaxShedDelay bounds ShedDelay: a request that waited longer than a
 	// minute to be read has been given up on by any client.
 	MaxShedDelay = time.Minute
+	// MaxChatRate bounds ChatRate: the bucket counts whole nanoseconds per
+	// token.
+	MaxChatRate = 1e9
 )
 
 // Options configures an Ingress. The zero value of every field but Listen
@@ -74,6 +77,13 @@ type Options struct {
 	// for 2 × ShedDelay (see "Shedding by delay" in the package doc). 0:
 	// never; netpoll and Bare never shed by delay.
 	ShedDelay time.Duration
+
+	// ChatRate and ChatBurst bound the CHATs of each connection: a token
+	// bucket of ChatBurst tokens (0: 1) that gains ChatRate a second. A CHAT
+	// without a token is answered CHAT_ACK 3 at once and reaches no SET.
+	// 0: no limit. Bare mode has none.
+	ChatRate  float64
+	ChatBurst int
 
 	Logger *slog.Logger // nil: discard
 	Now    func() int64 // unix ns; nil: time.Now().UnixNano (tests set it)
@@ -131,6 +141,12 @@ func (o *Options) Validate() error {
 	}
 	if o.ShedDelay < 0 || o.ShedDelay > MaxShedDelay {
 		bad("ShedDelay=%v: want 0 (never) or up to %v", o.ShedDelay, MaxShedDelay)
+	}
+	if !(o.ChatRate >= 0 && o.ChatRate <= MaxChatRate) {
+		bad("ChatRate=%v: want 0 (no limit) up to %v CHATs a second", o.ChatRate, float64(MaxChatRate))
+	}
+	if o.ChatBurst < 0 {
+		bad("ChatBurst=%d: want ≥ 0 (0: 1)", o.ChatBurst)
 	}
 	if o.ReadBudget < 1 || o.ReadBudget > MaxReadBudget {
 		bad("ReadBudget=%d: want 1..%d bytes", o.ReadBudget, MaxReadBudget)

@@ -26,6 +26,7 @@ type Stats struct {
 	Reads         uint64 // read syscalls
 	Stalls        uint64 // times a connection stopped for a full ring (its input kept)
 	Stamped       uint64 // reads made with the kernel's receive timestamp: only while a request may wait near Options.ShedDelay
+	ChatLimited   uint64 // CHATs over their connection's rate (Options.ChatRate): CHAT_ACK 3
 
 	Frames   RequestCounts // well-formed frames decoded, by type
 	Overload RequestCounts // "overloaded" answers: SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2, for a full ring or by delay
@@ -77,6 +78,7 @@ const (
 	cReads
 	cStalls
 	cStamped
+	cChatLimited
 	cFramesIn
 	cOverload = cFramesIn + int(proto.Ping) + 1
 	cShed     = cOverload + int(proto.Ping) + 1
@@ -121,6 +123,7 @@ func (s *Stats) add(sh *shard) {
 	s.Reads += v(cReads)
 	s.Stalls += v(cStalls)
 	s.Stamped += v(cStamped)
+	s.ChatLimited += v(cChatLimited)
 	for t := proto.Login; t <= proto.Ping; t++ {
 		*s.Frames.field(t) += v(cFramesIn + int(t))
 		*s.Overload.field(t) += v(cOverload + int(t))

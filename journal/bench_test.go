@@ -22,8 +22,20 @@ const benchProducers = 32
 
 func BenchmarkWriter(b *testing.B) {
 	for _, r := range []int{1, 64, 512} {
-		b.Run(fmt.Sprintf("journal/round=%d", r), func(b *testing.B) { benchJournal(b, r) })
+		b.Run(fmt.Sprintf("journal/round=%d", r), func(b *testing.B) { benchJournal(b, r, nil) })
 		b.Run(fmt.Sprintf("tidwall-wal/round=%d", r), func(b *testing.B) { benchTidwall(b, r) })
+	}
+	// The writer's own cost, without the disk's: a segment file that keeps
+	// nothing.
+	for _, r := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("journal-nodisk/round=%d", r), func(b *testing.B) {
+			benchJournal(b, r, func(string) (File, error) { return discard{}, nil })
+		})
+	}
+	// One round's work alone (gather, frame, write, publish), on the
+	// benchmark's goroutine: no wake-ups, no disk.
+	for _, r := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("journal-round/round=%d", r), func(b *testing.B) { benchRound(b, r) })
 	}
 }
 
@@ -35,8 +47,8 @@ func report(b *testing.B, lat []time.Duration, records int) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-commit-ms")
 }
 
-func benchJournal(b *testing.B, perRound int) {
-	j, err := Open(Options{Dir: b.TempDir(), Sets: benchProducers, RoundEvery: -1}) // rounds back to back, as the library writes
+func benchJournal(b *testing.B, perRound int, create func(string) (File, error)) {
+	j, err := Open(Options{Dir: b.TempDir(), Sets: benchProducers, RoundEvery: -1, Create: create}) // rounds back to back, as the library writes
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,4 +153,33 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+func benchRound(b *testing.B, perRound int) {
+	j, err := Open(Options{Dir: b.TempDir(), Sets: benchProducers, Create: func(string) (File, error) { return discard{}, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps := make([]*Producer, benchProducers)
+	for i := range ps {
+		ps[i] = j.Producer()
+	}
+	if err := j.rotate(); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 12)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range perRound {
+			binary.BigEndian.PutUint64(payload, uint64(k))
+			ps[k%benchProducers].Append(RecTest, payload)
+		}
+		for _, p := range ps {
+			p.Publish()
+		}
+		if !j.commit() {
+			b.Fatal("a round wrote nothing")
+		}
+	}
+	b.ReportMetric(float64(b.N*perRound)/b.Elapsed().Seconds(), "records/s")
 }

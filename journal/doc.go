@@ -12,15 +12,38 @@
 //
 // A record is len u32 · crc u32 (CRC-32C of len and body) · type u8 ·
 // producer u16 · payload: a change of state, not a request, so that replay
-// needs no randomness, clock or user input. Segments (NNNN.journal, 64 MiB)
-// start with a 16-byte header holding the number of SETs (envelope ids name
-// their SET: a journal of another count is refused).
+// needs no randomness, clock or user input.
 //
-// At Open, a bad record at the end of the last segment (cut short, a
-// checksum failing on the file's last record, or zeros to the end) is a round
-// torn by a crash and is cut off; any other bad record stops the start with
-// a CorruptError naming the file and offset, since what followed it cannot be
-// known.
+// # Rounds, segments and the checkpoint
+//
+// Each round of the writer is one write framed by a round header (magic ·
+// seq u64 · body length · CRC-32C of the body · CRC-32C of the header) and
+// one fdatasync; its seq is one more than the last round's, over the
+// journal's life. Segments (NNNN.journal, 64 MiB) start with a header
+// holding the number of SETs (envelope ids name their SET: a journal of
+// another count is refused), the segment's index, and the previous
+// segment's final size and last round, so that an older segment shortened,
+// replaced or missing is caught by its successor. A checkpoint file holds
+// the last durable position (segment, offset, round) in two slots written
+// alternately, so that a write torn by a crash leaves the other; its own
+// goroutine writes it after rounds, at most every 10 ms, never in a round's
+// way, and Close, RemoveBefore and a snapshot write it too. A new journal's
+// checkpoint exists before its first segment, so segments without one are
+// refused.
+//
+// A crash can tear only the last round: every round before it was synced
+// before it was written, and no answer told of it. So at Open a bad round is
+// a torn tail, cut (its bytes kept beside the segment unless all zeros), only
+// in the newest segment, at or after the checkpointed position, and with no
+// valid round header of a later round anywhere after it. Anything else — a
+// bad round before the end or under the checkpoint, a segment missing,
+// shorter than its successor or the checkpoint say, the checkpoint missing,
+// a replay whose first segment is not its snapshot's — stops the start with
+// a CorruptError naming the file and offset, since what the journal lost
+// cannot be known. Options.Repair cuts there instead, keeping every byte it
+// cuts in files beside the journal, and rewrites the checkpoint. What stays
+// unseen: a cut that removes only rounds synced after the last checkpoint
+// write, at most its interval (10 ms) of rounds.
 //
 // # Producers and the writer (group commit)
 //

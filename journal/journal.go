@@ -1,15 +1,12 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +37,8 @@ type Options struct {
 	// OnDurable runs on the writer's goroutine after each round that made
 	// records durable: the server ticks the SETs whose egress holds answers.
 	OnDurable func()
-	// OnFail runs once, on the writer's goroutine, when a write or sync fails.
+	// OnFail runs once, on the writer's (or the checkpoint's) goroutine,
+	// when a write or sync fails.
 	OnFail func(error)
 	// RoundEvery is the least time from the start of one round to the start
 	// of the next (default DefaultRoundEvery; negative: none, a round starts
@@ -49,6 +47,20 @@ type Options struct {
 	// few records each would cost more than the answers they hold; a record
 	// waits at most this much longer for its round.
 	RoundEvery time.Duration
+	// CheckpointEvery is the least time between two writes of the checkpoint
+	// after rounds (default DefaultCheckpointEvery; negative: only at Open,
+	// Checkpoint, RemoveBefore and Close). Rounds synced since the last write
+	// are what a cut of the journal can remove unseen.
+	CheckpointEvery time.Duration
+	// Base is the segment the replay starts at (the newest snapshot's; 0:
+	// none). The segments before it hold only the snapshot's state: Open
+	// neither checks nor reads them, and the next RemoveBefore removes them.
+	Base uint64
+	// Repair: a start on a journal that is not whole cuts it where it stops
+	// being whole instead of refusing, keeping every byte cut in files beside
+	// it (Cuts lists them), and rewrites the checkpoint; a producer whose
+	// snapshot mark was cut is marked again (Replay).
+	Repair bool
 }
 
 // DefaultRoundEvery is Options.RoundEvery's default: at most 1,000 rounds
@@ -58,9 +70,6 @@ const DefaultRoundEvery = time.Millisecond
 const (
 	defaultSegmentBytes = 64 << 20
 	defaultRingBytes    = 128 << 10
-	segmentSuffix       = ".journal"
-	segmentHeaderLen    = 16
-	segmentMagic        = "HBJRNL01"
 )
 
 // Journal is the write-ahead journal: producers append records to their
@@ -72,10 +81,13 @@ type Journal struct {
 	marks     []uint64
 
 	seg      File
-	segIndex uint64
-	segBytes int64
-	segments []string // existing at Open, oldest first, for Replay
-	round    []byte
+	segIndex uint64    // the next segment's
+	segBytes int64     // the current segment's size (the newest found by Open's, before Start)
+	seq      uint64    // the last round written
+	segs     []segment // found at Open, oldest first, for Replay
+	round    []byte    // a round's header and body, reused
+	cuts     []Cut
+	remarked []uint16
 
 	roundStart time.Time   // when the last round began gathering
 	pacer      *time.Timer // waits out RoundEvery after a round
@@ -90,6 +102,19 @@ type Journal struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	err    error
+	dpos   position // durable: the end of the last round synced (under mu)
+
+	// The checkpoint: its own goroutine writes it, woken by ckWake after
+	// rounds; ckMu orders its writes.
+	ckMu    sync.Mutex
+	ckFile  *os.File
+	ckGen   uint64
+	ckSlot  int
+	ckPos   position // the last written
+	ckBuf   [checkpointLen]byte
+	ckWake  chan struct{}
+	ckDone  chan struct{}
+	started bool
 
 	M Metrics
 }
@@ -100,6 +125,10 @@ type Metrics struct {
 	FsyncNs                        atomic.Uint64               // sum of fsync latencies
 	FsyncBuckets                   [FsyncBuckets]atomic.Uint64 // FsyncBucketUs(i) µs and less (the last: more)
 	Segments                       atomic.Uint64               // segment files created
+	Checkpoints                    atomic.Uint64               // checkpoint writes
+	// What Open cut: torn tails, repairs (each cut, segment moved aside or
+	// file found missing), and the bytes and records they held.
+	TornCuts, Repairs, CutBytes, CutRecords atomic.Uint64
 }
 
 // FsyncBuckets is the fsync latency histogram's bucket count.
@@ -120,170 +149,6 @@ func (m *Metrics) observe(d time.Duration) {
 	m.FsyncBuckets[i].Add(1)
 }
 
-// Open makes Dir if needed and checks every segment in it: a record cut
-// short or unreadable at the end of the last segment (a round torn by a
-// crash) is cut off; anything unreadable before that stops the start with a
-// *CorruptError naming the file and offset. Replay then reads what is there;
-// Start begins a new segment after it.
-func Open(o Options) (*Journal, error) {
-	if o.SegmentBytes <= 0 {
-		o.SegmentBytes = defaultSegmentBytes
-	}
-	if o.RingBytes <= 0 {
-		o.RingBytes = defaultRingBytes
-	}
-	if o.RingBytes&(o.RingBytes-1) != 0 || o.RingBytes < 1024 {
-		return nil, fmt.Errorf("journal: ring of %d bytes: want a power of two ≥ 1024", o.RingBytes)
-	}
-	if o.Create == nil {
-		o.Create = createFile
-	}
-	if o.RoundEvery == 0 {
-		o.RoundEvery = DefaultRoundEvery
-	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		rotReq: make(chan chan rotated)}
-	j.cond = sync.NewCond(&j.mu)
-	names, err := listSegments(o.Dir)
-	if err != nil {
-		return nil, err
-	}
-	for i, name := range names {
-		last := i == len(names)-1
-		keep, err := j.check(filepath.Join(o.Dir, name), last)
-		if err != nil {
-			return nil, err
-		}
-		if keep {
-			j.segments = append(j.segments, name)
-		}
-		idx, _ := segmentIndex(name)
-		j.segIndex = idx + 1
-	}
-	return j, nil
-}
-
-func listSegments(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	var names []string
-	for _, e := range ents {
-		if _, ok := segmentIndex(e.Name()); ok && e.Type().IsRegular() {
-			names = append(names, e.Name())
-		}
-	}
-	slices.Sort(names) // fixed-width hex: lexical is numeric order
-	return names, nil
-}
-
-func segmentName(i uint64) string { return fmt.Sprintf("%016x%s", i, segmentSuffix) }
-
-func segmentIndex(name string) (uint64, bool) {
-	hex, ok := strings.CutSuffix(name, segmentSuffix)
-	if !ok || len(hex) != 16 {
-		return 0, false
-	}
-	var i uint64
-	if _, err := fmt.Sscanf(hex, "%016x", &i); err != nil {
-		return 0, false
-	}
-	return i, true
-}
-
-func segmentHeader(sets int) []byte {
-	h := append([]byte(segmentMagic), 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(h[8:], uint32(sets))
-	return binary.BigEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
-}
-
-// check validates one segment; keep is false when it was removed (a last
-// segment torn inside its header holds nothing).
-func (j *Journal) check(path string, last bool) (keep bool, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false, fmt.Errorf("journal: %w", err)
-	}
-	if len(b) < segmentHeaderLen {
-		if last {
-			return false, os.Remove(path)
-		}
-		return false, &CorruptError{File: path, Offset: 0, Err: ErrShort}
-	}
-	if !bytes.Equal(b[:segmentHeaderLen], segmentHeader(j.o.Sets)) {
-		if string(b[:8]) == segmentMagic && crc32.Checksum(b[:12], castagnoli) == binary.BigEndian.Uint32(b[12:]) {
-			return false, fmt.Errorf("journal: %s was written by a server of %d SETs, this one has %d: start it with -sets %d",
-				path, binary.BigEndian.Uint32(b[8:]), j.o.Sets, binary.BigEndian.Uint32(b[8:]))
-		}
-		return false, &CorruptError{File: path, Offset: 0, Err: errors.New("bad segment header")}
-	}
-	off, err := walk(b, segmentHeaderLen, nil)
-	if err == nil {
-		return true, nil
-	}
-	if !last || !torn(b, off, err) {
-		return false, &CorruptError{File: path, Offset: int64(off), Err: err}
-	}
-	if err := truncate(path, int64(off)); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// walk decodes the records of b from off, handing each to fn (if not nil),
-// and returns the offset where it stopped with the reason.
-func walk(b []byte, off int, fn func(Record) error) (int, error) {
-	for off < len(b) {
-		r, n, err := Decode(b[off:])
-		if err != nil {
-			return off, err
-		}
-		if fn != nil {
-			if err := fn(r); err != nil {
-				return off, err
-			}
-		}
-		off += n
-	}
-	return off, nil
-}
-
-// torn tells whether the bad record at off is the tail of a round the crash
-// cut: it runs to the end of the file (cut short, or its last bytes never
-// reached the disk), or all that follows it is zeros (the file system had
-// extended the file before the data landed). A round is one write, so a crash
-// can only damage its end; a bad record with others after it is corruption.
-func torn(b []byte, off int, err error) bool {
-	if errors.Is(err, ErrShort) {
-		return true
-	}
-	if n := int(binary.BigEndian.Uint32(b[off:])); errors.Is(err, ErrCRC) && off+HeaderLen+n == len(b) {
-		return true
-	}
-	for _, c := range b[off:] {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func truncate(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("journal: cutting the torn tail: %w", err)
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("journal: cutting the torn tail: %w", err)
-	}
-	return f.Sync()
-}
-
 // RecMark is the record type reserved for snapshot marks (Producer.Mark).
 const RecMark uint8 = 0xff
 
@@ -302,13 +167,19 @@ func (p *Producer) Mark(id uint64) uint64 {
 type From struct {
 	ID      uint64
 	Segment uint64
+	// Marked are the producers whose state the snapshot holds: the replay
+	// refuses a journal lacking one's mark, or every later record of it
+	// would be skipped (under Options.Repair it marks it again instead).
+	Marked []uint16
 }
 
 // Replay hands to fn, in the order they were written, the records of the
 // segments found at Open that a state restored from snapshot from lacks:
 // those of segments from from.Segment on that follow their producer's mark
-// of snapshot from.ID (all of them for the zero From). It stops at fn's
-// first error. A producer's records come in the order it appended them.
+// of snapshot from.ID (all of them for the zero From). The first segment it
+// reads must be from.Segment itself, or it would replay onto older state. It
+// stops at fn's first error. A producer's records come in the order it
+// appended them.
 func (j *Journal) Replay(from From, fn func(Record) error) error {
 	marked := map[uint16]bool{}
 	inner := fn
@@ -324,30 +195,72 @@ func (j *Journal) Replay(from From, fn func(Record) error) error {
 		}
 		return nil
 	}
-	for _, name := range j.segments {
-		if idx, _ := segmentIndex(name); idx < from.Segment {
-			continue // older than the snapshot: every record in it is in the snapshot's state
+	i := 0
+	for i < len(j.segs) && j.segs[i].index < from.Segment {
+		i++ // older than the snapshot: every record in it is in the snapshot's state
+	}
+	if (from.ID != 0 || len(j.segs) > 0) && (i == len(j.segs) || j.segs[i].index != from.Segment) {
+		oldest := "none"
+		if i < len(j.segs) {
+			oldest = j.segs[i].name
 		}
-		path := filepath.Join(j.o.Dir, name)
+		return &CorruptError{File: filepath.Join(j.o.Dir, segmentName(from.Segment)),
+			Err: fmt.Errorf("%w: the replay starts at this segment, and the oldest there from it on is %s", ErrMissing, oldest),
+			Do:  "restore it (or the newest snapshot) from a copy: a start without it would serve older state"}
+	}
+	for _, s := range j.segs[i:] {
+		path := filepath.Join(j.o.Dir, s.name)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
-		if off, err := walk(b, segmentHeaderLen, fn); err != nil {
-			var ce *CorruptError
-			if errors.As(err, &ce) || errors.Is(err, ErrShort) || errors.Is(err, ErrCRC) || errors.Is(err, ErrBadSize) {
-				return &CorruptError{File: path, Offset: int64(off), Err: err}
-			}
-			return fmt.Errorf("journal: replaying %s at offset %d: %w", path, off, err)
+		if int64(len(b)) < s.size {
+			return &CorruptError{File: path, Offset: int64(len(b)), Err: fmt.Errorf("%w since the start checked it", ErrShortened)}
 		}
+		b = b[:s.size]
+		seq := s.prevSeq
+		for off := segmentHeaderLen; off < len(b); seq++ {
+			end, _, err := checkRound(b, off, seq+1, fn)
+			if err != nil {
+				if errors.Is(err, errRoundShort) || errors.Is(err, errRoundHeader) || errors.Is(err, errRoundSeq) ||
+					errors.Is(err, errRoundCRC) || errors.Is(err, errRoundRecords) {
+					return &CorruptError{File: path, Offset: int64(off), Err: fmt.Errorf("%w (since the start checked it)", err)}
+				}
+				return fmt.Errorf("journal: replaying %s at offset %d: %w", path, off, err)
+			}
+			off = end
+		}
+	}
+	for _, pid := range from.Marked {
+		if from.ID == 0 || marked[pid] {
+			continue
+		}
+		if !j.o.Repair || int(pid) >= len(j.producers) {
+			return &CorruptError{File: filepath.Join(j.o.Dir, segmentName(from.Segment)), Offset: segmentHeaderLen,
+				Err: fmt.Errorf("%w: no mark of snapshot %d by producer %d from here on, so the rounds holding it were cut", ErrMissing, from.ID, pid)}
+		}
+		// Its records kept all precede its mark, so its state is the
+		// snapshot's: marked again here, its later records replay.
+		p := j.producers[pid]
+		p.Mark(from.ID)
+		p.Publish()
+		j.remarked = append(j.remarked, pid)
 	}
 	return nil
 }
 
+// Cuts is what Open cut: torn tails, and with Options.Repair what it cut or
+// found missing.
+func (j *Journal) Cuts() []Cut { return j.cuts }
+
+// Remarked lists the producers whose snapshot mark a repair had cut, marked
+// again by Replay.
+func (j *Journal) Remarked() []uint16 { return j.remarked }
+
 // Producer registers a new producer; all are registered before Start.
 func (j *Journal) Producer() *Producer {
-	if len(j.producers) >= 1<<16 {
-		panic("BUG: journal: more than 65,536 producers")
+	if len(j.producers) >= 1<<16 || uint64(len(j.producers)+1)*uint64(j.o.RingBytes) > math.MaxUint32-RoundHeaderLen {
+		panic("BUG: journal: more than 65,536 producers, or their rings past a round's 4 GiB")
 	}
 	p := &Producer{j: j, id: uint16(len(j.producers)), buf: make([]byte, j.o.RingBytes),
 		mask: uint64(j.o.RingBytes - 1), scratch: make([]byte, 0, 512)}
@@ -356,29 +269,46 @@ func (j *Journal) Producer() *Producer {
 	return p
 }
 
-// Start opens a new segment and starts the writer.
+// Start opens a new segment and starts the writer and the checkpoint's
+// goroutine.
 func (j *Journal) Start() error {
 	if err := j.rotate(); err != nil {
 		return err
 	}
+	j.started = true
 	go j.loop()
+	if j.o.CheckpointEvery > 0 {
+		go j.checkpointLoop()
+	} else {
+		close(j.ckDone)
+	}
 	return nil
 }
 
-// Close writes what the producers published, syncs it and stops the writer.
-// The producers must have stopped appending.
+// Close writes what the producers published, syncs it, stops the writer and
+// writes the checkpoint. The producers must have stopped appending.
 func (j *Journal) Close() error {
 	select {
 	case <-j.stop:
 	default:
 		close(j.stop)
 	}
-	<-j.done
 	var err error
+	if j.started {
+		<-j.done
+		<-j.ckDone
+		err = j.Checkpoint()
+	}
 	if j.seg != nil {
-		err = j.seg.Close()
+		err = errors.Join(err, j.seg.Close())
 		j.seg = nil
 	}
+	j.ckMu.Lock()
+	if j.ckFile != nil {
+		err = errors.Join(err, j.ckFile.Close())
+		j.ckFile = nil
+	}
+	j.ckMu.Unlock()
 	return errors.Join(j.Err(), err)
 }
 
@@ -482,7 +412,7 @@ func (j *Journal) commit() bool {
 		return false
 	}
 	j.idle.Store(false)
-	b := j.round[:0]
+	b := j.round[:RoundHeaderLen]
 	for i, p := range j.producers {
 		pub, from := p.pub.Load(), p.durable.Load()
 		j.marks[i] = pub
@@ -498,7 +428,7 @@ func (j *Journal) commit() bool {
 		}
 	}
 	j.round = b
-	if len(b) == 0 {
+	if len(b) == RoundHeaderLen {
 		return false
 	}
 	j.roundStart = time.Now()
@@ -508,11 +438,13 @@ func (j *Journal) commit() bool {
 			return false
 		}
 	}
+	putRoundHeader(b, j.seq+1)
 	if _, err := j.seg.Write(b); err != nil {
 		j.fail(fmt.Errorf("journal: writing %s: %w", segmentName(j.segIndex-1), err))
 		return false
 	}
 	j.segBytes += int64(len(b))
+	j.seq++
 	t := time.Now()
 	if err := j.seg.Sync(); err != nil {
 		j.fail(fmt.Errorf("journal: syncing %s: %w", segmentName(j.segIndex-1), err))
@@ -523,19 +455,30 @@ func (j *Journal) commit() bool {
 		p.durable.Store(j.marks[i])
 	}
 	recs := 0
-	for off := 0; off+HeaderLen <= len(b); off += HeaderLen + int(binary.BigEndian.Uint32(b[off:])) {
+	for off := RoundHeaderLen; off+HeaderLen <= len(b); off += HeaderLen + int(binary.BigEndian.Uint32(b[off:])) {
 		recs++
 	}
 	j.M.Records.Add(uint64(recs))
 	j.M.Bytes.Add(uint64(len(b)))
 	j.M.Rounds.Add(1)
 	j.mu.Lock()
+	j.dpos = position{seg: j.segIndex - 1, off: j.segBytes, seq: j.seq}
 	j.cond.Broadcast()
 	j.mu.Unlock()
+	j.kickCheckpoint()
 	if j.o.OnDurable != nil {
 		j.o.OnDurable()
 	}
 	return true
+}
+
+// kickCheckpoint tells the checkpoint's goroutine the durable position
+// moved; it never blocks.
+func (j *Journal) kickCheckpoint() {
+	select {
+	case j.ckWake <- struct{}{}:
+	default:
+	}
 }
 
 // fail makes the journal's first failure sticky. OnFail runs before the
@@ -591,23 +534,33 @@ func (j *Journal) rotateFor(reply chan rotated) {
 }
 
 // RemoveBefore removes the segments before index segment: a durable
-// snapshot holds their state.
+// snapshot holds their state. The checkpoint is brought up to date first,
+// so that it never names a segment removed; they go oldest first, the
+// directory synced after each, so that a crash leaves no gap.
 func (j *Journal) RemoveBefore(segment uint64) error {
-	names, err := listSegments(j.o.Dir)
+	if err := j.Checkpoint(); err != nil {
+		return err
+	}
+	j.ckMu.Lock()
+	at := j.ckPos
+	j.ckMu.Unlock()
+	if at.off != 0 && at.seg < segment {
+		return fmt.Errorf("journal: not removing the segments before %s: the checkpoint is at %s", segmentName(segment), segmentName(at.seg))
+	}
+	names, err := listSegments(j.o.Dir, 0)
 	if err != nil {
 		return err
 	}
-	removed := false
 	for _, name := range names {
-		if idx, _ := segmentIndex(name); idx < segment {
-			if err := os.Remove(filepath.Join(j.o.Dir, name)); err != nil {
-				return fmt.Errorf("journal: %w", err)
-			}
-			removed = true
+		if segmentIndexOf(name) >= segment {
+			break
 		}
-	}
-	if removed {
-		return SyncDir(j.o.Dir)
+		if err := os.Remove(filepath.Join(j.o.Dir, name)); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		if err := SyncDir(j.o.Dir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -631,7 +584,9 @@ func (j *Journal) Wait(pid uint16, pos uint64) error {
 func (j *Journal) Producers() int { return len(j.producers) }
 
 // rotate closes the current segment (synced by its last round) and starts
-// the next, its header and directory entry synced before any record.
+// the next, its header and directory entry synced before any round. The
+// header holds the previous segment's size and last round, so that the next
+// start knows if it was cut.
 func (j *Journal) rotate() error {
 	if j.seg != nil {
 		if err := j.seg.Close(); err != nil {
@@ -639,12 +594,17 @@ func (j *Journal) rotate() error {
 		}
 		j.seg = nil
 	}
+	prevLen := j.segBytes
+	if j.segIndex == 0 {
+		prevLen = 0
+	}
 	path := filepath.Join(j.o.Dir, segmentName(j.segIndex))
 	f, err := j.o.Create(path)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if _, err := f.Write(segmentHeader(j.o.Sets)); err != nil {
+	h := segHeader{sets: uint32(j.o.Sets), index: j.segIndex, prevLen: prevLen, prevSeq: j.seq}
+	if _, err := f.Write(h.bytes()); err != nil {
 		f.Close()
 		return fmt.Errorf("journal: writing %s: %w", path, err)
 	}
@@ -658,6 +618,10 @@ func (j *Journal) rotate() error {
 	}
 	j.seg, j.segIndex, j.segBytes = f, j.segIndex+1, segmentHeaderLen
 	j.M.Segments.Add(1)
+	j.mu.Lock()
+	j.dpos = position{seg: j.segIndex - 1, off: segmentHeaderLen, seq: j.seq}
+	j.mu.Unlock()
+	j.kickCheckpoint()
 	return nil
 }
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,8 +109,8 @@ func TestReplayOrder(t *testing.T) {
 	// Small segments and rings: rotation and ring wrap-around happen many times.
 	want := write(t, open(t, dir, func(o *Options) { o.SegmentBytes = 2048; o.RingBytes = 1024 }), 5, 400)
 	j := open(t, dir, nil)
-	if len(j.segments) < 5 {
-		t.Fatalf("%d segments; want several (rotation)", len(j.segments))
+	if len(j.segs) < 5 {
+		t.Fatalf("%d segments; want several (rotation)", len(j.segs))
 	}
 	equalPerProducer(t, replay(t, j), want)
 
@@ -123,106 +121,17 @@ func TestReplayOrder(t *testing.T) {
 
 func segmentFiles(t testing.TB, dir string) []string {
 	t.Helper()
-	names, err := listSegments(dir)
+	names, err := listSegments(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return names
 }
 
-func TestTornTailCutAtEveryByte(t *testing.T) {
-	src := t.TempDir()
-	want := write(t, open(t, src, nil), 1, 12)
-	names := segmentFiles(t, src)
-	if len(names) != 1 {
-		t.Fatalf("%d segments; want 1", len(names))
-	}
-	full, err := os.ReadFile(filepath.Join(src, names[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := []int{segmentHeaderLen} // where each record ends
-	for off := segmentHeaderLen; off < len(full); {
-		_, n, err := Decode(full[off:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		off += n
-		ends = append(ends, off)
-	}
-	for cut := 0; cut <= len(full); cut++ {
-		dir := t.TempDir()
-		path := filepath.Join(dir, names[0])
-		if err := os.WriteFile(path, full[:cut], 0o644); err != nil {
-			t.Fatal(err)
-		}
-		j, err := Open(Options{Dir: dir, Sets: 4})
-		if err != nil {
-			t.Fatalf("cut at %d: %v", cut, err)
-		}
-		whole := 0
-		for whole+1 < len(ends) && ends[whole+1] <= cut {
-			whole++
-		}
-		got := replay(t, j)
-		if len(got) != whole {
-			t.Fatalf("cut at %d: %d records replayed; want %d", cut, len(got), whole)
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("cut at %d: record %d is %+v; want %+v", cut, i, got[i], want[i])
-			}
-		}
-		if cut >= segmentHeaderLen {
-			if fi, err := os.Stat(path); err != nil || fi.Size() != int64(ends[whole]) {
-				t.Fatalf("cut at %d: file not cut back to %d: %v %v", cut, ends[whole], fi, err)
-			}
-		}
-	}
-	// The last record's bytes flipped (its end never reached the disk) or the
-	// file extended by zeros: a torn tail too.
-	for _, tail := range [][]byte{flip(full, len(full)-1), append(bytes.Clone(full), make([]byte, 100)...)} {
-		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, names[0]), tail, 0o644)
-		if n := len(replay(t, open(t, dir, nil))); n != len(want)-1 && n != len(want) {
-			t.Fatalf("torn tail: %d records replayed", n)
-		}
-	}
-}
-
 func flip(b []byte, i int) []byte {
 	c := bytes.Clone(b)
 	c[i] ^= 0x40
 	return c
-}
-
-func TestCorruptionInTheMiddleNamed(t *testing.T) {
-	src := t.TempDir()
-	write(t, open(t, src, nil), 1, 12)
-	name := segmentFiles(t, src)[0]
-	full, _ := os.ReadFile(filepath.Join(src, name))
-	_, n, _ := Decode(full[segmentHeaderLen:])
-	second := segmentHeaderLen + n
-	for _, at := range []int{second, second + 4, second + HeaderLen + 1} { // its length, its checksum, its body
-		dir := t.TempDir()
-		path := filepath.Join(dir, name)
-		os.WriteFile(path, flip(full, at), 0o644)
-		_, err := Open(Options{Dir: dir, Sets: 4})
-		var ce *CorruptError
-		if !errors.As(err, &ce) || ce.File != path || ce.Offset != int64(second) {
-			t.Fatalf("byte %d flipped: err %v; want a CorruptError naming %s at offset %d", at, err, path, second)
-		}
-		if !strings.Contains(err.Error(), path) {
-			t.Fatalf("the error %q does not name the file", err)
-		}
-	}
-	// A torn tail in a segment that is not the last: corruption.
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, name), full[:len(full)-3], 0o644)
-	os.WriteFile(filepath.Join(dir, segmentName(1)), segmentHeader(4), 0o644)
-	if _, err := Open(Options{Dir: dir, Sets: 4}); !errors.As(err, new(*CorruptError)) {
-		t.Fatalf("an earlier segment cut short: err %v; want a CorruptError", err)
-	}
 }
 
 func TestOtherSetsRefused(t *testing.T) {
@@ -253,6 +162,42 @@ func TestAppendAllocatesNothing(t *testing.T) {
 	}
 	if err := p.Wait(pos); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// discard is a segment file that keeps nothing: the writer's own cost.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) Sync() error                 { return nil }
+func (discard) Close() error                { return nil }
+
+// TestRoundAllocatesNothing: the writer's round — gathering, framing with its
+// checksums, the write, the sync, the durable positions and the checkpoint's
+// wake-up — allocates nothing.
+func TestRoundAllocatesNothing(t *testing.T) {
+	j := open(t, t.TempDir(), func(o *Options) {
+		o.RingBytes = 1 << 16
+		o.Create = func(string) (File, error) { return discard{}, nil }
+	})
+	ps := []*Producer{j.Producer(), j.Producer()}
+	if err := j.rotate(); err != nil { // the writer's segment, without its goroutine: commit runs here
+		t.Fatal(err)
+	}
+	payload := make([]byte, 12)
+	allocs := testing.AllocsPerRun(2000, func() {
+		for _, p := range ps {
+			for range 3 {
+				p.Append(RecTest, payload)
+			}
+			p.Publish()
+		}
+		if !j.commit() {
+			t.Fatal("a round wrote nothing")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.2f allocations per round; want 0", allocs)
 	}
 }
 
@@ -383,9 +328,16 @@ func TestReplayFromSnapshot(t *testing.T) {
 	if names := segmentFiles(t, dir); len(names) != 1 || names[0] != segmentName(seg) {
 		t.Fatalf("segments after RemoveBefore(%d): %v", seg, names)
 	}
-	all := replay(t, open(t, dir, nil)) // no snapshot: every record, no marks
-	if len(all) != 5 {
-		t.Fatalf("%d records replayed without a snapshot; want 5: %v", len(all), all)
+	if _, err := Open(Options{Dir: dir, Sets: 4}); !errors.Is(err, ErrMissing) {
+		t.Fatalf("a start without the snapshot after its RemoveBefore: %v; want it refused (older state)", err)
+	}
+	j = open(t, dir, func(o *Options) { o.Base = seg })
+	var all []string
+	if err := j.Replay(From{Segment: seg}, func(r Record) error { all = append(all, string(r.Payload)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 { // from the snapshot's segment, no snapshot state: every record, no marks
+		t.Fatalf("%d records replayed from segment %d; want 5: %v", len(all), seg, all)
 	}
 }
 

@@ -30,6 +30,7 @@ type SessionCounters struct {
 	Online                         atomic.Int64
 	ChatReceived, ChatDelivered    atomic.Uint64
 	ChatOffline                    atomic.Uint64
+	ChatDropped                    atomic.Uint64 // not delivered: the recipient's backlog was full (CHAT_ACK 2)
 	Pushes, PushesOffline          atomic.Uint64
 	SystemPicks, SystemPicksFailed atomic.Uint64 // send campaign envelopes given / refused recipients
 	// ENVELOPE pushes kept for a recipient who was offline, until it logs in.

@@ -59,10 +59,12 @@ type Stats struct {
 		} `json:"pending_pushes"`
 	} `json:"envelopes"`
 	Chat struct {
-		Received  uint64 `json:"received"`
-		Delivered uint64 `json:"delivered"`
-		Offline   uint64 `json:"offline"`
-		Overload  uint64 `json:"overload"`
+		Received  uint64 `json:"received"`  // reached the recipient's SET: delivered + offline + dropped
+		Delivered uint64 `json:"delivered"` // CHAT_ACK 0
+		Offline   uint64 `json:"offline"`   // CHAT_ACK 1
+		Dropped   uint64 `json:"dropped"`   // CHAT_ACK 2: the recipient's backlog was full
+		Overload  uint64 `json:"overload"`  // CHAT_ACK 2: refused at the door (a full ring, or by delay)
+		Limited   uint64 `json:"limited"`   // CHAT_ACK 3: over the sender's CHAT rate, refused at the door
 	} `json:"chat"`
 }
 
@@ -109,6 +111,7 @@ func Sum(ls []*Ledger) Stats {
 		st.Chat.Received += l.Session.ChatReceived.Load()
 		st.Chat.Delivered += l.Session.ChatDelivered.Load()
 		st.Chat.Offline += l.Session.ChatOffline.Load()
+		st.Chat.Dropped += l.Session.ChatDropped.Load()
 	}
 	st.Envelopes.OutstandingAmount = st.Envelopes.LiveAmount + st.Envelopes.RefundedAmount
 	by := st.Envelopes.SendLimitedBy

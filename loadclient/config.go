@@ -57,7 +57,7 @@ type Config struct {
 // Defaults, each with its reason.
 const (
 	DefaultServer      = "127.0.0.1:9000" // the server's default -listen
-	DefaultAdmin       = ""               // reconciliation is opt-in: it is exact only for a fresh server
+	DefaultAdmin       = ""               // reconciliation is opt-in: it is exact only when the run is the server's only client
 	DefaultUsers       = "1-1000"
 	DefaultQPS         = 1000
 	DefaultDuration    = 30 * time.Second
@@ -350,9 +350,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.IntVar(&c.ChatSize, "chat-size", DefaultChatSize, "text `bytes` of each CHAT, at most 1024")
 	fs.Float64Var(&c.ChurnRate, "churn", 0, "connection churn: reconnects a second (`rate`), the whole run, each a random logged-in user with nothing in flight closing its connection and connecting again at once (within -connect-rate); not errors, and the reconciliation stays exact")
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
-	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats")
+	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats, read before the run and after it")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin")
-	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: after the run, wait for the answers in flight and compare the client's figures with the server's /stats exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several) (valid only when this run is the server's only client since it started); at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
+	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several). Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")
 	fs.StringVar(&c.Timeline, "timeline", "", "write the per-second timeline as CSV to this `file`")
@@ -430,8 +430,9 @@ func usage(fs *flag.FlagSet) {
 	io.WriteString(w, `loadclient drives a hongbao server: every user of -users holds its own TCP connection,
 logs in, SHAKEs on the global open-loop schedule (-qps or -phases), opens every ENVELOPE pushed
 to it once, and optionally SENDs group envelopes and CHATs. It prints a live line every second
-and a summary at the end, and reconciles its money with the server's /stats (-admin). It exits
-non-zero on any connect, reset, timeout or protocol error and on a reconciliation mismatch.
+and a summary at the end, and reconciles its money with the change of the server's /stats over
+the run (-admin). It exits non-zero on any connect, reset, timeout or protocol error and on a
+reconciliation mismatch.
 
 Flags:
 `)

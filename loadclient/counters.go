@@ -81,6 +81,10 @@ type counters struct {
 	Backlog    uint64                  // dropped: the connection's unwritten output was over its limit
 	Pushes     [nPush]uint64
 
+	// The end of the run (drainLocal): a loop told to hold opens no more pushes.
+	Unopened uint64 // ENVELOPE pushes that came while holding: not opened, no money
+	Holding  int64  // loops holding whose published copy is from after the hold
+
 	ShakeAmount uint64 // Σ SHAKE_RESULT status 1 amounts
 	OpenAmount  uint64 // Σ OPEN_RESULT status 0 amounts
 	Errors      [nErr]uint64
@@ -109,6 +113,8 @@ func (c *counters) add(o *counters) {
 	for p := range nPush {
 		c.Pushes[p] += o.Pushes[p]
 	}
+	c.Unopened += o.Unopened
+	c.Holding += o.Holding
 	c.ShakeAmount += o.ShakeAmount
 	c.OpenAmount += o.OpenAmount
 	for e := range nErr {

@@ -26,18 +26,25 @@
 //
 // # The end of a run
 //
-// At the end the loops stop sending but keep reading and opening pushes; the process waits
-// until nothing is in flight and no push has come for 300 ms (or -grace runs out), reads the
-// server's /stats (or /cluster/stats, when GET /cluster lists several gateways) and compares,
-// measures its memory with the connections still up, and only
-// then closes them: answers that were in flight count as unanswered (timeouts), and a
-// connection that dropped counts what it had in flight as lost.
+// Before the first connection the process reads the server's /stats (or /cluster/stats, when
+// GET /cluster lists several gateways): the baseline, so that money the server held before
+// the run (earlier runs, a restart on the same -data) is not taken for this run's. At the end
+// the loops stop sending but keep reading and opening pushes until nothing but OPENs has been
+// in flight for 300 ms. Then they hold: a push that comes later, as a send campaign's do
+// without end, is counted and not opened, for an OPEN would move money while the figures are
+// read. Once the OPENs in flight are answered and nothing has been in flight for 300 ms more
+// (or -grace runs out), the process reads the figures again and compares their change with
+// its own, measures its memory with the connections still up, and only then closes them:
+// answers that were in flight count as unanswered (timeouts), and a connection that dropped
+// counts what it had in flight as lost. Strict is exact when the run is the server's only
+// client while it runs.
 //
 // -reconcile at-least is for a server killed and restarted during the run: its users
 // reconnect after the backoff and go on, an answer cut off by the crash counts as lost (never
-// as money), the figures told must each be at most the server's (the difference is what the
-// server made durable but never told), both ledger invariants must hold exactly, and refused
-// connects and resets do not fail the run.
+// as money), the figures told must each be at most the server's change since the baseline
+// (the difference is what the server made durable but never told; a restarted server recovers
+// the baseline's money from its journal), both ledger invariants must hold exactly, and
+// refused connects and resets do not fail the run.
 //
 // # Clusters
 //

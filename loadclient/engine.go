@@ -71,6 +71,9 @@ type engine interface {
 	setRate(qps uint32, atNs int64)
 	// endNow makes the loops stop sending now rather than at the end of the run.
 	endNow()
+	// hold makes the loops stop opening pushes; each publishes its counters at once, with
+	// Holding 1. It returns how many loops it told.
+	hold() int
 	// poll adds the loops' last published counters to total and their latencies recorded
 	// since the last poll to live.
 	poll(total *counters, live *LatencyHistogram)

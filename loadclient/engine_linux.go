@@ -70,6 +70,13 @@ func (e *epollEngine) endNow() {
 	}
 }
 
+func (e *epollEngine) hold() int {
+	for _, l := range e.loops {
+		l.command(command{kind: cmdHold})
+	}
+	return len(e.loops)
+}
+
 func (e *epollEngine) poll(total *counters, live *LatencyHistogram) {
 	for _, l := range e.loops {
 		l.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"hongbao/proto"
 )
@@ -16,7 +17,8 @@ import (
 // counter, an ENVELOPE pushed to the shaker every pushEvery SHAKEs, OPEN_RESULT 0 with
 // openAmount for an envelope pushed to the opener (1 when opened before, 2 when not its
 // own), SEND_ACK 0 with pushes to the online recipients, CHAT_ACK and CHAT_DELIVER. Its
-// /stats tells the totals it counted, got_amount less underReport. With loginStatus set it
+// /stats tells the totals it counted (and those of hold, money from before the run), got_amount
+// less underReport once it has answered a SHAKE of the run. With loginStatus set it
 // refuses every LOGIN with that status instead; with redirect set, a LOGIN of a user it says
 // is owned elsewhere gets LOGIN_ACK 3 with the address it names, and the connection closes.
 type fakeServer struct {
@@ -34,6 +36,7 @@ type fakeServer struct {
 	conns        map[uint32]*fakeConn
 	all          map[net.Conn]bool
 	nextEnv      uint64
+	heldShakes   int64 // of shakes, those of hold: answered before the run
 	shakes       int64
 	shakeAmount  int64
 	byStampSec   map[int64]int     // SHAKEs by the second of their stamp
@@ -98,7 +101,60 @@ type fakeStats struct {
 func (s *fakeServer) figures() fakeStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fakeStats{len(s.conns), int(s.logins), s.shakes, s.shakeAmount - s.underReport, s.openedOK, s.openedAmount}
+	got := s.shakeAmount
+	if s.shakes > s.heldShakes {
+		got -= s.underReport
+	}
+	return fakeStats{len(s.conns), int(s.logins), s.shakes, got, s.openedOK, s.openedAmount}
+}
+
+// hold makes s count money from before the run, as a server that served earlier runs.
+func (s *fakeServer) hold(shakes, gotAmount, opened, openedAmount int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heldShakes += shakes
+	s.shakes += shakes
+	s.shakeAmount += gotAmount
+	s.openedOK += opened
+	s.openedAmount += openedAmount
+}
+
+// campaign pushes an ENVELOPE every `every` to the logged-in users of 1..users in turn until
+// the test ends, as a send campaign that outlasts the run.
+func (s *fakeServer) campaign(users uint32, every time.Duration) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	s.t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		u := users
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			s.mu.Lock()
+			var to *fakeConn
+			for range users {
+				if u = u%users + 1; s.conns[u] != nil {
+					to = s.conns[u]
+					break
+				}
+			}
+			var push []byte
+			if to != nil {
+				s.nextEnv++
+				s.pushed[[2]uint64{uint64(u), s.nextEnv}]++
+				push = proto.AppendEnvelope(nil, 1, s.nextEnv, 0, 100, 3)
+			}
+			s.mu.Unlock()
+			if to != nil {
+				to.write(push)
+			}
+		}
+	}()
 }
 
 func (f *fakeStats) add(o fakeStats) {

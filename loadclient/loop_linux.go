@@ -35,6 +35,7 @@ const (
 const (
 	cmdRate = iota
 	cmdEnd
+	cmdHold // open no more pushes: the run's figures are final but for the OPENs in flight
 	cmdStop
 )
 
@@ -80,6 +81,7 @@ type loop struct {
 	live  *LatencyHistogram // SHAKE latencies since the last publish
 
 	stopped bool
+	holding bool // cmdHold came: pushes are counted, not opened
 
 	shared
 }
@@ -273,6 +275,11 @@ func (l *loop) commands() {
 			}
 		case cmdEnd:
 			l.endNs = min(l.endNs, time.Now().UnixNano())
+		case cmdHold:
+			l.holding = true
+			l.c.Holding = 1
+			// At once, not on the grid: the drain must know that no OPEN comes after this copy.
+			l.publish()
 		case cmdStop:
 			l.stopped = true
 		}

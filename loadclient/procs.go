@@ -262,6 +262,12 @@ func runParent(ctx context.Context, cfg *Config, out io.Writer) (*Report, error)
 	if err != nil {
 		return nil, fmt.Errorf("-procs: cannot find this binary to re-execute: %w", err)
 	}
+	var base *baseline
+	if cfg.Reconcile != ReconcileOff {
+		if base, err = readBaseline(cfg); err != nil {
+			return nil, err
+		}
+	}
 	// Far enough ahead that every child has started before the first send.
 	startNs := (time.Now().Add(500*time.Millisecond).UnixNano()/nsPerSec + 1) * nsPerSec
 	plan, err := newRunPlan(cfg, startNs)
@@ -327,7 +333,7 @@ func runParent(ctx context.Context, cfg *Config, out io.Writer) (*Report, error)
 	cs.mu.Unlock()
 	var rec *ReconcileReport
 	if cfg.Reconcile != ReconcileOff {
-		rec = reconcile(cfg, &cur, drained)
+		rec = reconcile(cfg, base, &cur, drained)
 	}
 
 	for _, c := range cs.children {

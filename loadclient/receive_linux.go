@@ -101,6 +101,10 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 			l.c.Errors[errProtocol]++
 			return true
 		}
+		if l.holding {
+			l.c.Unopened++ // the run's figures are being read: an OPEN now would move its money
+			return true
+		}
 		env, _, _, _ := f.Envelope()
 		if b := l.outBuf(c, idx); b != nil {
 			*b = proto.AppendOpen(*b, uint64(l.now), env)

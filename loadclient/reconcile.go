@@ -11,40 +11,57 @@ import (
 
 // -reconcile modes.
 const (
-	ReconcileStrict  = "strict"   // every figure equal to the server's
-	ReconcileAtLeast = "at-least" // told ≤ counted, the invariants exact: a server that may restart
+	ReconcileStrict  = "strict"   // every figure's change over the run equal to the client's
+	ReconcileAtLeast = "at-least" // told ≤ the change counted, the invariants exact: a server that may restart
 	ReconcileOff     = "off"
 )
 
-// ReconcileReport compares the client's figures with the server's /stats after the run, or
-// with /cluster/stats when GET /cluster lists more than one gateway: the same figures summed
-// over the gateways that answered. A gateway that did not answer fails it.
+// ReconcileReport compares the client's figures with the change of the server's over the run:
+// its /stats read before the run's first request (the baseline) and again after the drain, or
+// /cluster/stats when GET /cluster lists more than one gateway: the same figures summed over
+// the gateways that answered. A gateway that did not answer either read fails it.
 //
-// It is exact only when this run is the server's only client since the server started (or
-// since its ledger was last zeroed): the server's totals count every client. Checks:
-// the sum of SHAKE amounts equals shake.got_amount, the SHAKEs that got one equal shake.got,
-// the sum of OPEN amounts equals envelopes.opened_amount, the OPENs answered ok equal
-// envelopes.opened, every ENVELOPE pushed was opened once (OPEN ok), and every SEND was
-// acknowledged ok.
+// Money the server held before the run is in the baseline, so the comparison is exact when
+// this run is the server's only client during the run: the server's totals count every
+// client's. Checks: the sum of SHAKE amounts equals the change of shake.got_amount, the SHAKEs
+// that got one that of shake.got, the sum of OPEN amounts that of envelopes.opened_amount, the
+// OPENs answered ok that of envelopes.opened; every ENVELOPE pushed before the client stopped
+// opening was opened once (OPEN ok), and every SEND was acknowledged ok.
 //
 // Mode at-least is for a server that may be killed and restarted during the run: an answer
 // cut off by the crash is counted by the server and never told, and a push or an answer lost
-// with the connection is no money. Checks: each of the four server figures is at least the
-// client's, and both ledger invariants hold exactly (shake.created_amount = got_amount +
-// pool_amount; envelopes.created_amount = opened_amount + outstanding_amount).
+// with the connection is no money. A restarted server recovers its figures from its journal,
+// the baseline's money with them, so the baseline is still the zero. Checks: the change of
+// each of the four server figures is at least the client's, and both ledger invariants hold
+// exactly on the figures after the run (shake.created_amount = got_amount + pool_amount;
+// envelopes.created_amount = opened_amount + outstanding_amount).
 type ReconcileReport struct {
 	OK       bool             `json:"ok"`
 	Mode     string           `json:"mode,omitempty"`     // at-least; empty: strict
 	Endpoint string           `json:"endpoint,omitempty"` // what was read: /stats or /cluster/stats
-	Gateways int              `json:"gateways,omitempty"` // /cluster/stats: the gateways summed
-	Missing  []int            `json:"missing,omitempty"`  // /cluster/stats: the nodes that did not answer
+	Gateways int              `json:"gateways,omitempty"` // /cluster/stats: the gateways summed after the run
+	Missing  []int            `json:"missing,omitempty"`  // /cluster/stats: the nodes that did not answer after the run
+	Baseline *Figures         `json:"baseline,omitempty"` // the server's figures before the run's first request
+	After    *Figures         `json:"after,omitempty"`    // the same after the drain: a server figure compared is After − Baseline
 	Checks   []Check          `json:"checks"`
 	InFlight map[string]int64 `json:"in_flight,omitempty"` // still unanswered when the grace ran out
 	Err      string           `json:"error,omitempty"`     // the figures could not be read, or not from every gateway
 }
 
-// Check is one figure compared: Want is the reference (the server's, or for a client-only
-// check what every push or request should have led to), Got the client's.
+// Figures are the server's figures a reconciliation compares, as one read of /stats or
+// /cluster/stats told them, with the gateways summed and missing for /cluster/stats.
+type Figures struct {
+	Got          int64 `json:"shake.got"`
+	GotAmount    int64 `json:"shake.got_amount"`
+	Opened       int64 `json:"envelopes.opened"`
+	OpenedAmount int64 `json:"envelopes.opened_amount"`
+	Gateways     int   `json:"gateways,omitempty"`
+	Missing      []int `json:"missing,omitempty"`
+}
+
+// Check is one figure compared: Want is the reference (the change of the server's figure over
+// the run; for an invariant its left side; for a client-only check what every push or request
+// should have led to), Got the client's.
 type Check struct {
 	Figure string `json:"figure"`
 	Want   int64  `json:"want"`
@@ -57,18 +74,25 @@ type Check struct {
 // ok reports whether the check holds.
 func (c Check) ok() bool { return c.Diff == 0 || c.AtMost && c.Diff < 0 }
 
-// Summary says in one line whether the reconciliation passed, and if not which figures
-// differ and by how much.
+// Summary says in one line what was compared, whether the reconciliation passed, and if not
+// which figures differ and by how much.
 func (r *ReconcileReport) Summary() string {
-	from := ""
+	var from []string
 	switch {
 	case r.Endpoint == pathClusterStats:
-		from = fmt.Sprintf(" (%s, %d gateways)", r.Endpoint, r.Gateways)
+		from = append(from, fmt.Sprintf("%s, %d gateways", r.Endpoint, r.Gateways))
 	case r.Endpoint != "":
-		from = " (" + r.Endpoint + ")"
+		from = append(from, r.Endpoint)
+	}
+	if r.Baseline != nil {
+		from = append(from, "change since the baseline")
+	}
+	head := "reconcile"
+	if len(from) > 0 {
+		head += " (" + strings.Join(from, ", ") + ")"
 	}
 	if r.Err != "" {
-		return "reconcile" + from + ": FAILED: " + r.Err
+		return head + ": FAILED: " + r.Err
 	}
 	var bad []string
 	for _, c := range r.Checks {
@@ -87,12 +111,12 @@ func (r *ReconcileReport) Summary() string {
 				untold = append(untold, fmt.Sprintf("%s %+d", c.Figure, -c.Diff))
 			}
 		}
-		return fmt.Sprintf("reconcile%s at-least: ok, %d checks; counted, never told: %s", from, len(r.Checks), strings.Join(untold, ", "))
+		return fmt.Sprintf("%s at-least: ok, %d checks; counted, never told: %s", head, len(r.Checks), strings.Join(untold, ", "))
 	}
 	if len(bad) == 0 {
-		return fmt.Sprintf("reconcile%s: ok, %d figures agree with the server", from, len(r.Checks))
+		return fmt.Sprintf("%s: ok, %d figures agree with the server", head, len(r.Checks))
 	}
-	s := "reconcile" + from + ": MISMATCH: " + strings.Join(bad, "; ")
+	s := head + ": MISMATCH: " + strings.Join(bad, "; ")
 	if len(r.InFlight) > 0 {
 		s += fmt.Sprintf("; still in flight after the grace: %v", r.InFlight)
 	}
@@ -207,11 +231,41 @@ func fetchStats(cfg *Config, path string) (*serverStats, error) {
 	return &st, nil
 }
 
-// reconcile compares c, the figures after the drain, with the server's /stats, or with
-// /cluster/stats in a cluster of several gateways. drained is false when answers were still
-// in flight when the grace ran out.
-func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
-	r := &ReconcileReport{}
+// figures returns the figures of st a reconciliation compares.
+func (st *serverStats) figures() *Figures {
+	f := &Figures{Got: *st.Shake.Got, GotAmount: *st.Shake.GotAmount,
+		Opened: *st.Envelopes.Opened, OpenedAmount: *st.Envelopes.OpenedAmount, Missing: st.Missing}
+	if st.Gateways != nil {
+		f.Gateways = *st.Gateways
+	}
+	return f
+}
+
+// baseline is the reconciliation's zero: the server's figures before the run's first request,
+// and where they were read, where they are read again after the run.
+type baseline struct {
+	path string // /stats, or /cluster/stats when GET /cluster lists several gateways
+	st   *serverStats
+}
+
+// readBaseline reads the baseline. It must come before the first connection: a login may
+// bring pushes kept from before, and their OPENs are the run's money.
+func readBaseline(cfg *Config) (*baseline, error) {
+	path, err := statsPath(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-reconcile %s: the baseline before the run: %w", cfg.Reconcile, err)
+	}
+	st, err := fetchStats(cfg, path)
+	if err != nil {
+		return nil, fmt.Errorf("-reconcile %s: the baseline before the run: %w", cfg.Reconcile, err)
+	}
+	return &baseline{path: path, st: st}, nil
+}
+
+// reconcile compares c, the figures after the drain, with the change of the server's since
+// base. drained is false when answers were still in flight when the grace ran out.
+func reconcile(cfg *Config, base *baseline, c *counters, drained bool) *ReconcileReport {
+	r := &ReconcileReport{Endpoint: base.path, Baseline: base.st.figures()}
 	if !drained {
 		r.InFlight = map[string]int64{}
 		for k := range nReq {
@@ -220,52 +274,75 @@ func reconcile(cfg *Config, c *counters, drained bool) *ReconcileReport {
 			}
 		}
 	}
-	path, err := statsPath(cfg)
-	if err != nil {
-		r.Err = err.Error()
-		return r
-	}
-	r.Endpoint = path
 	if cfg.Reconcile == ReconcileAtLeast {
 		return reconcileAtLeast(cfg, r, c)
 	}
-	st, err := fetchStats(cfg, path)
+	st, err := fetchStats(cfg, base.path)
 	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
-	add := func(figure, note string, want, got int64) {
-		r.Checks = append(r.Checks, Check{Figure: figure, Want: want, Got: got, Diff: got - want, Note: note})
-	}
-	add("shake.got_amount", "server", *st.Shake.GotAmount, int64(c.ShakeAmount))
-	add("shake.got", "server", *st.Shake.Got, int64(c.Status[reqShake][1]))
-	add("envelopes.opened_amount", "server", *st.Envelopes.OpenedAmount, int64(c.OpenAmount))
-	add("envelopes.opened", "server", *st.Envelopes.Opened, int64(c.Status[reqOpen][0]))
-	add("ENVELOPE pushes opened ok", "pushes received", int64(c.Pushes[pushEnvelope]), int64(c.Status[reqOpen][0]))
-	add("SEND acknowledged ok", "SENDs sent", int64(c.Sent[reqSend]), int64(c.Status[reqSend][0]))
-	r.verdict(st)
+	r.After = st.figures()
+	r.Checks = strictChecks(r.Baseline, r.After, c)
+	r.verdict()
 	return r
 }
 
-// verdict sets r's gateways and missing nodes from st, and r.OK: every
-// check holds and no gateway node is missing from the sums.
-func (r *ReconcileReport) verdict(st *serverStats) {
-	if st.Gateways != nil {
-		r.Gateways = *st.Gateways
+// strictChecks compares c with the change of the server's figures from before to after, each
+// exactly, and the client's own figures with each other.
+func strictChecks(before, after *Figures, c *counters) []Check {
+	var cs []Check
+	add := func(figure, note string, want, got int64) {
+		cs = append(cs, Check{Figure: figure, Want: want, Got: got, Diff: got - want, Note: note})
 	}
-	r.Missing = st.Missing
-	r.OK = len(r.Missing) == 0
+	add("shake.got_amount", "server", after.GotAmount-before.GotAmount, int64(c.ShakeAmount))
+	add("shake.got", "server", after.Got-before.Got, int64(c.Status[reqShake][1]))
+	add("envelopes.opened_amount", "server", after.OpenedAmount-before.OpenedAmount, int64(c.OpenAmount))
+	add("envelopes.opened", "server", after.Opened-before.Opened, int64(c.Status[reqOpen][0]))
+	add("ENVELOPE pushes opened ok", "pushes received while opening", int64(c.Pushes[pushEnvelope]-c.Unopened), int64(c.Status[reqOpen][0]))
+	add("SEND acknowledged ok", "SENDs sent", int64(c.Sent[reqSend]), int64(c.Status[reqSend][0]))
+	return cs
+}
+
+// atLeastChecks compares c with the change of the server's figures from before to after, each
+// at least the client's, and checks both ledger invariants on st, the figures after.
+func atLeastChecks(before *Figures, st *serverStats, c *counters) []Check {
+	var cs []Check
+	after := st.figures()
+	told := func(figure string, server int64, client uint64) {
+		cs = append(cs, Check{Figure: figure, Want: server, Got: int64(client), Diff: int64(client) - server, Note: "server, at least the client's", AtMost: true})
+	}
+	told("shake.got_amount", after.GotAmount-before.GotAmount, c.ShakeAmount)
+	told("shake.got", after.Got-before.Got, c.Status[reqShake][1])
+	told("envelopes.opened_amount", after.OpenedAmount-before.OpenedAmount, c.OpenAmount)
+	told("envelopes.opened", after.Opened-before.Opened, c.Status[reqOpen][0])
+	s, e := &st.Shake, &st.Envelopes
+	left, right := s.CreatedAmount, *s.GotAmount+s.PoolAmount
+	cs = append(cs, Check{Figure: "shake.got_amount + pool_amount", Want: left, Got: right, Diff: right - left, Note: "shake.created_amount"})
+	left, right = e.CreatedAmount, *e.OpenedAmount+e.OutstandingAmount
+	cs = append(cs, Check{Figure: "envelopes.opened_amount + outstanding_amount", Want: left, Got: right, Diff: right - left, Note: "envelopes.created_amount"})
+	return cs
+}
+
+// verdict sets r's gateways and missing nodes from r.After, and r.OK: every check holds and
+// no gateway node is missing from the sums, before the run or after it.
+func (r *ReconcileReport) verdict() {
+	r.Gateways, r.Missing, r.Err = r.After.Gateways, r.After.Missing, ""
+	r.OK = len(r.Missing) == 0 && len(r.Baseline.Missing) == 0
 	for _, ch := range r.Checks {
 		r.OK = r.OK && ch.ok()
 	}
-	if len(r.Missing) > 0 {
+	switch {
+	case len(r.Missing) > 0:
 		r.Err = fmt.Sprintf("gateway nodes %v did not answer %s: its sums leave them out", r.Missing, r.Endpoint)
+	case len(r.Baseline.Missing) > 0:
+		r.Err = fmt.Sprintf("gateway nodes %v did not answer %s before the run: the baseline leaves them out", r.Baseline.Missing, r.Endpoint)
 	}
 }
 
 // reconcileAtLeast is reconcile's at-least mode: the client's money and counts at most the
-// server's, both ledger invariants exact. The invariants may be read between two changes of
-// one event; it reads again, for up to two seconds, until they hold.
+// change of the server's, both ledger invariants exact. The invariants may be read between
+// two changes of one event; it reads again, for up to two seconds, until they hold.
 func reconcileAtLeast(cfg *Config, r *ReconcileReport, c *counters) *ReconcileReport {
 	r.Mode = ReconcileAtLeast
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -274,20 +351,9 @@ func reconcileAtLeast(cfg *Config, r *ReconcileReport, c *counters) *ReconcileRe
 			r.Err = err.Error()
 			return r
 		}
-		r.Checks = r.Checks[:0]
-		told := func(figure string, server int64, client uint64) {
-			r.Checks = append(r.Checks, Check{Figure: figure, Want: server, Got: int64(client), Diff: int64(client) - server, Note: "server, at least the client's", AtMost: true})
-		}
-		told("shake.got_amount", *st.Shake.GotAmount, c.ShakeAmount)
-		told("shake.got", *st.Shake.Got, c.Status[reqShake][1])
-		told("envelopes.opened_amount", *st.Envelopes.OpenedAmount, c.OpenAmount)
-		told("envelopes.opened", *st.Envelopes.Opened, c.Status[reqOpen][0])
-		s, e := &st.Shake, &st.Envelopes
-		left, right := s.CreatedAmount, *s.GotAmount+s.PoolAmount
-		r.Checks = append(r.Checks, Check{Figure: "shake.got_amount + pool_amount", Want: left, Got: right, Diff: right - left, Note: "shake.created_amount"})
-		left, right = e.CreatedAmount, *e.OpenedAmount+e.OutstandingAmount
-		r.Checks = append(r.Checks, Check{Figure: "envelopes.opened_amount + outstanding_amount", Want: left, Got: right, Diff: right - left, Note: "envelopes.created_amount"})
-		r.verdict(st)
+		r.After = st.figures()
+		r.Checks = atLeastChecks(r.Baseline, st, c)
+		r.verdict()
 		if r.OK || time.Now().After(deadline) {
 			return r
 		}

@@ -25,6 +25,7 @@ type Report struct {
 	Redirected      uint64                    `json:"redirected"`      // LOGIN_ACK 3 followed to the gateway it named
 	Requests        map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
 	Pushes          map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
+	Unopened        uint64                    `json:"pushes_unopened"` // ENVELOPE pushes after the client stopped opening at the end: no money
 	DeliverLatency  LatencyReport             `json:"chat_deliver_latency"`
 	ShakeAmount     uint64                    `json:"shake_amount"` // Σ SHAKE_RESULT status 1 amounts, fen
 	OpenAmount      uint64                    `json:"open_amount"`  // Σ OPEN_RESULT status 0 amounts, fen
@@ -87,6 +88,7 @@ func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileRepo
 		Redirected:      c.Redirected,
 		Requests:        map[string]*RequestReport{},
 		Pushes:          map[string]uint64{},
+		Unopened:        c.Unopened,
 		DeliverLatency:  latencyOf(res.hists[histDeliver]),
 		ShakeAmount:     c.ShakeAmount,
 		OpenAmount:      c.OpenAmount,
@@ -152,7 +154,11 @@ func (r *Report) WriteSummary(w io.Writer) {
 			strings.Join(st, " "), ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "pushes: ENVELOPE %d, CHAT_DELIVER %d\n", r.Pushes["ENVELOPE"], r.Pushes["CHAT_DELIVER"])
+	unopened := ""
+	if r.Unopened > 0 {
+		unopened = fmt.Sprintf(" (%d after the client stopped opening at the end: not opened)", r.Unopened)
+	}
+	fmt.Fprintf(w, "pushes: ENVELOPE %d%s, CHAT_DELIVER %d\n", r.Pushes["ENVELOPE"], unopened, r.Pushes["CHAT_DELIVER"])
 	fmt.Fprintf(w, "money: SHAKE got %d fen, OPEN got %d fen\n", r.ShakeAmount, r.OpenAmount)
 	fmt.Fprintf(w, "errors: connect %d, reset %d, timeout %d, protocol %d, overload %d; skipped (not connected) %d, dropped (backlog) %d\n",
 		r.Errors["connect"], r.Errors["reset"], r.Errors["timeout"], r.Errors["protocol"], r.Errors["overload"], r.Skipped, r.Backlog)

@@ -137,28 +137,64 @@ func drive(ctx context.Context, src source, rep *reporter, endNs int64) {
 	}
 }
 
-// quietFor is how long a drained process must see nothing in flight and no new push before
-// it trusts that the server has nothing more to say: three publish periods, so the figures
+// quietFor is how long a draining process waits with nothing of the kind it waits for in
+// flight before it trusts that nothing more is coming: three publish periods, so the figures
 // of every loop have been refreshed since.
 const quietFor = 3 * publishEvery
 
-// drainLocal waits until this process has nothing in flight and no push arrives for
-// quietFor, or until deadline. It returns the last figures.
-func drainLocal(src source, deadline int64) (cur counters, drained bool) {
-	var quietSince int64
-	var last counters
+// holdAck bounds the wait, past the deadline, for every loop's copy from after the hold.
+const holdAck = time.Second
+
+// drainLocal ends this process's run in two steps and returns its figures, which no longer
+// change. First the loops go on opening pushes until nothing but OPENs has been in flight
+// for quietFor: the run's answers are in, and the pushes of its own SENDs, which come with
+// their SEND_ACK or just after, have been opened. A server may push without end (a send
+// campaign), and each OPEN moves money, so then the loops hold: later pushes are counted,
+// not opened. It waits until the OPENs in flight are answered and nothing has been in flight
+// for quietFor more, so that the server's counting of its last answers is done too; the
+// server's figures read from then on are of the same money. drained is false when deadline
+// came first.
+func drainLocal(eng engine, deadline int64) (cur counters, drained bool) {
+	// The run's own requests: OPENs aside, which answer the server's pushes.
+	own := func(c *counters) (inflight int64, sent uint64) {
+		for r := range nReq {
+			if r != reqOpen {
+				inflight += c.inflight(r)
+				sent += c.Sent[r]
+			}
+		}
+		return inflight, sent
+	}
+	quietSince := time.Now().UnixNano()
+	var lastSent uint64
 	for {
 		cur = counters{}
-		src.poll(&cur, new(LatencyHistogram))
+		eng.poll(&cur, new(LatencyHistogram))
 		now := time.Now().UnixNano()
-		if cur.inflightAll() != 0 || cur.Pushes != last.Pushes || cur.Sent != last.Sent {
+		inflight, sent := own(&cur)
+		if inflight != 0 || sent != lastSent {
 			quietSince = now
 		}
-		last = cur
+		lastSent = sent
+		if now-quietSince >= int64(quietFor) || now >= deadline {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	loops := int64(eng.hold())
+	quietSince = time.Now().UnixNano()
+	for {
+		cur = counters{}
+		eng.poll(&cur, new(LatencyHistogram))
+		now := time.Now().UnixNano()
+		held := cur.Holding == loops
+		if !held || cur.inflightAll() != 0 {
+			quietSince = now
+		}
 		if now-quietSince >= int64(quietFor) {
 			return cur, true
 		}
-		if now >= deadline {
+		if now >= deadline && held || now >= deadline+int64(holdAck) {
 			return cur, false
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -179,6 +215,13 @@ func memoryOf(users int64) *MemoryReport {
 
 // runLocal runs the whole load in this process.
 func runLocal(ctx context.Context, cfg *Config, out io.Writer) (*Report, error) {
+	var base *baseline
+	if cfg.Reconcile != ReconcileOff {
+		var err error
+		if base, err = readBaseline(cfg); err != nil {
+			return nil, err
+		}
+	}
 	startNs := startOf(cfg)
 	plan, err := newRunPlan(cfg, startNs)
 	if err != nil {
@@ -203,7 +246,7 @@ func runLocal(ctx context.Context, cfg *Config, out io.Writer) (*Report, error) 
 	cur, drained := drainLocal(eng, time.Now().Add(cfg.Grace).UnixNano())
 	var rec *ReconcileReport
 	if cfg.Reconcile != ReconcileOff {
-		rec = reconcile(cfg, &cur, drained)
+		rec = reconcile(cfg, base, &cur, drained)
 	}
 	mem := memoryOf(cur.Users)
 	res := eng.stop()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,68 @@ func TestReconcileMismatch(t *testing.T) {
 	}
 }
 
+// TestReconcileSinceBaseline runs against a server that holds money from before the run: the
+// strict reconciliation compares the change over the run, the baseline and the figures after it
+// are in the report, and the summary says what was compared.
+func TestReconcileSinceBaseline(t *testing.T) {
+	fake := newFakeServer(t, 5)
+	fake.hold(1000, 48_611, 70, 12_345)
+	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "1s",
+		"-send-rate", "10", "-send-recipients", "3", "-admin", fake.admin.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec := r.Reconcile
+	want := loadclient.Figures{Got: 1000, GotAmount: 48_611, Opened: 70, OpenedAmount: 12_345}
+	if rec == nil || rec.Baseline == nil || !reflect.DeepEqual(*rec.Baseline, want) {
+		t.Fatalf("reconcile %+v; want the baseline %+v", rec, want)
+	}
+	f := fake.figures()
+	after := loadclient.Figures{Got: f.shakes, GotAmount: f.gotAmount, Opened: f.opened, OpenedAmount: f.openedAmount}
+	if rec.After == nil || !reflect.DeepEqual(*rec.After, after) {
+		t.Errorf("reconcile after %+v; want the server's %+v", rec.After, after)
+	}
+	if r.ShakeAmount == 0 || r.OpenAmount == 0 || int64(r.ShakeAmount) != after.GotAmount-want.GotAmount ||
+		int64(r.OpenAmount) != after.OpenedAmount-want.OpenedAmount {
+		t.Errorf("client got %d + %d fen; want some of each, the server's change %d + %d", r.ShakeAmount, r.OpenAmount,
+			after.GotAmount-want.GotAmount, after.OpenedAmount-want.OpenedAmount)
+	}
+	if !rec.OK || !strings.HasPrefix(rec.Summary(), "reconcile (/stats, change since the baseline): ok") {
+		t.Errorf("summary %q; want ok over the change since the baseline", rec.Summary())
+	}
+	doc, _ := json.Marshal(rec)
+	if !strings.Contains(string(doc), `"baseline":{"shake.got":1000,"shake.got_amount":48611,"envelopes.opened":70,"envelopes.opened_amount":12345}`) {
+		t.Errorf("JSON report lacks the baseline's values: %s", doc)
+	}
+}
+
+// TestReconcileSettlesPushes runs against a server that goes on pushing envelopes after the
+// run, as a send campaign does: the client stops opening them at the end, so its money and the
+// server's stop together, and the strict reconciliation is exact within the grace.
+func TestReconcileSettlesPushes(t *testing.T) {
+	fake := newFakeServer(t, 0)
+	fake.campaign(20, 2*time.Millisecond)
+	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "1500ms", "-grace", "5s",
+		"-admin", fake.admin.URL)
+	r, err, _ := run(t, cfg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec := r.Reconcile
+	if rec == nil || !rec.OK || len(rec.InFlight) != 0 {
+		t.Fatalf("reconcile %+v; want ok, nothing in flight", rec)
+	}
+	if r.Unopened == 0 || r.Requests["OPEN"].Status["0"] == 0 {
+		t.Errorf("%d pushes not opened, OPEN %v; want pushes opened during the run and some after the client stopped",
+			r.Unopened, r.Requests["OPEN"].Status)
+	}
+	// The connections are closed: the server's figure is final, and no OPEN came after the read.
+	if f := fake.figures(); f.openedAmount != rec.After.OpenedAmount || uint64(f.openedAmount) != r.OpenAmount {
+		t.Errorf("server opened %d fen in all, %d when read; the client was told %d", f.openedAmount, rec.After.OpenedAmount, r.OpenAmount)
+	}
+}
+
 // TestServerKilledMidRun checks that a server dying makes the run end on time with the
 // connection errors counted and a failure, rather than hang.
 func TestServerKilledMidRun(t *testing.T) {
@@ -168,8 +231,9 @@ func TestServerKilledMidRun(t *testing.T) {
 
 // TestReconcileAtLeast checks -reconcile at-least across a server that cuts every connection
 // mid-run, as a restart does: the resets do not fail the run, a server counting more than the
-// client was told passes (the difference reported: the 3 fen and the answers the cut lost),
-// and one counting less fails it (by far more than the lost answers could make up).
+// client was told passes (the difference reported: the 3 fen and the answers the cut lost, not
+// the money it held before the run), and one counting less fails it (by far more than the
+// lost answers could make up).
 func TestReconcileAtLeast(t *testing.T) {
 	for _, tc := range []struct {
 		under int64 // the fake's got_amount less than it counted
@@ -179,6 +243,8 @@ func TestReconcileAtLeast(t *testing.T) {
 			t.Parallel()
 			fake := newFakeServer(t, 0)
 			fake.underReport = tc.under
+			const held = 500_000 // fen from before the run: neither told nor counted in it
+			fake.hold(5000, held, 0, 0)
 			cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "200", "-duration", "1500ms", "-grace", "1s",
 				"-admin", fake.admin.URL, "-reconcile", "at-least")
 			time.AfterFunc(700*time.Millisecond, fake.dropAll)
@@ -194,6 +260,8 @@ func TestReconcileAtLeast(t *testing.T) {
 				t.Errorf("%v, %s; want ok", err, r.Reconcile.Summary())
 			case tc.ok && (r.Reconcile.Checks[0].Diff > -3 || !strings.Contains(r.Reconcile.Summary(), "counted, never told: shake.got_amount +")):
 				t.Errorf("%+v, summary %q; want at least the 3 fen counted, never told", r.Reconcile.Checks[0], r.Reconcile.Summary())
+			case tc.ok && r.Reconcile.Checks[0].Diff <= -held:
+				t.Errorf("%+v; want the %d fen held before the run out of the counted, never told", r.Reconcile.Checks[0], held)
 			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "shake.got_amount: want at most")):
 				t.Errorf("error %v; want shake.got_amount named", err)
 			}
@@ -396,7 +464,7 @@ func TestRedirect(t *testing.T) {
 	}
 	var summary strings.Builder
 	r.WriteSummary(&summary)
-	for _, want := range []string{"15 redirected", "reconcile (/cluster/stats, 2 gateways): ok"} {
+	for _, want := range []string{"15 redirected", "reconcile (/cluster/stats, 2 gateways, change since the baseline): ok"} {
 		if !strings.Contains(summary.String(), want) {
 			t.Errorf("summary does not say %q:\n%s", want, summary.String())
 		}

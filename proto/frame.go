@@ -158,7 +158,8 @@ const (
 const (
 	ChatHanded     uint8 = 0 // handed to the recipient's connection
 	ChatOffline    uint8 = 1 // recipient not connected
-	ChatOverloaded uint8 = 2
+	ChatOverloaded uint8 = 2 // not delivered: a ring was full, the CHAT waited too long, or the recipient's backlog is full
+	ChatLimited    uint8 = 3 // over the sender's CHAT rate: not delivered; try later
 )
 
 // ERROR codes. The server closes the connection after sending ERROR.

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -40,7 +43,7 @@ func (s *Server) listenAdmin() error {
 	mux.HandleFunc("GET /cluster", s.handleCluster)
 	mux.HandleFunc("GET /cluster/stats", s.handleClusterStats)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", serveCmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -59,6 +62,37 @@ func (s *Server) listenAdmin() error {
 	metrics.ExposeMetadata(true)
 	return nil
 }
+
+// serveCmdline is pprof's /debug/pprof/cmdline with the values of the
+// flags that take secrets (-auth-secret, -admin-token) redacted: a profile
+// shared with whoever reads it must not carry them.
+func serveCmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, strings.Join(redactArgs(os.Args), "\x00"))
+}
+
+// redactArgs returns args with the value of every secret flag replaced.
+func redactArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 1; i < len(out); i++ {
+		name, _, inline := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") || !secretFlags[name] {
+			continue
+		}
+		if inline {
+			out[i] = out[i][:strings.IndexByte(out[i], '=')+1] + "REDACTED"
+		} else if i+1 < len(out) {
+			i++
+			out[i] = "REDACTED"
+		}
+	}
+	return out
+}
+
+// secretFlags are the flags whose value is a secret itself (the -…-file
+// flags name files, which may be shown).
+var secretFlags = map[string]bool{"auth-secret": true, "admin-token": true}
 
 // authorize requires the admin token on every request when one is set.
 func (s *Server) authorize(token string, next http.Handler) http.Handler {
@@ -85,6 +119,7 @@ func (s *Server) Stats() Stats {
 	st.Shake.Requests += ist.Overload.Shake
 	st.Envelopes.Overload = ist.Overload.Open + ist.Overload.Send
 	st.Chat.Overload = ist.Overload.Chat
+	st.Chat.Limited = ist.ChatLimited
 	if s.bus == nil { // bare I/O: ingress answers shakes itself
 		st.Logins = ist.Logins
 		st.Shake.Requests = ist.Frames.Shake

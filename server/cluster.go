@@ -2,11 +2,16 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +58,21 @@ func (o *Options) validateCluster(bad func(flag, format string, args ...any)) {
 	if o.Pipeline != "ring" {
 		bad("pipeline", "%q: a cluster runs the ring pipeline only", o.Pipeline)
 	}
+	if strings.Contains(o.NATS, "@") {
+		bad("nats", "credentials in the URL show in ps and in the log: give them with -nats-user and -nats-password-file (or $%s), -nats-creds or -nats-nkey", NATSPassEnv)
+	}
+	if ids := len(slices.DeleteFunc([]string{o.NATSCreds, o.NATSNKey, o.NATSUser}, func(s string) bool { return s == "" })); ids > 1 {
+		bad("nats-creds", "-nats-creds, -nats-nkey and -nats-user: give this gateway one identity")
+	}
+	if o.NATSUser != "" && o.NATSPassFile == "" && os.Getenv(NATSPassEnv) == "" {
+		bad("nats-user", "%q needs its password: -nats-password-file or $%s", o.NATSUser, NATSPassEnv)
+	}
+	if o.NATSUser == "" && o.NATSPassFile != "" {
+		bad("nats-password-file", "a password needs -nats-user")
+	}
+	if (o.NATSCert == "") != (o.NATSKey == "") {
+		bad("nats-cert", "-nats-cert and -nats-key go together")
+	}
 	if o.ClusterTimeout <= 0 {
 		bad("cluster-timeout", "%v: want a positive duration", o.ClusterTimeout)
 	}
@@ -65,6 +85,12 @@ func (o *Options) validateCluster(bad func(flag, format string, args ...any)) {
 			bad("advertise", "empty, and -listen %q names no address other gateways can send users to: give -advertise host:port", o.Listen)
 		}
 	}
+}
+
+// natsAuth is this gateway's identity on NATS, with password.
+func (o *Options) natsAuth(password string) cluster.Auth {
+	return cluster.Auth{Creds: o.NATSCreds, NKey: o.NATSNKey, User: o.NATSUser, Password: password,
+		CA: o.NATSCA, Cert: o.NATSCert, Key: o.NATSKey}
 }
 
 // localSets is how many SETs this server runs: -sets alone, its share of
@@ -91,8 +117,20 @@ func (s *Server) joinCluster() error {
 		runtime.GOMAXPROCS(s.opts.Loops + 1)
 		s.log.Info("cluster: GOMAXPROCS raised above the epoll loops, so that NATS's goroutines always find a P", "gomaxprocs", s.opts.Loops+1, "loops", s.opts.Loops)
 	}
+	var pass string
+	if s.opts.NATSUser != "" {
+		var err error
+		if pass, err = readSecret("", "nats-password-file", s.opts.NATSPassFile, NATSPassEnv); err != nil {
+			return err
+		}
+	}
+	token, err := s.opts.adminToken()
+	if err != nil {
+		return err
+	}
+	s.campaignKey = []byte(token)
 	node, err := cluster.Join(cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
-		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Logger: s.log}, buildinfo.Read().Version)
+		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}, buildinfo.Read().Version)
 	if err != nil {
 		return err
 	}
@@ -107,7 +145,7 @@ func (s *Server) startCluster() error {
 		addr = s.Addrs()[0].String()
 	}
 	s.node.SetAddrs(addr, s.AdminAddr())
-	if err := s.node.Serve("stats", func([]byte) []byte {
+	if err := s.node.Serve("stats", func(int, []byte) []byte {
 		b, _ := json.Marshal(struct {
 			Node int `json:"node"`
 			Stats
@@ -153,15 +191,17 @@ func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
 	}
 	all := []Stats{s.Stats()}
 	seen := map[int]bool{s.node.Options().Node: true}
-	for _, a := range answers {
+	for _, a := range answers { // one per gateway asked, each from the gateway its subject names
 		var g struct {
 			Node int `json:"node"`
 			Stats
 		}
-		if json.Unmarshal(a, &g) == nil && !seen[g.Node] {
-			seen[g.Node] = true
-			all = append(all, g.Stats)
+		if json.Unmarshal(a.Data, &g) != nil || g.Node != a.Node {
+			s.node.Refused(a.Node, "a stats answer that does not decode or names another gateway")
+			continue
 		}
+		seen[g.Node] = true
+		all = append(all, g.Stats)
 	}
 	out := ClusterStats{Stats: sumStats(all), Gateways: len(all), Missing: []int{}}
 	for node := range s.node.Options().Nodes {
@@ -242,6 +282,50 @@ type campaignOp struct {
 	Params campaign.Params `json:"params,omitzero"`
 }
 
+// signedOp carries a campaignOp with the proof that whoever sent it holds
+// the admin token: campaign control over NATS takes the same authority as
+// the admin API, so every gateway of a cluster has the same -admin-token.
+type signedOp struct {
+	Op    json.RawMessage `json:"op"`
+	Proof string          `json:"proof,omitempty"` // hex HMAC-SHA256 of Op under the admin token; none without one
+}
+
+// proof is the HMAC of op under the admin token, "" without a token.
+func (s *Server) proof(op []byte) string {
+	if len(s.campaignKey) == 0 {
+		return ""
+	}
+	m := hmac.New(sha256.New, s.campaignKey)
+	m.Write([]byte("hongbao campaign\x00"))
+	m.Write(op)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// broadcastCampaign tells the other gateways of op, signed.
+func (s *Server) broadcastCampaign(op campaignOp) error {
+	b, _ := json.Marshal(op)
+	signed, _ := json.Marshal(signedOp{Op: b, Proof: s.proof(b)})
+	return s.node.Broadcast("campaign", signed)
+}
+
+// openCampaignOp returns the campaign op gateway from sent in data, or why
+// it is refused: a proof that does not hold under this gateway's admin
+// token, an op naming another sender, an id not of the sender's.
+func (s *Server) openCampaignOp(from int, data []byte) (campaignOp, string) {
+	var signed signedOp
+	var op campaignOp
+	if json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil {
+		return op, "a campaign message that does not decode"
+	}
+	if len(s.campaignKey) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(s.proof(signed.Op))) {
+		return op, "a campaign message without the proof of this gateway's -admin-token (every gateway needs the same one)"
+	}
+	if o := s.node.Options(); op.From != from || op.ID <= 0 || op.ID%o.Nodes != from {
+		return op, "a campaign message naming another gateway, or an id not of its sender's"
+	}
+	return op, ""
+}
+
 // setsBefore is how many SETs nodes 0..node−1 own.
 func setsBefore(node, nodes, sets int) uint64 {
 	var n uint64
@@ -282,8 +366,7 @@ func (s *Server) startClusterCampaign(p campaign.Params) (campaign.Status, error
 		}
 		st = c.Status()
 	}
-	b, _ := json.Marshal(campaignOp{Op: "start", From: o.Node, ID: id, Params: p})
-	if err := s.node.Broadcast("campaign", b); err != nil {
+	if err := s.broadcastCampaign(campaignOp{Op: "start", From: o.Node, ID: id, Params: p}); err != nil {
 		s.log.Error("cluster: the other gateways were not told of a campaign: only this gateway's part is dealt", "id", id, "err", err)
 	}
 	return st, nil
@@ -291,20 +374,20 @@ func (s *Server) startClusterCampaign(p campaign.Params) (campaign.Status, error
 
 // cancelClusterCampaign tells the other gateways to cancel their part of id.
 func (s *Server) cancelClusterCampaign(id int) {
-	b, _ := json.Marshal(campaignOp{Op: "cancel", From: s.node.Options().Node, ID: id})
-	if err := s.node.Broadcast("campaign", b); err != nil {
+	if err := s.broadcastCampaign(campaignOp{Op: "cancel", From: s.node.Options().Node, ID: id}); err != nil {
 		s.log.Error("cluster: the other gateways were not told to cancel a campaign", "id", id, "err", err)
 	}
 }
 
 // campaignFromPeer starts or cancels this gateway's part of a campaign
 // another gateway created or cancelled.
-func (s *Server) campaignFromPeer(data []byte) []byte {
-	var op campaignOp
-	o := s.node.Options()
-	if json.Unmarshal(data, &op) != nil || op.From == o.Node {
+func (s *Server) campaignFromPeer(from int, data []byte) []byte {
+	op, why := s.openCampaignOp(from, data)
+	if why != "" {
+		s.node.Refused(from, why)
 		return nil
 	}
+	o := s.node.Options()
 	switch op.Op {
 	case "start":
 		part := partOf(op.Params, o.Node, o.Nodes, o.Sets)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,35 +17,40 @@ import (
 )
 
 // dataDir is the -data directory, locked for this process: two servers
-// appending to one journal would interleave their records.
+// appending to one journal would interleave their records. The lock is on
+// the directory itself, which cannot be deleted while it holds the journal,
+// unlike a lock file.
 type dataDir struct {
 	path string
-	lock *os.File
+	fd   int
+	snap loadedSnapshot // the newest snapshot, read before the journal opens
 }
 
 func lockDataDir(path string) (*dataDir, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("-data %s: %w", path, err)
 	}
-	f, err := os.OpenFile(filepath.Join(path, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("-data %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("-data %s: locked by another server (%w): each server needs its own data directory", path, err)
 	}
-	return &dataDir{path: path, lock: f}, nil
+	return &dataDir{path: path, fd: fd}, nil
 }
 
 func (d *dataDir) unlock() {
 	if d != nil {
-		d.lock.Close() // closing the descriptor releases the flock
+		unix.Close(d.fd) // closing the descriptor releases the flock
 	}
 }
 
-// openJournal opens the journal under -data (checking its segments: a torn
-// tail is cut, corruption stops the start), unless -journal off.
+// openJournal opens the journal under -data, unless -journal off: from the
+// newest snapshot's segment on, checking its segments against each other
+// and the checkpoint. A torn tail is cut and logged; damage stops the start,
+// or with -journal-repair is cut, kept beside the journal and logged.
 func (s *Server) openJournal() error {
 	if s.opts.Journal == "off" {
 		return nil
@@ -53,11 +59,17 @@ func (s *Server) openJournal() error {
 	if err != nil {
 		return err
 	}
+	if d.snap, err = loadSnapshot(s.snapshotDir(), s.opts.Sets); err != nil {
+		d.unlock()
+		return err
+	}
 	j, err := journal.Open(journal.Options{
 		Dir:        filepath.Join(d.path, "journal"),
 		Sets:       s.opts.Sets,
 		Create:     s.opts.JournalCreate,
 		RoundEvery: s.opts.JournalRound,
+		Base:       d.snap.segment,
+		Repair:     s.opts.JournalRepair,
 		OnDurable: func() {
 			if s.bus != nil {
 				s.bus.Tick() // the SETs whose egress holds money answers look again
@@ -69,7 +81,18 @@ func (s *Server) openJournal() error {
 	})
 	if err != nil {
 		d.unlock()
+		if d.snap.path != "" {
+			return fmt.Errorf("%w (the newest snapshot: %s)", err, d.snap.path)
+		}
 		return err
+	}
+	for _, c := range j.Cuts() {
+		args := []any{"file", c.File, "offset", c.Offset, "bytes", c.Bytes, "records", c.Records, "round", c.Round, "kept", c.Kept, "why", c.Why}
+		if c.Torn {
+			s.log.Warn("journal: torn tail cut (the end of the last round, past the checkpoint: what a crash interrupts before its sync)", args...)
+		} else {
+			s.log.Error("journal repaired (-journal-repair): cut; what it held is lost to this start and kept beside the journal", args...)
+		}
 	}
 	s.journal, s.dataDir = j, d
 	return nil
@@ -78,9 +101,7 @@ func (s *Server) openJournal() error {
 func (s *Server) closeJournal() error {
 	var err error
 	if s.journal != nil {
-		if s.journal.Started() {
-			err = s.journal.Close()
-		}
+		err = s.journal.Close() // an unstarted one only closes its checkpoint file
 		if s.journal.Failed() {
 			err = nil // logged when it happened (OnFail); /healthz said so since
 		}
@@ -102,11 +123,10 @@ func (s *Server) recover() error {
 	now := start.UnixNano()
 	s.camps.Journal(s.journal.Producer()) // after the SETs' producers: its id is the same at every start
 	rc := campaign.NewRecovered()
-	snap, err := loadSnapshot(s.snapshotDir(), s.opts.Sets)
-	if err != nil {
-		return err
-	}
+	snap := s.dataDir.snap
+	marked := make([]uint16, 0, len(snap.parts))
 	for pid, data := range snap.parts {
+		marked = append(marked, pid)
 		claimed := false
 		for _, st := range s.sets {
 			ok, err := st.Load(pid, data, now)
@@ -126,12 +146,17 @@ func (s *Server) recover() error {
 	}
 	s.snapID = snap.id
 	records := 0
-	err = set.Replay(s.journal, journal.From{ID: snap.id, Segment: snap.segment}, s.sets, now, func(r journal.Record) error {
+	slices.Sort(marked)
+	err := set.Replay(s.journal, journal.From{ID: snap.id, Segment: snap.segment, Marked: marked}, s.sets, now, func(r journal.Record) error {
 		records++
 		return rc.Apply(r)
 	})
 	if err != nil {
 		return fmt.Errorf("recovering from %s: %w", s.opts.Data, err)
+	}
+	if r := s.journal.Remarked(); len(r) > 0 {
+		s.log.Error("journal repaired (-journal-repair): the rounds holding these producers' snapshot marks were cut; their state is the snapshot's, marked again",
+			"snapshot", snap.path, "producers", r)
 	}
 	for _, st := range s.sets {
 		shake, send, last := st.Dealt()

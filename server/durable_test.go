@@ -206,6 +206,7 @@ func TestJournalFailure(t *testing.T) {
 	if code, _ := ts.do(http.MethodPost, "/campaigns/shake?rate=10&total=10&min=1&max=2", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("a campaign started after the failure: %d; want 503", code)
 	}
+	requireJournalFailedAtShutdown(t, ts)
 }
 
 // syncGate holds every Sync until the test lets it go.

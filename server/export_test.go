@@ -8,3 +8,6 @@ func (s *Server) LeaveCluster() error { return s.closeCluster() }
 // SlowAnswerCategory is the category of the trace event that marks a slow
 // answer (-trace-slow), which perf/cmd/slowtrace looks for.
 const SlowAnswerCategory = slowAnswerCategory
+
+// RedactArgs is what /debug/pprof/cmdline shows of a command line.
+var RedactArgs = redactArgs

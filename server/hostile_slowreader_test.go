@@ -13,9 +13,9 @@ import (
 // (TestHostileCutOff).
 
 // attackNonReader logs in a user that never reads, with a small receive
-// buffer, and pushes group envelopes, chats and its own SHAKE answers at it
-// until its backlog passes -max-pending: it is cut off (ERROR 6 at most,
-// then closed). The money is not lost: what it did read adds up with the
+// buffer, and pushes group envelopes, its own SHAKE answers, chats and then
+// its own PONGs at it until its backlog passes -max-pending: it is cut off
+// (ERROR 6 at most, then closed). The money is not lost: what it did read adds up with the
 // server's got_amount, and its envelopes stay openable by the same user on
 // a new connection.
 func attackNonReader(a *attacker) {
@@ -55,8 +55,8 @@ func attackNonReader(a *attacker) {
 		a.open.Add(uint64(amount))
 	}
 
-	// SHAKEs it does not read the answers of, then chats until the server
-	// gives up on it.
+	// SHAKEs it does not read the answers of, chats until its backlog is at
+	// half of -max-pending, then PINGs until the server gives up on it.
 	var b []byte
 	const shakes = 200
 	for range shakes {
@@ -64,7 +64,8 @@ func attackNonReader(a *attacker) {
 	}
 	slow.send(b)
 	time.Sleep(100 * time.Millisecond) // read by the server before the cut-off
-	handed := chatUntilCutOff(t, ts, p, reader, 4, nil)
+	handed := fillWithChats(t, p, reader)
+	pings := floodUntilCutOff(t, ts, slow, 256, proto.AppendPing)
 
 	// It reads once cut off, within the time the server goes on writing to
 	// it: whole frames, ERROR 6 last, then the close.
@@ -84,7 +85,7 @@ func attackNonReader(a *attacker) {
 			if f.ErrorCode() != proto.ErrCodeTooSlow || i != len(frames)-1 {
 				t.Errorf("non-reader: ERROR %d as frame %d of %d; want ERROR 6 last", f.ErrorCode(), i+1, len(frames))
 			}
-		case proto.Envelope, proto.ChatDeliver, proto.ShakeResult:
+		case proto.Envelope, proto.ChatDeliver, proto.ShakeResult, proto.Pong:
 		default:
 			t.Errorf("non-reader: got %s", describe(f))
 		}
@@ -93,11 +94,11 @@ func attackNonReader(a *attacker) {
 	if n := metric(t, ts, "hongbao_cut_off_total") - cutBefore; n != 1 {
 		t.Errorf("non-reader: hongbao_cut_off_total rose by %d; want 1", n)
 	}
-	t.Logf("non-reader: cut off after %d chats handed and %d SHAKEs sent; it then read %d ENVELOPE, %d CHAT_DELIVER, %d SHAKE_RESULT (%d got, %d fen), %d ERROR",
-		handed, shakes, kinds[proto.Envelope], kinds[proto.ChatDeliver], kinds[proto.ShakeResult], got, sum, kinds[proto.Error])
-	if kinds[proto.ShakeResult] > shakes || kinds[proto.ChatDeliver] > handed {
-		t.Errorf("non-reader: read %d SHAKE_RESULT, %d CHAT_DELIVER; want at most %d, %d",
-			kinds[proto.ShakeResult], kinds[proto.ChatDeliver], shakes, handed)
+	t.Logf("non-reader: cut off after %d chats handed, %d SHAKEs and %d PINGs sent; it then read %d ENVELOPE, %d CHAT_DELIVER, %d SHAKE_RESULT (%d got, %d fen), %d PONG, %d ERROR",
+		handed, shakes, pings, kinds[proto.Envelope], kinds[proto.ChatDeliver], kinds[proto.ShakeResult], got, sum, kinds[proto.Pong], kinds[proto.Error])
+	if kinds[proto.ShakeResult] > shakes || kinds[proto.ChatDeliver] > handed || kinds[proto.Pong] > pings {
+		t.Errorf("non-reader: read %d SHAKE_RESULT, %d CHAT_DELIVER, %d PONG; want at most %d, %d, %d",
+			kinds[proto.ShakeResult], kinds[proto.ChatDeliver], kinds[proto.Pong], shakes, handed, pings)
 	}
 
 	// Its envelopes are still its to open, from a new connection.
@@ -118,44 +119,65 @@ func attackNonReader(a *attacker) {
 	}
 }
 
-// chatUntilCutOff has p push 1 KiB chats at user, batch to a write, calling
-// before (if not nil) ahead of each write, until the server has cut user off
-// (hongbao_cut_off_total rose, or a CHAT_ACK says user is offline). It returns
-// the chats handed to it.
-func chatUntilCutOff(t *testing.T, ts *testServer, p *client, user uint32, batch int, before func()) (handed int) {
+// fillWithChats has p push 1 KiB chats at user, which reads nothing, 4 to a
+// write, until one is not delivered (CHAT_ACK 2): user's unwritten output is
+// at half of -max-pending, and the kernel's buffers on the way to it are
+// full, in few frames. Chats take it no further: what passes -max-pending
+// from there must be user's own answers. It returns the chats handed to
+// user. The server's -chat-rate must let them through.
+func fillWithChats(t *testing.T, p *client, user uint32) (handed int) {
 	t.Helper()
 	text := chatText(proto.MaxChatText)
-	cutBefore := metric(t, ts, "hongbao_cut_off_total")
-	cutOff := func(i int) bool { // a scrape costs a millisecond: every 16th round
-		return i%16 == 15 && metric(t, ts, "hongbao_cut_off_total") != cutBefore
-	}
-	for i, deadline := 0, time.Now().Add(waitTime); !cutOff(i); i++ {
+	for deadline := time.Now().Add(waitTime); ; {
 		if time.Now().After(deadline) {
-			t.Fatalf("user %d still connected after %d chats pushed at it in %v", user, handed, waitTime)
-		}
-		if before != nil {
-			before()
+			t.Fatalf("user %d still takes chats after %d handed to it in %v", user, handed, waitTime)
 		}
 		var b []byte
 		first := p.stamp + 1
-		for range batch {
+		for range 4 {
 			b = proto.AppendChat(b, p.nextStamp(), user, text)
 		}
 		p.send(b)
-		cut := false
+		full := false
 		for s := first; s <= p.stamp; s++ {
 			switch st, _ := p.answer(s).ChatAck(); st {
 			case proto.ChatHanded:
 				handed++
-			case proto.ChatOffline:
-				cut = true
+			case proto.ChatOverloaded:
+				full = true
+			default:
+				t.Fatalf("a chat to user %d: CHAT_ACK %d after %d handed; want 0 or 2 (never cut off by chats, nor limited here)", user, st, handed)
 			}
 		}
-		if cut {
+		if full {
 			return handed
 		}
 	}
-	return handed
+}
+
+// floodUntilCutOff has slow, which reads nothing, pipeline requests (made
+// by appendReq, batch to a write) until the server has cut it off
+// (hongbao_cut_off_total rose): its own answers pass -max-pending. It
+// returns the requests written.
+func floodUntilCutOff(t *testing.T, ts *testServer, slow *client, batch int, appendReq func(dst []byte, stamp uint64) []byte) (sent int) {
+	t.Helper()
+	cutBefore := metric(t, ts, "hongbao_cut_off_total")
+	for i, deadline := 0, time.Now().Add(waitTime); ; i++ {
+		if i%4 == 3 && metric(t, ts, "hongbao_cut_off_total") != cutBefore { // a scrape costs a millisecond
+			return sent
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("user %d still connected after %d requests whose answers it did not read, in %v", slow.user, sent, waitTime)
+		}
+		var b []byte
+		for range batch {
+			b = appendReq(b, slow.nextStamp())
+		}
+		slow.c.SetWriteDeadline(time.Now().Add(time.Second))
+		if slow.c.Send(b) == nil { // fails once the server no longer reads it
+			sent += batch
+		}
+	}
 }
 
 // shakeSum counts the SHAKE_RESULTs among frames that got an envelope, and
@@ -174,13 +196,18 @@ func shakeSum(frames []proto.Frame) (got, fen uint64) {
 }
 
 // cutOff logs in a user that does not read (a small receive buffer), has it
-// send SHAKEs into a running shake campaign, and pushes chats at it until
-// the server cuts it off; with keepSending it sends a SHAKE before every
-// chat, so that it still sends when the server closes it. Then it reads
-// everything that reached it and returns the frames and the fen of its
-// SHAKE_RESULTs, once the server has released it.
+// send SHAKEs into a running shake campaign, pushes chats at it until its
+// backlog is at half of -max-pending, and has it send PINGs, in one write,
+// whose answers take it past the limit. With keepSending it sends SHAKEs
+// instead until the server cuts it off, and some after, so that it still
+// sends when the server closes it. Then it reads everything that reached it
+// and returns the frames and the fen of its SHAKE_RESULTs, once the server
+// has released it.
 func cutOff(t *testing.T, keepSending bool) (frames []proto.Frame, read uint64, ts *testServer) {
-	ts = startServer(t, func(o *server.Options) { o.MaxPending = 32 << 10 })
+	ts = startServer(t, func(o *server.Options) {
+		o.MaxPending = 32 << 10
+		o.ChatRate, o.ChatBurst = 1e9, 1<<20 // fillWithChats sends thousands
+	})
 	camp := ts.startCampaign("shake", "rate=100000&total=20000&min=1&max=10")
 	ts.waitCampaign(camp.ID)
 	slow := slowReader(t, ts, 1, nil)
@@ -190,12 +217,22 @@ func cutOff(t *testing.T, keepSending bool) (frames []proto.Frame, read uint64, 
 	}
 	slow.send(b)
 	p := login(t, ts, 2)
-	chatUntilCutOff(t, ts, p, 1, 1, func() {
-		if keepSending {
+	cutBefore := metric(t, ts, "hongbao_cut_off_total")
+	fillWithChats(t, p, 1)
+	if keepSending {
+		floodUntilCutOff(t, ts, slow, 16, proto.AppendShake)
+		for range 16 {
 			slow.c.SetWriteDeadline(time.Now().Add(time.Second))
 			slow.c.Send(proto.AppendShake(nil, slow.nextStamp())) // fails once it is closed
 		}
-	})
+	} else {
+		b = b[:0]
+		for range 2 * (32 << 10) / proto.HeaderLen { // PONGs (a header each) worth twice -max-pending
+			b = proto.AppendPing(b, slow.nextStamp())
+		}
+		slow.send(b)
+		waitFor(t, "the reader cut off", func() bool { return metric(t, ts, "hongbao_cut_off_total") != cutBefore })
+	}
 	// The session forgets the user at the cut-off, while its connection still
 	// drains: a chat to it is answered offline, not handed to a connection
 	// that would drop it.

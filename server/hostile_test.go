@@ -66,6 +66,7 @@ func TestHostileUnderLoad(t *testing.T) {
 	l := newSteadyLoad(t, sz.Users, sz.QPS, func(o *server.Options) {
 		o.LoginTimeout = hostileLoginTimeout
 		o.MaxPending = 32 << 10
+		o.ChatRate, o.ChatBurst = 1e9, 1<<20 // the non-reader's pusher sends thousands of chats (fillWithChats)
 	})
 	t.Logf("sizes %+v, race %v", sz, raceEnabled)
 

@@ -114,6 +114,24 @@ func TestLimitFlags(t *testing.T) {
 			t.Errorf("negative %s: %v; want an error naming it", f, err)
 		}
 	}
+	if o.ChatRate != server.DefaultChatRate || o.ChatBurst != server.DefaultChatBurst {
+		t.Errorf("CHAT defaults %v/s burst %d; want %v/s burst %d", o.ChatRate, o.ChatBurst, server.DefaultChatRate, server.DefaultChatBurst)
+	}
+	fs = flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	_, err = server.ParseFlags(fs, []string{"-chat-rate", "0", "-chat-burst", "0", "-max-pending", "2147483648"})
+	for _, f := range []string{"-chat-rate: 0 is not in (0, 1e9]", "-chat-burst: 0 is below 1", "-max-pending: 2147483648 is over 1 GiB"} {
+		if err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("error %v; want it to say %q", err, f)
+		}
+	}
+	for _, rate := range []string{"NaN", "2e9", "-1"} {
+		fs = flag.NewFlagSet("server", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := server.ParseFlags(fs, []string{"-chat-rate", rate}); err == nil || !strings.Contains(err.Error(), "-chat-rate: ") {
+			t.Errorf("-chat-rate %s: %v; want an error naming it", rate, err)
+		}
+	}
 	for _, tc := range []struct{ envelopes, sets, perSET int }{{16, 4, 4}, {17, 4, 5}, {1, 32, 1}, {server.DefaultMaxEnvelopes, 32, 32768}} {
 		o := server.Options{MaxEnvelopes: tc.envelopes, Sets: tc.sets}
 		if got := o.Limits().MaxEnvelopes; got != tc.perSET {

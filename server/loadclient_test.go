@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,89 @@ func TestLoadClientReconciles(t *testing.T) {
 	}
 	checkShakeLedger(t, st)
 	checkEnvelopeLedger(t, st)
+}
+
+// TestLoadClientRunsAgain runs the load client three times on one -data: twice against one
+// server, then against a restart of it. Each run must reconcile strictly, and exactly, with
+// the change of the server's figures over it, though the server holds the earlier runs' money.
+func TestLoadClientRunsAgain(t *testing.T) {
+	data := t.TempDir()
+	edit := func(o *server.Options) { o.Data, o.Ring = data, 256 }
+	a := startServer(t, edit)
+	a.waitCampaign(a.startCampaign("shake", "rate=100000&total=3000&min=1&max=100").ID)
+	var last *loadclient.Figures
+	run := func(name string, ts *testServer) {
+		t.Helper()
+		r, err, took, out := runLoad(t, 30*time.Second, "-server", ts.addr, "-admin", ts.admin, "-users", "1-100",
+			"-qps", "200", "-duration", "2s", "-loops", "2", "-send-rate", "10", "-send-recipients", "3", "-grace", "5s", "-quiet")
+		t.Logf("%s took %v:\n%s", name, took, out)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rec := r.Reconcile
+		if rec == nil || !rec.OK || rec.Baseline == nil || rec.After == nil {
+			t.Fatalf("%s: reconcile %+v; want ok, with the baseline and the figures after", name, rec)
+		}
+		if r.ShakeAmount == 0 || r.OpenAmount == 0 {
+			t.Errorf("%s: got %d SHAKE fen and %d OPEN fen; want some of each", name, r.ShakeAmount, r.OpenAmount)
+		}
+		if last != nil && (!reflect.DeepEqual(rec.Baseline, last) || rec.Baseline.GotAmount == 0) {
+			t.Errorf("%s: baseline %+v; want the figures after the run before, %+v", name, *rec.Baseline, *last)
+		}
+		last = rec.After
+	}
+	run("first run", a)
+	run("second run", a)
+	if err := a.shutdown(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	run("a run after the restart", startServer(t, edit))
+}
+
+// TestLoadClientCampaignOutlastsRun ends a run while a send campaign is still pushing. The
+// client stops opening at the end, so that its money and the server's stop together: the
+// strict reconciliation is exact, and done before the grace runs out.
+func TestLoadClientCampaignOutlastsRun(t *testing.T) {
+	ts := startServer(t, func(o *server.Options) { o.Ring = 256 })
+	const users = 200
+	started := make(chan error, 1)
+	go func() { // once every user is online, so that the campaign finds recipients
+		deadline := time.Now().Add(waitTime)
+		for ts.Stats().Logins < users {
+			if time.Now().After(deadline) {
+				started <- fmt.Errorf("%d users logged in after %v; want %d", ts.Stats().Logins, waitTime, users)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		q := "send?rate=300&total=1000000&recipients=3&min=3&max=2000"
+		resp, err := ts.hc.Post(ts.admin+"/campaigns/"+q, "", nil)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("POST /campaigns/%s: %s", q, resp.Status)
+			}
+		}
+		started <- err
+	}()
+	r, err, took, out := runLoad(t, 30*time.Second, "-server", ts.addr, "-admin", ts.admin, "-users", "1-200",
+		"-qps", "200", "-duration", "3s", "-loops", "2", "-grace", "3s", "-quiet")
+	t.Logf("run took %v:\n%s", took, out)
+	if err := <-started; err != nil {
+		t.Fatalf("starting the campaign: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rec := r.Reconcile; rec == nil || !rec.OK || len(rec.InFlight) != 0 {
+		t.Fatalf("reconcile %+v; want ok, nothing in flight", rec)
+	}
+	if r.OpenAmount == 0 || r.Unopened == 0 {
+		t.Errorf("%d OPEN fen, %d pushes not opened; want the campaign's pushes opened during the run and coming after it", r.OpenAmount, r.Unopened)
+	}
+	if cs := ts.campaigns(); len(cs) != 1 || cs[0].Done {
+		t.Errorf("campaigns %+v; want the send campaign still running after the run", cs)
+	}
 }
 
 func TestLoadClientServerShutdownMidRun(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"hongbao/buildinfo"
+	"hongbao/cluster"
 	"hongbao/event"
 	"hongbao/journal"
 	"hongbao/ledger"
@@ -113,6 +114,8 @@ func (s *Server) writeMetrics(w io.Writer) {
 		e.gauge("hongbao_campaigns_running", "Campaigns dealing now (at most -max-campaigns).", int64(s.camps.Running()))
 	}
 	e.counter("hongbao_chat_received_total", "CHATs that reached their recipient's SET.", st.Chat.Received)
+	e.counter("hongbao_chat_limited_total", "CHATs over their sender's -chat-rate, answered CHAT_ACK 3 at once: they reached no SET.", st.Chat.Limited)
+	e.counter("hongbao_chat_dropped_total", "CHATs not delivered because their recipient's unwritten output was at half of -max-pending: answered CHAT_ACK 2 (part of hongbao_chat_received_total).", st.Chat.Dropped)
 
 	e.counter("hongbao_bytes_in_total", "Bytes read from client connections.", ist.BytesIn)
 	e.counter("hongbao_bytes_out_total", "Bytes written to client connections.", bytesOut)
@@ -182,8 +185,14 @@ func (s *Server) writeJournal(e exposition) {
 	}
 	m := &j.M
 	e.counter("hongbao_journal_records_total", "Journal records written and synced (state changes: envelopes dealt, got, returned; group envelopes created, opened, taken back, refunded, forgotten; campaigns).", m.Records.Load())
-	e.counter("hongbao_journal_bytes_total", "Bytes of journal records written and synced.", m.Bytes.Load())
+	e.counter("hongbao_journal_bytes_total", "Bytes of journal rounds (records and their round headers) written and synced.", m.Bytes.Load())
 	e.counter("hongbao_journal_segments_total", "Journal segment files started.", m.Segments.Load())
+	e.counter("hongbao_journal_checkpoints_total", "Writes of the journal's checkpoint (the last durable position; at most every 10 ms after rounds).", m.Checkpoints.Load())
+	e.family("hongbao_journal_cuts_total", "counter", "Cuts the start made in the journal (each logged): torn, the tail of the last round a crash interrupted; repair, with -journal-repair, what followed damage (a segment or the checkpoint found missing counts too).")
+	e.sample(`hongbao_journal_cuts_total{kind="torn"}`, m.TornCuts.Load())
+	e.sample(`hongbao_journal_cuts_total{kind="repair"}`, m.Repairs.Load())
+	e.counter("hongbao_journal_cut_bytes_total", "Bytes the start cut from the journal (kept beside it unless zeros).", m.CutBytes.Load())
+	e.counter("hongbao_journal_cut_records_total", "Records that decoded in the bytes the start cut from the journal.", m.CutRecords.Load())
 	e.family("hongbao_journal_fsync_seconds", "histogram", "Time of each fdatasync of a journal round: one per round, whatever the SETs appended meanwhile (group commit); money answers wait for it.")
 	var cum uint64
 	for i := range journal.FsyncBuckets - 1 {
@@ -349,6 +358,10 @@ func (s *Server) writeCluster(e exposition) {
 		{"slow_consumer", "Times NATS dropped messages for this gateway because it read them too slowly (expected 0): crossings in them time out.", &m.SlowConsumer},
 	} {
 		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
+	}
+	e.family("hongbao_cluster_forged_total", "counter", "NATS messages dropped because they did not come from the gateway they claim to, or claim what their gateway may not send (a user, envelope or crossing of another gateway's; a campaign without the admin token's proof), by kind; the log says the first of each kind and then one line every 10 s. Expected 0: anything else is an attack, or gateways set up differently.")
+	for k := range cluster.ForgedKinds {
+		e.sample(`hongbao_cluster_forged_total{kind="`+cluster.ForgedName(k)+`"}`, s.node.Forged(k))
 	}
 	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
 	e.gauge("hongbao_cluster_gateways_up", "Gateways up: ready (their SETs recovered) and heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))

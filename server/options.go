@@ -53,13 +53,23 @@ type Options struct {
 	MaxPool         int           // -max-pool: shake envelopes in all pools
 	SendRate        float64       // -send-rate: SENDs a second per user
 	SendBurst       int           // -send-burst
+	ChatRate        float64       // -chat-rate: CHATs a second per connection
+	ChatBurst       int           // -chat-burst
 	MaxLivePerUser  int           // -max-live-per-user
 	MaxEnvelopes    int           // -max-envelopes: live group envelopes, server-wide (SENDs answer 3, send campaigns wait)
 	Data            string        // -data: the directory of the journal and the snapshots
 	Journal         string        // -journal: on | off
 	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
 	JournalRound    time.Duration // -journal-round: least time between the starts of two journal rounds; 0: journal.DefaultRoundEvery, negative: none
+	JournalRepair   bool          // -journal-repair: a start on a damaged journal cuts it (keeping the cut bytes beside it) instead of refusing
 	NATS            string        // -nats: the NATS URL of a cluster; "" one server alone
+	NATSCreds       string        // -nats-creds: this gateway's .creds file
+	NATSNKey        string        // -nats-nkey: a file with this gateway's nkey seed
+	NATSUser        string        // -nats-user (its password: -nats-password-file or $HONGBAO_NATS_PASSWORD)
+	NATSPassFile    string        // -nats-password-file
+	NATSCA          string        // -nats-ca: CAs of the NATS servers' certificates (TLS)
+	NATSCert        string        // -nats-cert: client certificate (mutual TLS)
+	NATSKey         string        // -nats-key: its private key
 	Node            string        // -node I/N: this gateway's number and the cluster's gateways
 	Advertise       string        // -advertise: the client address other gateways send users to
 	ClusterTimeout  time.Duration // -cluster-timeout: bound on a crossing's answer
@@ -115,6 +125,15 @@ const (
 	// thousands a second.
 	DefaultSendRate  = 10
 	DefaultSendBurst = 20
+	// DefaultChatRate, DefaultChatBurst: a person types a message every few
+	// seconds; 20 a second with 50 at once leaves room for a client sending
+	// what it queued while offline, and is far above the load tools (the
+	// load client spreads -chat-rate over all its users: under 0.01 a second
+	// each in make demo-cluster). One sender then hands a recipient at most
+	// ~20 KiB of chats a second (1 KiB each), not the ~70,000 a second of an
+	// unlimited pipeline.
+	DefaultChatRate  = 20
+	DefaultChatBurst = 50
 	// DefaultMaxLivePerUser: each live envelope is held until opened or its
 	// TTL (24 h): 100 per user keep one account's share of memory within
 	// ~100 KiB (~600 KiB with pushes kept for 100 offline recipients each)
@@ -140,6 +159,7 @@ const (
 // Defaults of the campaign and admin bounds, each with its reason.
 const (
 	AdminTokenEnv = "HONGBAO_ADMIN_TOKEN"
+	NATSPassEnv   = "HONGBAO_NATS_PASSWORD"
 	// DefaultMaxCampaigns: the operators' campaigns are few; the bound is
 	// against a script gone wrong, not a limit anyone should meet.
 	DefaultMaxCampaigns = 64
@@ -185,6 +205,8 @@ func (o *Options) Fill() {
 	fillZero(&o.ShutdownTimeout, defaultShutdown)
 	fillZero(&o.SendRate, DefaultSendRate)
 	fillZero(&o.SendBurst, DefaultSendBurst)
+	fillZero(&o.ChatRate, DefaultChatRate)
+	fillZero(&o.ChatBurst, DefaultChatBurst)
 	fillZero(&o.MaxLivePerUser, DefaultMaxLivePerUser)
 	fillZero(&o.ClusterTimeout, cluster.DefaultTimeout)
 	fillZero(&o.MaxEnvelopes, DefaultMaxEnvelopes)
@@ -275,6 +297,9 @@ func (o *Options) Validate() error {
 	if o.MaxPending < 4096 {
 		bad("max-pending", "%d is below one frame (4096 bytes)", o.MaxPending)
 	}
+	if o.MaxPending > 1<<30 {
+		bad("max-pending", "%d is over 1 GiB (1073741824): a connection's backlog is judged in 32 bits", o.MaxPending)
+	}
 	if o.ShedDelay > ingress.MaxShedDelay {
 		bad("shed-delay", "%v is over %v", o.ShedDelay, ingress.MaxShedDelay)
 	}
@@ -296,10 +321,13 @@ func (o *Options) Validate() error {
 	if !(o.SendRate > 0 && o.SendRate <= 1e9) {
 		bad("send-rate", "%v is not in (0, 1e9] SENDs a second", o.SendRate)
 	}
+	if !(o.ChatRate > 0 && o.ChatRate <= ingress.MaxChatRate) {
+		bad("chat-rate", "%v is not in (0, 1e9] CHATs a second", o.ChatRate)
+	}
 	for _, c := range []struct {
 		flag string
 		n    int
-	}{{"send-burst", o.SendBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes},
+	}{{"send-burst", o.SendBurst}, {"chat-burst", o.ChatBurst}, {"max-live-per-user", o.MaxLivePerUser}, {"max-envelopes", o.MaxEnvelopes},
 		{"max-campaigns", o.MaxCampaigns}, {"max-pool", o.MaxPool}} {
 		if c.n < 1 {
 			bad(c.flag, "%d is below 1", c.n)
@@ -334,7 +362,14 @@ func (o *Options) secret() ([]byte, error) {
 // adminToken returns the admin token from the flag, the file or the
 // environment; "" for none.
 func (o *Options) adminToken() (string, error) {
-	return readSecret(o.AdminToken, "admin-token-file", o.AdminTokenFile, AdminTokenEnv)
+	t, err := readSecret(o.AdminToken, "admin-token-file", o.AdminTokenFile, AdminTokenEnv)
+	if err == nil && (strings.TrimSpace(t) != t || strings.ContainsAny(t, "\r\n\x00")) {
+		// HTTP strips the whitespace around a header's value before any
+		// handler sees it: such a token would never match, or match a
+		// header without it.
+		return "", errors.New("the admin token begins or ends with whitespace, or holds a line break: no Authorization header can carry it exactly")
+	}
+	return t, err
 }
 
 // readSecret returns value if set, else the content of file (less its final
@@ -393,7 +428,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.IntVar(&o.MaxConns, "max-conns", 0, fmt.Sprintf("client connections beyond this are closed at accept and counted (0: the open-files limit less %d descriptors\n"+
 		"kept for the admin API and the server's own files; a larger value is lowered to that, with a warning)", FDReserve))
 	fs.DurationVar(&o.LoginTimeout, "login-timeout", 10*time.Second, "a connection that sends no LOGIN by then gets ERROR 7 and is closed")
-	fs.IntVar(&o.MaxPending, "max-pending", DefaultPending, "`bytes` of unwritten output a connection may have before ERROR 6 and close")
+	fs.IntVar(&o.MaxPending, "max-pending", DefaultPending, "`bytes` of unwritten output a connection may have before ERROR 6 and close, at most 1 GiB;\n"+
+		"chats that would take it past half of this are dropped instead (CHAT_ACK 2), so chats alone never cut a reader off")
 	fs.DurationVar(&o.ShedDelay, "shed-delay", DefaultShedDelay, "once requests wait longer than this in the kernel before being read, for twice this long\n"+
 		"without a break, answer the SHAKEs and CHATs that waited longer \"overloaded\" at once until they stop\n"+
 		"(OPEN, SEND, LOGIN and PING are never refused for it); negative: never. The default is over 10×\n"+
@@ -401,7 +437,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"and half of the 100 ms the answers should stay under past capacity")
 	fs.StringVar(&o.AuthSecret, "auth-secret", "", "HMAC secret for LOGIN tokens (visible in ps: prefer -auth-secret-file or $"+AuthSecretEnv+")")
 	fs.StringVar(&o.AuthSecretFile, "auth-secret-file", "", "read the auth secret from this `file`")
-	fs.BoolVar(&o.ReusePort, "reuseport", false, "set SO_REUSEPORT so several server processes share a port")
+	fs.BoolVar(&o.ReusePort, "reuseport", false, "set SO_REUSEPORT so several server processes share a port, the kernel spreading the connections.\n"+
+		"Without -nats each process is a server of its own (its own users, pools, ledger: a user can be logged\n"+
+		"in on two at once), which is right for a restart hand-over only; with -nats they are gateways of one cluster")
 	fs.IntVar(&o.MaxShares, "max-shares", DefaultShares, "most recipients of one SEND")
 	fs.IntVar(&o.MaxTotal, "max-total", DefaultTotal, "largest SEND total in fen")
 	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
@@ -411,6 +449,10 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"A token bucket per user, kept across reconnects. A person sends one every few seconds at most;\n"+
 		"10 lets no client create thousands a second")
 	fs.IntVar(&o.SendBurst, "send-burst", DefaultSendBurst, "SENDs one user may make at once (its bucket's size): room for a client's retries")
+	fs.Float64Var(&o.ChatRate, "chat-rate", DefaultChatRate, "CHATs a second one connection may send on average, past its burst; past it CHAT_ACK 3, answered at once.\n"+
+		"A token bucket per connection: a reconnect starts with a full one. A person types a message every few\n"+
+		"seconds; 20 keeps one sender to ~20 KiB of chats a second at its recipient")
+	fs.IntVar(&o.ChatBurst, "chat-burst", DefaultChatBurst, "CHATs one connection may send at once (its bucket's size): room for what a client queued while offline")
 	fs.IntVar(&o.MaxLivePerUser, "max-live-per-user", DefaultMaxLivePerUser, "group envelopes one user may have live (not fully opened, not expired); past it\n"+
 		"SEND_ACK 3. Each is held until opened or -envelope-ttl: 100 keep one account within ~100 KiB\n"+
 		"(~600 KiB if all its recipients are offline), more than anyone waits on at once")
@@ -428,6 +470,9 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"working directory so that a server started without flags keeps its money; one server per directory")
 	fs.StringVar(&o.Journal, "journal", "on", "on: money is made durable under -data before it is answered (docs/PROTOCOL.md, Durability);\n"+
 		"off: nothing is written and a restart starts from an empty ledger (for comparison only: make perf-compare)")
+	fs.BoolVar(&o.JournalRepair, "journal-repair", false, "start on a journal that is not whole (a bad round before its end, a segment or the checkpoint missing or cut short)\n"+
+		"by cutting it where it stops being whole, instead of refusing to start: every byte cut is kept in a file beside the\n"+
+		"segment (<segment>.cut-<unix time>) and each cut is logged. Money told to clients may be lost: restore from a copy first if there is one")
 	fs.DurationVar(&o.JournalRound, "journal-round", journal.DefaultRoundEvery, "the least time from the start of one journal round (one write and one fdatasync) to the start of the next:\n"+
 		"what is published meanwhile shares the round. An fdatasync costs about the same CPU whatever it holds, so\n"+
 		"this trades up to that much latency of a money answer for fewer syncs under a light load. Negative: none")
@@ -435,6 +480,15 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"a start replays only the journal after the newest snapshot: a minute keeps that to seconds. Negative: only at SIGTERM")
 	fs.StringVar(&o.NATS, "nats", "", "`URL` of the NATS server(s) (comma-separated) over which gateways form one cluster\n"+
 		"(docs/PROTOCOL.md, Clusters); empty: this server alone. Needs -node")
+	fs.StringVar(&o.NATSCreds, "nats-creds", "", "this gateway's NATS identity as a .creds `file` (its user's JWT and nkey seed). Each gateway should be a NATS\n"+
+		"user of its own that may publish on its own subjects only (deploy/nats/): without an identity, any client\n"+
+		"of the NATS server can speak as any gateway, and a gateway says so in its log")
+	fs.StringVar(&o.NATSNKey, "nats-nkey", "", "this gateway's NATS identity as a `file` holding its user's nkey seed")
+	fs.StringVar(&o.NATSUser, "nats-user", "", "this gateway's NATS `user`; its password from -nats-password-file or $"+NATSPassEnv+", never the command line")
+	fs.StringVar(&o.NATSPassFile, "nats-password-file", "", "read the -nats-user password from this `file` (less a final line break)")
+	fs.StringVar(&o.NATSCA, "nats-ca", "", "connect to NATS over TLS, verifying its servers against the CAs in this PEM `file`")
+	fs.StringVar(&o.NATSCert, "nats-cert", "", "present this PEM client certificate `file` to NATS (mutual TLS; with -nats-key)")
+	fs.StringVar(&o.NATSKey, "nats-key", "", "the private key `file` of -nats-cert")
 	fs.StringVar(&o.Node, "node", "", "`I/N`: this is gateway I of a cluster of N, running the SETs s with s mod N == I out of -sets\n"+
 		"(the same -sets and N on every gateway: a gateway that differs refuses to start)")
 	fs.StringVar(&o.Advertise, "advertise", "", "the client `address` other gateways send this one's users to (LOGIN_ACK 3); default: the first -listen address")

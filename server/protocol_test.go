@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -347,7 +348,7 @@ func expectAnswers(t *testing.T, c *client, first uint64, rs []request) {
 			ok = st == proto.OpenNoSuch || st == proto.OpenOverloaded
 		case proto.ChatAck:
 			st, to := f.ChatAck()
-			ok = (st == proto.ChatOffline || st == proto.ChatOverloaded) && to == 999
+			ok = (st == proto.ChatOffline || st == proto.ChatOverloaded || st == proto.ChatLimited) && to == 999
 		case proto.SendAck:
 			st, _ := f.SendAck()
 			ok = st == proto.SendInvalid || st == proto.SendOverloaded
@@ -408,81 +409,103 @@ func TestThousandFramesInOneWrite(t *testing.T) {
 	c.ping()
 }
 
+// TestSlowReaderIsCutOff checks a user that pipelines requests and never
+// reads their answers: cut off past -max-pending, with ERROR 6 after what
+// it can still read, then closed. Chats to it meanwhile are dropped
+// (CHAT_ACK 2) once its backlog is at half the limit, never what gets it cut
+// off, and its SET goes on serving others.
 func TestSlowReaderIsCutOff(t *testing.T) {
-	ts := startServer(t, func(o *server.Options) { o.MaxPending = 8192 })
+	ts := startServer(t, func(o *server.Options) {
+		o.MaxPending = 8192
+		o.ChatRate = 1e6 // a chat a round, faster than -chat-rate: its recipient's backlog is under test
+	})
 	// The slow user reads nothing; a small receive buffer keeps the kernel
 	// from absorbing megabytes before the server's backlog limit matters.
 	slow := slowReader(t, ts, 1, nil)
 	sender := login(t, ts, 2)
 	bystander := login(t, ts, 5) // the slow user's SET: same egress
 
-	// Chats go 4 at a time (4 KiB, under the limit), and the bystander's PING
-	// through the same SET after each batch means the egress has handled the
-	// batch before the next: only a backlog that builds up can pass the limit.
+	// Each round: 1 KiB chats to it, 2 (of the 4 KiB that is half the limit)
+	// until one is dropped (its backlog is at half the limit, the kernel's
+	// buffers full, in few frames), then 1
+	// beside 64 PINGs from the slow user (768 bytes of PONGs it does not
+	// read); and the bystander's PING through the same SET, which means the
+	// egress has handled the round before the next.
 	text := chatText(proto.MaxChatText)
-	const batch = 4
-	sent, cutOff := 0, false
-	for deadline := time.Now().Add(waitTime); !cutOff; {
+	const batch = 64
+	pings, acks := 0, [proto.ChatOverloaded + 1]int{}
+	for deadline := time.Now().Add(waitTime); acks[proto.ChatOffline] == 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("slow reader still connected after %d chats of 1 KiB pushed to it in %v", sent, waitTime)
+			t.Fatalf("slow reader still connected after %d PINGs whose answers it did not read, in %v (CHAT_ACKs to it by status: %v)",
+				pings, waitTime, acks)
+		}
+		chats := 2
+		if acks[proto.ChatOverloaded] > 0 {
+			chats = 1
+			var b []byte
+			for range batch {
+				b = proto.AppendPing(b, slow.nextStamp())
+			}
+			slow.c.SetWriteDeadline(time.Now().Add(time.Second))
+			if slow.c.Send(b) == nil { // fails once the server no longer reads it
+				pings += batch
+			}
 		}
 		var b []byte
 		first := sender.stamp + 1
-		for range batch {
+		for range chats {
 			b = proto.AppendChat(b, sender.nextStamp(), 1, text)
 		}
 		sender.send(b)
 		for s := first; s <= sender.stamp; s++ {
 			st, to := sender.answer(s).ChatAck()
-			switch {
-			case to != 1:
-				t.Fatalf("CHAT_ACK to %d; want 1", to)
-			case st == proto.ChatHanded:
-				sent++
-			case st == proto.ChatOffline:
-				cutOff = true
+			if to != 1 || int(st) >= len(acks) {
+				t.Fatalf("CHAT_ACK status %d to %d; want 0, 1 or 2 to 1", st, to)
 			}
+			acks[st]++ // 0: handed; 2: dropped, its backlog is full; 1: offline, cut off
 		}
-		bystander.ping() // the same SET keeps answering others
+		bystander.ping()
 	}
-	t.Logf("cut off after %d chats (%d KiB) handed to it", sent, sent)
+	t.Logf("cut off after %d PINGs; chats to it: %d handed, %d dropped", pings, acks[proto.ChatHanded], acks[proto.ChatOverloaded])
+	if acks[proto.ChatOverloaded] == 0 {
+		t.Errorf("no chat to the slow reader was dropped before its cut-off; want CHAT_ACK 2 once its backlog is at half of -max-pending")
+	}
 
-	// What reaches the slow reader, which reads from the moment its chats
-	// are answered "offline" (its cut-off): whole chats from the sender, at
-	// most those handed to it (the egress goes on writing its backlog for a
-	// while; a chat handed between the cut-off and the session learning of
-	// it is dropped), then ERROR 6, then the close.
-	got, error6 := 0, false
-	for {
-		f, err := slow.c.Next(waitTime)
-		if err != nil {
-			if !isClosed(err) {
-				t.Fatalf("slow reader after %d frames: %v; want EOF or a reset", got, err)
-			}
-			break
-		}
-		if f.Type == proto.Error {
-			if f.ErrorCode() != proto.ErrCodeTooSlow {
-				t.Fatalf("slow reader got ERROR %d; want 6", f.ErrorCode())
-			}
-			error6 = true
-			slow.expectClosed()
-			break
-		}
-		if f.Type != proto.ChatDeliver {
-			t.Fatalf("slow reader got %s; want CHAT_DELIVER", describe(f))
-		}
-		if from, txt := f.ChatDeliver(); from != 2 || !bytes.Equal(txt, text) {
-			t.Fatalf("slow reader got %s; want it from 2 with the text sent", describe(f))
-		}
-		got++
+	// What reaches the slow reader, which reads from its cut-off on: PONGs
+	// (at most one a PING) and chats from the sender (at most those handed
+	// to it), then ERROR 6, then the close.
+	frames, err := drainAll(slow.c)
+	if !isClosed(err) {
+		t.Fatalf("slow reader after %d frames: %v; want EOF or a reset", len(frames), err)
 	}
-	t.Logf("the slow reader read %d of the %d chats handed to it, then ERROR 6: %v", got, sent, error6)
-	if got > sent || !error6 {
-		t.Errorf("slow reader received %d chats of %d handed, ERROR 6 %v; want at most those handed, then ERROR 6", got, sent, error6)
+	kinds := map[proto.Type]int{}
+	for i, f := range frames {
+		kinds[f.Type]++
+		switch f.Type {
+		case proto.Error:
+			if f.ErrorCode() != proto.ErrCodeTooSlow || i != len(frames)-1 {
+				t.Errorf("slow reader got ERROR %d as frame %d of %d; want ERROR 6 last", f.ErrorCode(), i+1, len(frames))
+			}
+		case proto.ChatDeliver:
+			if from, txt := f.ChatDeliver(); from != 2 || !bytes.Equal(txt, text) {
+				t.Fatalf("slow reader got %s; want it from 2 with the text sent", describe(f))
+			}
+		case proto.Pong:
+		default:
+			t.Fatalf("slow reader got %s; want PONG, CHAT_DELIVER, then ERROR 6", describe(f))
+		}
+	}
+	t.Logf("the slow reader read %d PONGs of %d PINGs and %d chats of %d handed, then ERROR 6: %v",
+		kinds[proto.Pong], pings, kinds[proto.ChatDeliver], acks[proto.ChatHanded], kinds[proto.Error] == 1)
+	if kinds[proto.Pong] > pings || kinds[proto.ChatDeliver] > acks[proto.ChatHanded] || kinds[proto.Error] != 1 {
+		t.Errorf("slow reader received %d PONGs, %d chats, %d ERRORs; want at most %d, at most %d, then ERROR 6",
+			kinds[proto.Pong], kinds[proto.ChatDeliver], kinds[proto.Error], pings, acks[proto.ChatHanded])
 	}
 	sender.ping()
 	bystander.ping()
+	if st := ts.stats().Chat; st.Dropped+st.Overload != uint64(acks[proto.ChatOverloaded]) {
+		t.Errorf("/stats chat %+v: dropped + overload ≠ the %d CHAT_ACK 2 the sender got", st, acks[proto.ChatOverloaded])
+	}
 	code, body := ts.do("GET", "/metrics", "")
 	if code != 200 || !strings.Contains(string(body), "hongbao_cut_off_total 1\n") {
 		t.Errorf("/metrics: %d; want hongbao_cut_off_total 1", code)
@@ -490,57 +513,58 @@ func TestSlowReaderIsCutOff(t *testing.T) {
 }
 
 // TestFastReaderIsNotCutOff checks that a client reading everything at once
-// is not cut off for a burst that its socket takes whole: the backlog limit is
-// for output the peer does not take, not for one batch's worth of frames.
+// is not cut off for a burst of answers that its socket takes whole: the
+// backlog limit is for output the peer does not take, not for one batch's
+// worth of frames.
 func TestFastReaderIsNotCutOff(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, func(o *server.Options) { o.MaxPending = 8192 })
+	// A ring of 1024 takes a burst whole: one batch, one write.
+	ts := startServer(t, func(o *server.Options) { o.MaxPending = 4096; o.Ring = 1024 })
 	fast := login(t, ts, 1)
-	sender := login(t, ts, 2)
-	// The reader drains its socket all the time, counting chats.
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
+	// The reader drains its socket all the time, counting the answers.
+	var read atomic.Int64
+	done := make(chan error, 1)
 	go func() {
-		n := 0
 		for {
 			f, err := fast.c.Next(waitTime)
 			switch {
 			case err != nil:
-				done <- result{n, err}
+				done <- err
 				return
-			case f.Type != proto.ChatDeliver:
-				done <- result{n, fmt.Errorf("got %s", describe(f))}
+			case f.Type != proto.OpenResult:
+				done <- fmt.Errorf("got %s", describe(f))
 				return
 			}
-			n++
+			read.Add(1)
 		}
 	}()
-	text := chatText(proto.MaxChatText)
-	const rounds, burst = 20, 24 // 24 KiB a burst: the loopback socket takes it whole
+	// OPENs of a shake envelope's id, which no SET owns: each is answered
+	// OPEN_RESULT 3 (25 bytes) through the user's SET, 200 to a write: 5,000
+	// bytes of answers at once, more than -max-pending.
+	const rounds, burst = 20, 200
 	for round := range rounds {
 		var b []byte
-		first := sender.stamp + 1
 		for range burst {
-			b = proto.AppendChat(b, sender.nextStamp(), 1, text)
+			b = proto.AppendOpen(b, fast.nextStamp(), 1<<63|5)
 		}
-		sender.send(b)
-		for s := first; s <= sender.stamp; s++ {
-			if st, _ := sender.answer(s).ChatAck(); st != proto.ChatHanded {
-				fast.c.Close()
-				r := <-done
-				t.Fatalf("round %d: CHAT_ACK status %d; want 0: the reader, which had read %d chats, was cut off (%v)",
-					round, st, r.n, r.err)
+		fast.send(b)
+		for deadline, want := time.Now().Add(waitTime), int64((round+1)*burst); read.Load() < want; time.Sleep(time.Millisecond) {
+			select {
+			case err := <-done:
+				t.Fatalf("round %d: the reader stopped after %d answers of %d: %v", round, read.Load(), want, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the reader has %d answers of %d after %v", round, read.Load(), want, waitTime)
 			}
 		}
 	}
-	// Every chat arrives, then the reader's close ends the goroutine.
-	waitFor(t, "the reader to be handed every chat", func() bool { return ts.stats().Chat.Delivered == rounds*burst })
+	if n := metric(t, ts, "hongbao_cut_off_total"); n != 0 {
+		t.Errorf("hongbao_cut_off_total %d; want 0: a reader that takes every burst at once is not slow", n)
+	}
 	fast.c.Close()
-	if r := <-done; r.n != rounds*burst && !strings.Contains(r.err.Error(), "closed") {
-		t.Fatalf("reader got %d chats, then %v; want %d", r.n, r.err, rounds*burst)
+	if err := <-done; !strings.Contains(err.Error(), "closed") {
+		t.Errorf("the reader ended with %v; want the test's close", err)
 	}
 }
 

@@ -15,6 +15,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -64,10 +65,13 @@ type Server struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 
-	node    *cluster.Node    // in a cluster (-nats): this gateway's membership; else nil
-	journal *journal.Journal // nil with -journal off or -pipeline=none
-	dataDir *dataDir
-	sets    []*set.SET
+	node *cluster.Node // in a cluster (-nats): this gateway's membership; else nil
+	// campaignKey: the admin token, which signs the campaign messages this
+	// gateway sends and checks those it takes (signedOp); nil without one.
+	campaignKey []byte
+	journal     *journal.Journal // nil with -journal off or -pipeline=none
+	dataDir     *dataDir
+	sets        []*set.SET
 	// recoveryTime is how long the replay took at start.
 	recoveryTime time.Duration
 	snapMu       sync.Mutex       // one snapshot at a time
@@ -98,6 +102,10 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 	if clamped {
 		log.Warn("-max-conns above the open-files limit less the descriptors kept for the admin API: lowered", "max_conns", o.MaxConns, "now", maxConns, "reserve", FDReserve)
 	}
+	if o.ReusePort && o.NATS == "" {
+		log.Warn("-reuseport without -nats: every process sharing the port is a server of its own, with its own users, pools and ledger; " +
+			"a user can be logged in on two of them at once and each /stats counts its own. Share a port for a restart hand-over only, or make them gateways of one cluster (-nats)")
+	}
 	if o.Pipeline != "none" {
 		if err := s.openJournal(); err != nil {
 			return nil, err
@@ -126,6 +134,8 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		Bus:          s.bus,
 		Bare:         o.Pipeline == "none",
 		ShedDelay:    max(o.ShedDelay, 0),
+		ChatRate:     o.ChatRate,
+		ChatBurst:    o.ChatBurst,
 		NoYield:      o.Pipeline == "disruptor", // its listeners poll: a yield queues the loop behind them
 		Handoff:      o.Handoff,
 		NetpollWait:  o.LoopWait == "netpoller",
@@ -387,6 +397,11 @@ stop:
 		errs = append(errs, s.bus.Close())
 	}
 	errs = append(errs, s.closeCluster())
+	if err := s.journal.Err(); err != nil {
+		// Logged when it happened; the exit status says so too, for whoever
+		// runs the server under a supervisor.
+		errs = append(errs, fmt.Errorf("the journal failed during the run, and no money was handed out after: %w", err))
+	}
 	errs = append(errs, s.closeJournal())
 	s.closeSlowTrace()
 	if s.admin != nil {

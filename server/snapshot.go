@@ -161,6 +161,11 @@ func (s *Server) snapshot() error {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 	}
+	// The journal's checkpoint covers the marks before the snapshot is kept:
+	// a start from it then knows if the rounds holding them were cut.
+	if err := s.journal.Checkpoint(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
 	b := []byte(snapshotMagic)
 	b = binary.BigEndian.AppendUint32(b, uint32(s.opts.Sets))
 	b = binary.BigEndian.AppendUint64(b, id)

@@ -21,6 +21,12 @@ const Stages = 4
 // batch can overshoot it by at most this many answers.
 const egressMaxBatch = 256
 
+// chatShare: chats may fill at most 1/chatShare of a connection's
+// MaxPending (Limits.ChatBacklog); past it they are dropped, never the
+// connection. The rest is room for the user's own answers and ENVELOPE
+// pushes, which are never dropped: a slow reader is cut off by those alone.
+const chatShare = 2
+
 // Options configures a SET; every SET of a server gets the same.
 type Options struct {
 	Ring          int           // slots of the transport, a power of two
@@ -29,7 +35,7 @@ type Options struct {
 	Spins, Yields int           // ring only: rounds before a waiting stage yields, parks (see ring.Options)
 	Fused         bool          // ring only: the four stages on one goroutine, one wake-up per batch
 	Egress        egress.Mode   // when the egress writes: egress.Batch, or egress.EachFrame for comparison
-	Limits        stages.Limits // of group envelopes, for the split stage
+	Limits        stages.Limits // of group envelopes, for the split stage; a ChatBacklog of 0 becomes MaxPending / 2
 	MaxPending    int           // output bytes a connection may have waiting before it is cut off
 	Now           func() int64  // unix ns; nil: time.Now
 	Seed          uint64        // the session and split stages' random numbers: each SET's derive from it and its index
@@ -120,7 +126,11 @@ func (s *SET) AddStages(bus *event.Bus) error {
 		s.egress.Journal(j)
 		s.pids = [2]int{int(shake.ID()), int(split.ID())}
 	}
-	s.add(stages.NewSession(i, bus, l, o.Limits, o.Seed+uint64(2*i)), name("session"), 0)
+	lim := o.Limits
+	if lim.ChatBacklog == 0 {
+		lim.ChatBacklog = o.MaxPending / chatShare
+	}
+	s.add(stages.NewSession(i, bus, l, lim, o.Seed+uint64(2*i)), name("session"), 0)
 	s.add(s.shake, name("shake"), 0)
 	s.add(split, name("split"), 0)
 	s.add(s.egress, name("egress"), egressMaxBatch)

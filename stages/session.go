@@ -2,6 +2,7 @@ package stages
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/valyala/bytebufferpool"
 
@@ -18,14 +19,15 @@ import (
 // a connection, and picks the recipients of system envelopes. A push to a
 // user who is offline it keeps (pending) until the user logs in.
 type Session struct {
-	set    int
-	bus    *event.Bus
-	out    *event.Outbox
-	c      *ledger.SessionCounters
-	users  map[uint32]int32 // user → index in online
-	online []onlineUser
-	rnd    envelope.Rand
-	pend   pending
+	set     int
+	bus     *event.Bus
+	out     *event.Outbox
+	c       *ledger.SessionCounters
+	users   map[uint32]int32 // user → index in online
+	online  []onlineUser
+	rnd     envelope.Rand
+	pend    pending
+	backlog uint32 // Limits.ChatBacklog; 0: none
 }
 
 type onlineUser struct {
@@ -37,7 +39,8 @@ type onlineUser struct {
 // keeps for offline users.
 func NewSession(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, seed uint64) *Session {
 	return &Session{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Session,
-		users: make(map[uint32]int32), rnd: envelope.NewRand(seed), pend: newPending(lim, &l.Session)}
+		users: make(map[uint32]int32), rnd: envelope.NewRand(seed), pend: newPending(lim, &l.Session),
+		backlog: uint32(min(max(lim.ChatBacklog, 0), math.MaxUint32))}
 }
 
 // Handle implements ring.Handler.
@@ -136,14 +139,27 @@ func (s *Session) remove(user uint32, i int32) {
 }
 
 // chat resolves the recipient (this SET owns it) and acknowledges the sender,
-// whose connection may live in another SET.
+// whose connection may live in another SET. A recipient whose backlog is
+// full does not get it: the egress of this SET, its connection's writer,
+// would otherwise cut it off for output it never asked for.
 func (s *Session) chat(ev *event.Event) {
 	s.c.ChatReceived.Add(1)
 	status := proto.ChatHanded
-	if ev.Conn2 = s.lookup(ev.Peer); ev.Conn2.C == nil {
+	ev.Conn2 = s.lookup(ev.Peer)
+	n := 0
+	if ev.Buf != nil {
+		n = len(ev.Buf.B)
+	}
+	switch c := ev.Conn2.C; {
+	case c == nil:
 		status = proto.ChatOffline
 		s.c.ChatOffline.Add(1)
-	} else {
+	case s.backlog != 0 && uint64(c.ChatBacklog())+uint64(n) > uint64(s.backlog):
+		ev.Conn2 = conn.Handle{}
+		status = proto.ChatOverloaded
+		s.c.ChatDropped.Add(1)
+	default:
+		c.ChatQueued += uint32(n)
 		s.c.ChatDelivered.Add(1)
 	}
 	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {

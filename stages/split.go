@@ -37,6 +37,11 @@ type Limits struct {
 	// PendingPerUser is how many ENVELOPE pushes are kept for a recipient
 	// who is offline, the newest; 0: DefaultPendingPerUser.
 	PendingPerUser int
+	// ChatBacklog: a CHAT whose CHAT_DELIVER would take its recipient's
+	// unwritten output (conn.Conn.ChatBacklog) past this many bytes is not
+	// delivered, and answered CHAT_ACK 2, so that chats alone never get a
+	// recipient cut off. 0: no limit.
+	ChatBacklog int
 }
 
 // group is one group envelope, owned by the split stage of its SET. Its

@@ -19,12 +19,27 @@ type Server struct {
 	Port int
 }
 
-// Start runs a NATS server on 127.0.0.1:port (0: a free port).
-func Start(port int) (*Server, error) {
+// Start runs a NATS server on 127.0.0.1:port (0: a free port), open to
+// every client.
+func Start(port int) (*Server, error) { return start(&server.Options{}, port) }
+
+// StartConfig runs a NATS server with the accounts, users and permissions
+// of the nats-server configuration file conf (deploy/nats), on
+// 127.0.0.1:port (0: a free port) whatever the file listens on.
+func StartConfig(conf string, port int) (*Server, error) {
+	o, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	return start(o, port)
+}
+
+func start(o *server.Options, port int) (*Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	o.Host, o.Port, o.NoLog, o.NoSigs = "127.0.0.1", port, true, true
+	ns, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
@@ -50,6 +65,18 @@ func (s *Server) Stop() {
 func StartTest(tb testing.TB) *Server {
 	tb.Helper()
 	ns, err := Start(0)
+	return startTest(tb, ns, err)
+}
+
+// StartTestConfig is StartTest with the configuration file conf.
+func StartTestConfig(tb testing.TB, conf string) *Server {
+	tb.Helper()
+	ns, err := StartConfig(conf, 0)
+	return startTest(tb, ns, err)
+}
+
+func startTest(tb testing.TB, ns *Server, err error) *Server {
+	tb.Helper()
 	if err != nil {
 		tb.Fatal(err)
 	}
