@@ -30,8 +30,6 @@ const (
 	checkpointMagic = "HBCKPT01"
 	checkpointSlot  = 4096
 	checkpointLen   = 44
-	// DefaultCheckpointEvery is Options.CheckpointEvery's default.
-	DefaultCheckpointEvery = 10 * time.Millisecond
 )
 
 // position is where the journal is durable: segment seg holds valid rounds
@@ -105,6 +103,16 @@ func readCheckpoint(path string) (ck checkpoint, found bool, err error) {
 	return ck, true, nil
 }
 
+// newCheckpoint writes a new checkpoint file (temporary name, synced,
+// renamed, directory synced).
+func (j *Journal) newCheckpoint(pos position, gen uint64) error {
+	if err := WriteFile(j.o.Dir, checkpointName, checkpointFile(pos, gen)); err != nil {
+		return fmt.Errorf("journal: checkpoint: %w", err)
+	}
+	j.ckGen, j.ckSlot, j.ckPos, j.dpos = gen, int(gen%2), pos, pos
+	return nil
+}
+
 // Checkpoint writes the durable position to the checkpoint now, if it moved
 // since the last write. A snapshot calls it once its marks are durable, so
 // that the checkpoint covers them before the snapshot is kept.
@@ -144,6 +152,15 @@ func (j *Journal) putCheckpoint(pos position) error {
 	j.ckGen, j.ckSlot, j.ckPos = ck.gen, ck.slot, pos
 	j.M.Checkpoints.Add(1)
 	return nil
+}
+
+// kickCheckpoint tells the checkpoint's goroutine the durable position
+// moved; it never blocks.
+func (j *Journal) kickCheckpoint() {
+	select {
+	case j.ckWake <- struct{}{}:
+	default:
+	}
 }
 
 // checkpointLoop writes the checkpoint after rounds, at most every

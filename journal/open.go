@@ -1,58 +1,34 @@
 package journal
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
 )
 
-// A segment (NNNN.journal, 16 hex digits) starts with its header, then
-// rounds:
-//
-//	magic    "HBJRNL02"
-//	sets     u32 BE  envelope ids name their SET: a journal of another count is refused
-//	index    u64 BE  the segment's own index, as in its name
-//	prevLen  u64 BE  the previous segment's final size (0: none)
-//	prevSeq  u64 BE  the last round before this segment (0: none)
-//	crc      u32 BE  CRC-32C of the 36 bytes before
-//
-// The previous segment's length and last round are in its successor, so
-// that an older segment shortened or replaced is caught by the next one.
-const (
-	segmentSuffix    = ".journal"
-	segmentHeaderLen = 40
-	segmentMagic     = "HBJRNL02"
-	segmentMagicV1   = "HBJRNL01" // records without rounds: no longer read
-)
-
-type segHeader struct {
-	sets    uint32
-	index   uint64
-	prevLen int64
-	prevSeq uint64
+// CorruptError names where the journal is not whole and the start stops:
+// the file, the offset, what is wrong there and what to do. It is never a
+// torn tail, which a start cuts by itself.
+type CorruptError struct {
+	File   string
+	Offset int64
+	Err    error
+	Do     string // what the operator can do; "" for the usual advice
 }
 
-func (h segHeader) bytes() []byte {
-	b := make([]byte, segmentHeaderLen)
-	copy(b, segmentMagic)
-	binary.BigEndian.PutUint32(b[8:], h.sets)
-	binary.BigEndian.PutUint64(b[12:], h.index)
-	binary.BigEndian.PutUint64(b[20:], uint64(h.prevLen))
-	binary.BigEndian.PutUint64(b[28:], h.prevSeq)
-	binary.BigEndian.PutUint32(b[36:], crc32.Checksum(b[:36], castagnoli))
-	return b
+func (e *CorruptError) Error() string {
+	do := e.Do
+	if do == "" {
+		do = "restore the file from a copy, or start with -journal-repair: it cuts the journal there and keeps what it cut in files beside it"
+	}
+	return fmt.Sprintf("journal: %s, offset %d: %v: %s", e.File, e.Offset, e.Err, do)
 }
 
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// What a CorruptError wraps when a file is not there or not whole.
 var (
-	errSegmentHeader = errors.New("bad segment header")
 	// ErrMissing: a segment or the checkpoint that the journal needs is not
 	// there.
 	ErrMissing = errors.New("missing")
@@ -60,40 +36,6 @@ var (
 	// checkpoint says it held.
 	ErrShortened = errors.New("shortened")
 )
-
-func parseSegHeader(b []byte) (segHeader, error) {
-	if len(b) < segmentHeaderLen {
-		return segHeader{}, fmt.Errorf("%w: %d bytes of %d", errSegmentHeader, len(b), segmentHeaderLen)
-	}
-	if string(b[:8]) != segmentMagic || crc32.Checksum(b[:36], castagnoli) != binary.BigEndian.Uint32(b[36:]) {
-		return segHeader{}, errSegmentHeader
-	}
-	return segHeader{sets: binary.BigEndian.Uint32(b[8:]), index: binary.BigEndian.Uint64(b[12:]),
-		prevLen: int64(binary.BigEndian.Uint64(b[20:]) & (1<<62 - 1)), prevSeq: binary.BigEndian.Uint64(b[28:])}, nil
-}
-
-// segment is a segment as Open found it.
-type segment struct {
-	name    string
-	index   uint64
-	size    int64  // its last round ends here
-	prevSeq uint64 // the round before its first
-	last    uint64 // its last round (prevSeq when it holds none)
-}
-
-// Cut is a part of the journal that Open took out: a torn tail (the end of
-// the last round a crash interrupted, never synced, so no answer told of
-// it) or, with Options.Repair, what followed corruption or a missing file.
-type Cut struct {
-	File    string // the segment cut (or the file found missing or wrong)
-	Offset  int64  // where the cut starts
-	Bytes   int64  // bytes cut
-	Records int    // records that decode in them: a lower bound when a round is damaged inside
-	Round   uint64 // the first round cut (0: none)
-	Torn    bool   // a torn tail; false: a repair
-	Kept    string // the file the cut bytes are in now, beside the journal; "" when there were none or only zeros
-	Why     string // what was wrong there
-}
 
 // problem is where the journal stops being whole.
 type problem struct {
@@ -114,47 +56,9 @@ type tornTail struct {
 	why   error
 }
 
-// Open makes Dir if needed and checks every segment in it (from Base on),
-// against each other and against the checkpoint. A bad round is cut as a
-// torn tail only where a crash can have torn it: in the newest segment, at
-// or after the checkpointed position, with no valid round after it. Anything
-// else stops the start with a *CorruptError naming the file and offset
-// (Options.Repair cuts it instead); so does a segment or the checkpoint
-// missing, or a segment shorter than its successor or the checkpoint say.
-// Cuts lists what was cut. Replay then reads what is there; Start begins a
-// new segment after it.
-func Open(o Options) (*Journal, error) {
-	if o.SegmentBytes <= 0 {
-		o.SegmentBytes = defaultSegmentBytes
-	}
-	if o.RingBytes <= 0 {
-		o.RingBytes = defaultRingBytes
-	}
-	if o.RingBytes&(o.RingBytes-1) != 0 || o.RingBytes < 1024 {
-		return nil, fmt.Errorf("journal: ring of %d bytes: want a power of two ≥ 1024", o.RingBytes)
-	}
-	if o.Create == nil {
-		o.Create = createFile
-	}
-	if o.RoundEvery == 0 {
-		o.RoundEvery = DefaultRoundEvery
-	}
-	if o.CheckpointEvery == 0 {
-		o.CheckpointEvery = DefaultCheckpointEvery
-	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		rotReq: make(chan chan rotated), ckWake: make(chan struct{}, 1), ckDone: make(chan struct{}),
-		round: make([]byte, RoundHeaderLen, 64<<10)}
-	j.cond = sync.NewCond(&j.mu)
-	if err := j.open(); err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
+// open checks what is on disk, as Open tells, cutting a torn tail (and with
+// Repair what is damaged), and sets the journal where it ends: the writer's
+// next segment and round, the durable position and the checkpoint.
 func (j *Journal) open() error {
 	dir, ckPath := j.o.Dir, filepath.Join(j.o.Dir, checkpointName)
 	names, err := listSegments(dir, j.o.Base)
@@ -239,34 +143,6 @@ func (j *Journal) open() error {
 		j.ckMu.Lock()
 		defer j.ckMu.Unlock()
 		return j.putCheckpoint(end)
-	}
-	return nil
-}
-
-// newCheckpoint writes a new checkpoint file (temporary name, synced,
-// renamed, directory synced).
-func (j *Journal) newCheckpoint(pos position, gen uint64) error {
-	if err := WriteFile(j.o.Dir, checkpointName, checkpointFile(pos, gen)); err != nil {
-		return fmt.Errorf("journal: checkpoint: %w", err)
-	}
-	j.ckGen, j.ckSlot, j.ckPos, j.dpos = gen, int(gen%2), pos, pos
-	return nil
-}
-
-func oldFormat(dir string, names []string) error {
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		f, err := os.Open(path)
-		if err != nil {
-			return fmt.Errorf("journal: %w", err)
-		}
-		b := make([]byte, 8)
-		n, _ := f.Read(b)
-		f.Close()
-		if string(b[:n]) == segmentMagicV1 {
-			return fmt.Errorf("journal: %s is in the journal format before rounds (%s), which this build does not read: "+
-				"run the build that wrote it, or move the data directory away to start empty", path, segmentMagicV1)
-		}
 	}
 	return nil
 }
@@ -408,197 +284,4 @@ func (j *Journal) scan(names []string, ck *checkpoint) ([]segment, *tornTail, *p
 		segs = append(segs, s)
 	}
 	return segs, torn, nil
-}
-
-func (j *Journal) lose(c Cut) {
-	j.cuts = append(j.cuts, c)
-	if c.Torn {
-		j.M.TornCuts.Add(1)
-	} else {
-		j.M.Repairs.Add(1)
-	}
-	j.M.CutBytes.Add(uint64(c.Bytes))
-	j.M.CutRecords.Add(uint64(c.Records))
-}
-
-// cutTorn cuts the newest segment's torn tail: its bytes kept beside it
-// unless they are all zeros, the file cut (removed when its header was
-// torn) and synced.
-func (j *Journal) cutTorn(name string, t *tornTail) error {
-	path := filepath.Join(j.o.Dir, name)
-	c := Cut{File: path, Offset: t.off, Bytes: int64(len(t.b)) - t.off, Round: t.round, Torn: true, Why: t.why.Error()}
-	if len(t.b) > segmentHeaderLen {
-		c.Records = countRecords(t.b, max(int(t.off), segmentHeaderLen))
-	}
-	if slices.ContainsFunc(t.b[t.off:], func(c byte) bool { return c != 0 }) {
-		kept, err := keepAside(path, t.b[t.off:])
-		if err != nil {
-			return err
-		}
-		c.Kept = kept
-	}
-	var err error
-	if t.off == 0 {
-		err = os.Remove(path)
-	} else {
-		err = truncate(path, t.off)
-	}
-	if err != nil {
-		return fmt.Errorf("journal: cutting the torn tail of %s: %w", path, err)
-	}
-	if err := SyncDir(j.o.Dir); err != nil {
-		return err
-	}
-	j.lose(c)
-	return nil
-}
-
-// repairCut cuts names[p.at] at p.off and moves every later segment aside,
-// keeping every byte in files beside the journal; it returns the segments
-// left.
-func (j *Journal) repairCut(names []string, p *problem) ([]string, error) {
-	dir := j.o.Dir
-	var ce *CorruptError
-	why := p.err.Error()
-	if errors.As(p.err, &ce) {
-		why = ce.Err.Error()
-		if errors.Is(ce.Err, ErrMissing) { // nothing of it to keep: what it held is lost
-			j.lose(Cut{File: ce.File, Offset: ce.Offset, Round: p.round, Why: why})
-		}
-	}
-	for i := p.at; i < len(names); i++ {
-		path := filepath.Join(dir, names[i])
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("journal: %w", err)
-		}
-		c := Cut{File: path, Bytes: int64(len(b)), Round: p.round, Why: why}
-		if i > p.at {
-			c.Why = "follows the cut at " + names[p.at]
-			c.Round = 0
-			if h, err := parseSegHeader(b); err == nil {
-				c.Round = h.prevSeq + 1
-			}
-		}
-		if i == p.at && p.off > 0 {
-			c.Offset, c.Bytes = p.off, int64(len(b))-p.off
-			if c.Kept, err = keepAside(path, b[p.off:]); err != nil {
-				return nil, err
-			}
-			if err := truncate(path, p.off); err != nil {
-				return nil, fmt.Errorf("journal: repairing %s: %w", path, err)
-			}
-		} else {
-			if c.Kept, err = moveAside(path); err != nil {
-				return nil, err
-			}
-		}
-		if int(c.Offset) < len(b) {
-			c.Records = countRecords(b, max(int(c.Offset), segmentHeaderLen))
-		}
-		j.lose(c)
-	}
-	if err := SyncDir(dir); err != nil {
-		return nil, err
-	}
-	if p.off > 0 {
-		return names[:p.at+1], nil
-	}
-	return names[:p.at], nil
-}
-
-// cutName is a new name beside path for what is cut from it.
-func cutName(path string) string {
-	name := fmt.Sprintf("%s.cut-%d", path, time.Now().Unix())
-	for i := 2; ; i++ {
-		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
-			return name
-		}
-		name = fmt.Sprintf("%s.cut-%d-%d", path, time.Now().Unix(), i)
-	}
-}
-
-// keepAside writes b, cut from path, to a new file beside it, synced.
-func keepAside(path string, b []byte) (string, error) {
-	name := cutName(path)
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err == nil {
-		_, err = f.Write(b)
-		if err == nil {
-			err = f.Sync()
-		}
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		return "", fmt.Errorf("journal: keeping what is cut from %s: %w", path, err)
-	}
-	return name, nil
-}
-
-// moveAside renames a segment out of the journal, beside it.
-func moveAside(path string) (string, error) {
-	name := cutName(path)
-	if err := os.Rename(path, name); err != nil {
-		return "", fmt.Errorf("journal: moving %s aside: %w", path, err)
-	}
-	return name, nil
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	defer f.Close()
-	if err := (osFile{f}).Sync(); err != nil {
-		return fmt.Errorf("journal: syncing %s: %w", path, err)
-	}
-	return nil
-}
-
-func truncate(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
-// listSegments lists the segments from index from on, oldest first.
-func listSegments(dir string, from uint64) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	var names []string
-	for _, e := range ents {
-		if i, ok := segmentIndex(e.Name()); ok && i >= from && e.Type().IsRegular() {
-			names = append(names, e.Name())
-		}
-	}
-	slices.Sort(names) // fixed-width hex: lexical is numeric order
-	return names, nil
-}
-
-func segmentName(i uint64) string { return fmt.Sprintf("%016x%s", i, segmentSuffix) }
-
-func segmentIndex(name string) (uint64, bool) {
-	hex, ok := strings.CutSuffix(name, segmentSuffix)
-	if !ok || len(hex) != 16 {
-		return 0, false
-	}
-	i, err := strconv.ParseUint(hex, 16, 64)
-	if err != nil || segmentName(i) != name {
-		return 0, false
-	}
-	return i, true
-}
-
-func segmentIndexOf(name string) uint64 {
-	i, _ := segmentIndex(name)
-	return i
 }

@@ -3,208 +3,12 @@ package journal
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// built is a journal the real writer wrote, copied as a crash would leave
-// it: every round durable, the checkpoint where the test had it written.
-type built struct {
-	dir    string
-	rounds []roundAt // in order, over the segments
-	want   []rec     // every record, in order
-}
-
-// roundAt is one round as it lies on disk.
-type roundAt struct {
-	file     string // its segment's path
-	off, end int64
-	seq      uint64
-	recs     []int64 // each record's offset
-}
-
-type spec struct {
-	rounds, perRound int
-	ckAfter          []int // the checkpoint is written after these rounds (else only the new journal's)
-	segBytes         int64 // > 0: small segments, a few rounds each
-}
-
-func build(t testing.TB, sp spec) built {
-	t.Helper()
-	src := t.TempDir()
-	j := open(t, src, func(o *Options) {
-		o.RoundEvery, o.CheckpointEvery = -1, -1
-		if sp.segBytes > 0 {
-			o.SegmentBytes = sp.segBytes
-		}
-	})
-	p := j.Producer()
-	if err := j.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var want []rec
-	for r := 1; r <= sp.rounds; r++ {
-		var pos uint64
-		for k := range sp.perRound {
-			payload := fmt.Sprintf("round %d record %d", r, k)
-			pos = p.Append(RecTest, []byte(payload))
-			want = append(want, rec{RecTest, p.ID(), payload})
-		}
-		if err := p.Wait(pos); err != nil { // one publication: one round
-			t.Fatal(err)
-		}
-		if slices.Contains(sp.ckAfter, r) {
-			if err := j.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	dir := t.TempDir()
-	copyDir(t, src, dir)
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := built{dir: dir, want: want, rounds: layout(t, dir)}
-	if len(b.rounds) != sp.rounds {
-		t.Fatalf("%d rounds on disk; want %d", len(b.rounds), sp.rounds)
-	}
-	return b
-}
-
-func copyDir(t testing.TB, from, to string) {
-	t.Helper()
-	ents, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// layout finds every round of the journal in dir.
-func layout(t testing.TB, dir string) []roundAt {
-	t.Helper()
-	var rs []roundAt
-	for _, name := range segmentFiles(t, dir) {
-		path := filepath.Join(dir, name)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := parseSegHeader(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq := h.prevSeq
-		for off := segmentHeaderLen; off < len(b); {
-			seq++
-			end, _, err := checkRound(b, off, seq, nil)
-			if err != nil {
-				t.Fatalf("%s at %d: %v", path, off, err)
-			}
-			r := roundAt{file: path, off: int64(off), end: int64(end), seq: seq}
-			for at := off + RoundHeaderLen; at < end; {
-				_, n, _ := Decode(b[at:end])
-				r.recs = append(r.recs, int64(at))
-				at += n
-			}
-			rs = append(rs, r)
-			off = end
-		}
-	}
-	return rs
-}
-
-func (b built) last() roundAt { return b.rounds[len(b.rounds)-1] }
-
-// upTo is the records of the first n rounds.
-func (b built) upTo(n int) []rec {
-	k := 0
-	for _, r := range b.rounds[:n] {
-		k += len(r.recs)
-	}
-	return b.want[:k]
-}
-
-func (b built) segment(i int) string { return filepath.Join(b.dir, segmentName(uint64(i))) }
-
-func edit(t testing.TB, path string, fn func([]byte) []byte) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, fn(b), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipLength flips 0x80 of byte 2 of a record's length: the record then
-// claims 32 KiB more than it holds.
-func flipLength(t testing.TB, path string, rec int64) {
-	edit(t, path, func(b []byte) []byte { b[rec+2] ^= 0x80; return b })
-}
-
-func wantCorrupt(t *testing.T, err error, file string, off int64) *CorruptError {
-	t.Helper()
-	var ce *CorruptError
-	if !errors.As(err, &ce) {
-		t.Fatalf("err %v; want a CorruptError naming %s at offset %d", err, file, off)
-	}
-	if ce.File != file || off >= 0 && ce.Offset != off {
-		t.Fatalf("CorruptError names %s at offset %d; want %s at %d: %v", ce.File, ce.Offset, file, off, err)
-	}
-	if !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), fmt.Sprint(ce.Offset)) {
-		t.Fatalf("the error %q names neither the file nor the offset", err)
-	}
-	return ce
-}
-
-func wantReplay(t *testing.T, j *Journal, want []rec) {
-	t.Helper()
-	got := replay(t, j)
-	if len(got) != len(want) {
-		t.Fatalf("%d records replayed; want %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("record %d replayed %+v; want %+v", i, got[i], want[i])
-		}
-	}
-}
-
-func openDir(dir string, repair bool) (*Journal, error) {
-	return Open(Options{Dir: dir, Sets: 4, Repair: repair, CheckpointEvery: -1})
-}
-
-func size(t testing.TB, path string) int64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
-func cutFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.cut-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // TestOpenTornOrCorrupt: a bad round is cut as a torn tail only where a
 // crash can have torn it — the newest segment, at or after the checkpoint,
@@ -412,22 +216,6 @@ func TestOpenTornOrCorrupt(t *testing.T) {
 	}
 }
 
-// tearSlot damages the checkpoint slot of the greater generation (newer) or
-// the other one.
-func tearSlot(t testing.TB, dir string, newer bool) {
-	t.Helper()
-	edit(t, filepath.Join(dir, checkpointName), func(b []byte) []byte {
-		c0, _ := decodeCheckpoint(b)
-		c1, _ := decodeCheckpoint(b[checkpointSlot:])
-		slot := 0
-		if (c1.gen > c0.gen) == newer {
-			slot = 1
-		}
-		b[slot*checkpointSlot+30] ^= 0x10
-		return b
-	})
-}
-
 // TestTornTailCutAtEveryByte: the newest segment cut at any byte after the
 // checkpoint loses only the round cut into; cut at any byte before it, the
 // start is refused.
@@ -472,105 +260,6 @@ func TestTornTailCutAtEveryByte(t *testing.T) {
 	}
 }
 
-// TestOpenRepair: with Repair a start on damage cuts there, keeps every byte
-// it cut beside the journal, lists each cut, rewrites the checkpoint, and
-// leaves a journal the next start takes as whole.
-func TestOpenRepair(t *testing.T) {
-	t.Run("a bad round in the middle", func(t *testing.T) {
-		b := build(t, spec{rounds: 5, perRound: 6, ckAfter: []int{5}})
-		r := b.rounds[2]
-		flipLength(t, r.file, r.recs[1])
-		damaged, _ := os.ReadFile(r.file)
-		j, err := openDir(b.dir, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cuts := j.Cuts()
-		if len(cuts) == 0 {
-			t.Fatal("nothing reported cut")
-		}
-		c := cuts[0]
-		if c.Torn || c.File != r.file || c.Offset != r.off || c.Bytes != int64(len(damaged))-r.off || c.Records != 1+2*6 || c.Round != r.seq {
-			t.Fatalf("cut %+v; want %s from %d, %d bytes, 13 records, round %d", c, r.file, r.off, int64(len(damaged))-r.off, r.seq)
-		}
-		if kept, err := os.ReadFile(c.Kept); err != nil || !bytes.Equal(kept, damaged[r.off:]) {
-			t.Fatalf("the cut bytes are not kept in %q: %v", c.Kept, err)
-		}
-		if j.M.Repairs.Load() == 0 || j.M.CutBytes.Load() != uint64(c.Bytes) {
-			t.Fatalf("metrics: repairs %d, cut bytes %d", j.M.Repairs.Load(), j.M.CutBytes.Load())
-		}
-		wantReplay(t, j, b.upTo(2))
-		j, err = openDir(b.dir, false)
-		if err != nil {
-			t.Fatalf("the start after the repair: %v", err)
-		}
-		wantReplay(t, j, b.upTo(2))
-	})
-	t.Run("a middle segment missing", func(t *testing.T) {
-		b := build(t, spec{rounds: 8, perRound: 6, segBytes: 600, ckAfter: []int{8}})
-		os.Remove(b.segment(1))
-		later := segmentFiles(t, b.dir)[1:]
-		j, err := openDir(b.dir, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		missing := false
-		for _, c := range j.Cuts() {
-			missing = missing || c.File == b.segment(1) && c.Bytes == 0
-		}
-		if !missing {
-			t.Fatalf("cuts %+v name no missing %s", j.Cuts(), b.segment(1))
-		}
-		if kept := cutFiles(t, b.dir); len(kept) != len(later) {
-			t.Fatalf("kept beside %v; want the %d later segments", kept, len(later))
-		}
-		n := 0
-		for _, r := range b.rounds {
-			if r.file == b.segment(0) {
-				n++
-			}
-		}
-		wantReplay(t, j, b.upTo(n))
-		if _, err := openDir(b.dir, false); err != nil {
-			t.Fatalf("the start after the repair: %v", err)
-		}
-	})
-	t.Run("the checkpoint missing", func(t *testing.T) {
-		b := build(t, spec{rounds: 3, perRound: 2, ckAfter: []int{3}})
-		ck := filepath.Join(b.dir, checkpointName)
-		os.Remove(ck)
-		j, err := openDir(b.dir, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := j.Cuts(); len(c) != 1 || c[0].File != ck {
-			t.Fatalf("cuts %+v; want the checkpoint's loss", c)
-		}
-		wantReplay(t, j, b.want)
-		if _, err := openDir(b.dir, false); err != nil {
-			t.Fatalf("the start after the repair: %v", err)
-		}
-	})
-	t.Run("the newest segment missing", func(t *testing.T) {
-		b := build(t, spec{rounds: 8, perRound: 6, segBytes: 600, ckAfter: []int{8}})
-		os.Remove(b.last().file)
-		j, err := openDir(b.dir, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, r := range b.rounds {
-			if r.file != b.last().file {
-				n++
-			}
-		}
-		wantReplay(t, j, b.upTo(n))
-		if _, err := openDir(b.dir, false); err != nil {
-			t.Fatalf("the start after the repair: %v", err)
-		}
-	})
-}
-
 // TestOpenBase: the segments before Base are neither checked nor read, and
 // Base itself must be there, repair or not.
 func TestOpenBase(t *testing.T) {
@@ -603,38 +292,12 @@ func TestOpenBase(t *testing.T) {
 	}
 }
 
-// TestReplayNeedsMarks: a replay from a snapshot refuses a journal without
-// the mark of a producer the snapshot holds, and under Repair marks it
-// again, so that its later records replay.
-func TestReplayNeedsMarks(t *testing.T) {
-	b := build(t, spec{rounds: 2, perRound: 2, ckAfter: []int{2}})
-	j := open(t, b.dir, nil)
-	j.Producer()
-	from := From{ID: 9, Marked: []uint16{0}}
-	if err := j.Replay(from, func(Record) error { return nil }); !errors.Is(err, ErrMissing) {
-		t.Fatalf("no mark: %v; want it refused", err)
-	}
-	j = open(t, b.dir, func(o *Options) { o.Repair = true })
-	p := j.Producer()
-	if err := j.Replay(from, func(Record) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if r := j.Remarked(); !slices.Equal(r, []uint16{0}) {
-		t.Fatalf("remarked %v; want [0]", r)
-	}
-	if err := j.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(p.Append(RecTest, []byte("after"))); err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
-	var got []string
-	if err := open(t, b.dir, nil).Replay(from, func(r Record) error { got = append(got, string(r.Payload)); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, []string{"after"}) {
-		t.Fatalf("replayed %q after the new mark; want the record appended after it", got)
+func TestOtherSetsRefused(t *testing.T) {
+	dir := t.TempDir()
+	write(t, open(t, dir, nil), 1, 3)
+	_, err := Open(Options{Dir: dir, Sets: 8})
+	if err == nil || !strings.Contains(err.Error(), "-sets 4") {
+		t.Fatalf("err %v; want a refusal naming -sets 4", err)
 	}
 }
 
@@ -644,36 +307,5 @@ func TestOldFormatRefused(t *testing.T) {
 	_, err := Open(Options{Dir: dir, Sets: 4})
 	if err == nil || !strings.Contains(err.Error(), segmentMagicV1) || !strings.Contains(err.Error(), segmentName(0)) {
 		t.Fatalf("err %v; want the old format named", err)
-	}
-}
-
-// TestCheckpointKeepsUp: the checkpoint's goroutine follows the rounds, and
-// Close leaves it at the journal's end.
-func TestCheckpointKeepsUp(t *testing.T) {
-	dir := t.TempDir()
-	j := open(t, dir, nil)
-	p := j.Producer()
-	if err := j.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if err := p.Wait(p.Append(RecTest, []byte{byte(i)})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ck, _, err := readCheckpoint(filepath.Join(dir, checkpointName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := layout(t, dir)
-	last := rs[len(rs)-1]
-	if ck.pos != (position{seg: 0, off: last.end, seq: last.seq}) {
-		t.Fatalf("checkpoint %+v after Close; want the end of round %d at %d", ck.pos, last.seq, last.end)
-	}
-	if j.M.Checkpoints.Load() == 0 {
-		t.Fatal("no checkpoint written")
 	}
 }

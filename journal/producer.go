@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,21 @@ type Producer struct {
 	durable atomic.Uint64 // written and synced: the ring is free up to here
 	_       [56]byte
 }
+
+// Producer registers a new producer; all are registered before Start.
+func (j *Journal) Producer() *Producer {
+	if len(j.producers) >= 1<<16 || uint64(len(j.producers)+1)*uint64(j.o.RingBytes) > math.MaxUint32-RoundHeaderLen {
+		panic("BUG: journal: more than 65,536 producers, or their rings past a round's 4 GiB")
+	}
+	p := &Producer{j: j, id: uint16(len(j.producers)), buf: make([]byte, j.o.RingBytes),
+		mask: uint64(j.o.RingBytes - 1), scratch: make([]byte, 0, 512)}
+	j.producers = append(j.producers, p)
+	j.marks = append(j.marks, 0)
+	return p
+}
+
+// Producers is how many producers are registered.
+func (j *Journal) Producers() int { return len(j.producers) }
 
 // ID is the producer's id, written in each of its records.
 func (p *Producer) ID() uint16 { return p.id }

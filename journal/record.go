@@ -3,7 +3,6 @@ package journal
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
 )
 
@@ -84,26 +83,6 @@ func Decode(b []byte) (Record, int, error) {
 	}
 	return Record{Type: body[0], PID: binary.BigEndian.Uint16(body[1:]), Payload: body[bodyMin:]}, HeaderLen + n, nil
 }
-
-// CorruptError names where the journal is not whole and the start stops:
-// the file, the offset, what is wrong there and what to do. It is never a
-// torn tail, which a start cuts by itself.
-type CorruptError struct {
-	File   string
-	Offset int64
-	Err    error
-	Do     string // what the operator can do; "" for the usual advice
-}
-
-func (e *CorruptError) Error() string {
-	do := e.Do
-	if do == "" {
-		do = "restore the file from a copy, or start with -journal-repair: it cuts the journal there and keeps what it cut in files beside it"
-	}
-	return fmt.Sprintf("journal: %s, offset %d: %v: %s", e.File, e.Offset, e.Err, do)
-}
-
-func (e *CorruptError) Unwrap() error { return e.Err }
 
 // walk decodes the records of b from off, handing each to fn (if not nil),
 // and returns the offset where it stopped with the reason.
