@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"hongbao/event"
+	"hongbao/internal/transport"
 	"hongbao/ring"
-	"hongbao/transport"
 )
 
 // TestBusOverTransports: the Bus gives requests and answers the same room on

@@ -32,9 +32,8 @@ const (
 // accept accepts up to acceptBudget connections from listener i.
 func (l *loop) accept(i int) {
 	// The login timeout runs from here, not from the round's clock: read
-	// before the round's reads, it can be a long round old under load (a
-	// connection then got ERROR 7 117 ms early, as the hostile test saw on a
-	// busy machine).
+	// before the round's reads, it can be a long round old under load
+	// (docs/DESIGN.md, The login timeout runs from the accept).
 	now := l.ing.o.Now()
 	lfd := l.e.lns[i].fd
 	for range acceptBudget {
@@ -74,9 +73,7 @@ func (l *loop) accept(i int) {
 // add makes fd a connection of this loop.
 func (l *loop) add(fd int, now int64) {
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) // answers are small and latency-bound
-	if l.shed.target > 0 {
-		stampConn(fd)
-	}
+	l.shed.watch(fd)
 	ic := l.slab.get()
 	ic.c.FD, ic.c.Accepted = fd, now
 	ic.loop, ic.flags = uint16(l.idx), fPre

@@ -17,7 +17,8 @@ import (
 // input paused and its bytes kept in c.In until a retry gets through) or
 // fatal (fFatal: KFatal published; input ignored until the peer goes or the
 // egress shuts the socket down). A pre-login connection may stall too (its
-// KLogin refused).
+// KLogin refused). In Bare mode a LOGIN makes the connection kept (fKept)
+// instead of live: the loop goes on owning it and releases it itself.
 
 // onConn handles what epoll reported for ic.
 func (l *loop) onConn(ic *iconn, events uint32, now int64) {
@@ -108,9 +109,7 @@ func (l *loop) input(ic *iconn, data []byte, now int64) (gone bool) {
 	p.out = p.out[:0]
 	used, r := p.consume(ic, data, now)
 	if ic.flags&fPre != 0 && ic.c.User != 0 { // this input logged it in
-		l.slab.remove(&l.pre, ic)
-		l.slab.pushBack(&l.live, ic)
-		ic.flags &^= fPre
+		l.loggedIn(l, ic)
 	}
 	switch r {
 	case resMore:
@@ -121,11 +120,9 @@ func (l *loop) input(ic *iconn, data []byte, now int64) (gone bool) {
 				l.e.interest(ic, 0, evPaused)
 			}
 		}
-		if len(p.out) > 0 { // Bare: every answer of this read in one write
+		if len(p.out) > 0 { // answers the ingress made itself (Bare): all of this read's in one write
 			if n, err := unix.Write(ic.c.FD, p.out); err != nil || n < len(p.out) {
-				// A client that does not read its answers is dropped: this mode
-				// measures I/O and keeps no output queue.
-				l.end(ic, nil)
+				l.end(ic, nil) // no output queue (compare_bare.go)
 				return true
 			}
 		}
@@ -170,8 +167,24 @@ func (l *loop) keep(ic *iconn, rest []byte) {
 	c.In.B = append(c.In.B[:0], rest...)
 }
 
-// end closes a connection the loop owns (not logged in, or Bare) after one
-// best-effort, non-blocking write of out.
+// handOver is loggedIn when the LOGIN was published: the SET's egress is
+// from now on the connection's writer and releaser.
+func (l *loop) handOver(ic *iconn) {
+	l.slab.remove(&l.pre, ic)
+	l.slab.pushBack(&l.live, ic)
+	ic.flags &^= fPre
+}
+
+// keepBare is loggedIn in Bare mode: the ingress answered the LOGIN and
+// keeps the connection.
+func (l *loop) keepBare(ic *iconn) {
+	l.slab.remove(&l.pre, ic)
+	l.slab.pushBack(&l.kept, ic)
+	ic.flags = ic.flags&^fPre | fKept
+}
+
+// end closes a connection the loop owns (fOwned) after one best-effort,
+// non-blocking write of out.
 func (l *loop) end(ic *iconn, out []byte) {
 	if len(out) > 0 {
 		unix.Write(ic.c.FD, out)
@@ -183,7 +196,7 @@ func (l *loop) end(ic *iconn, out []byte) {
 	if ic.flags&fPre != 0 {
 		l.slab.remove(&l.pre, ic)
 	} else {
-		l.slab.remove(&l.live, ic)
+		l.slab.remove(&l.kept, ic)
 	}
 	l.keep(ic, nil)
 	l.cnt[cClosed]++
@@ -192,7 +205,7 @@ func (l *loop) end(ic *iconn, out []byte) {
 
 // eof handles the end of ic's input: EOF, a read error, HUP or ERR.
 func (l *loop) eof(ic *iconn) {
-	if ic.flags&fPre != 0 || l.p.bare {
+	if ic.flags&fOwned != 0 {
 		l.end(ic, nil)
 		return
 	}

@@ -32,7 +32,6 @@ const (
 type proc struct {
 	bus      *event.Bus
 	redirect func(set int) string // the address of the gateway that runs set
-	bare     bool
 	secret   bool
 	ver      *proto.Verifier // this loop's; nil in netpoll, which borrows from verPool
 	verPool  *sync.Pool      // of *proto.Verifier, for netpoll
@@ -55,6 +54,13 @@ type proc struct {
 	shed bool
 
 	chat chatRate // every connection's CHAT rate (Options.ChatRate)
+
+	// What becomes of a connection's frames, chosen once by newProc:
+	// published into the rings (publish, admit, fatal), or in Bare mode
+	// answered by the ingress itself (compare_bare.go).
+	frame    func(p *proc, ic *iconn, f proto.Frame, now int64) result                 // a well-formed frame
+	loggedIn func(p *proc, c *conn.Conn, f proto.Frame, user uint32, now int64) result // a LOGIN that passed its checks
+	cutOff   func(p *proc, c *conn.Conn, code uint8) result                            // a violation after LOGIN
 }
 
 // consume handles the complete frames at the start of data, which arrived
@@ -73,7 +79,7 @@ func (p *proc) consume(ic *iconn, data []byte, now int64) (used int, r result) {
 			return used, resMore
 		}
 		p.refusedLast = false
-		if r = p.frame(ic, f, now); r == resStall {
+		if r = p.frame(p, ic, f, now); r == resStall {
 			return used, r
 		}
 		if !p.refusedLast {
@@ -90,15 +96,13 @@ func (p *proc) consume(ic *iconn, data []byte, now int64) (used int, r result) {
 	}
 }
 
-// frame handles one well-formed frame for ic. It is the decode→publish path
-// of the server, and allocates nothing.
-func (p *proc) frame(ic *iconn, f proto.Frame, now int64) result {
+// publish handles one well-formed frame for ic: after LOGIN, as an event in
+// the ring of the SET that owns its work. It is the decode→publish path of
+// the server, and allocates nothing.
+func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 	c := &ic.c
 	if c.User == 0 {
 		return p.login(c, f, now)
-	}
-	if p.bare {
-		return p.answerBare(c, f)
 	}
 	switch f.Type {
 	case proto.Login:
@@ -198,12 +202,12 @@ func (p *proc) login(c *conn.Conn, f proto.Frame, now int64) result {
 		p.out = proto.AppendLoginAck(p.out, f.Stamp, proto.LoginBadToken, user)
 		return resClose
 	}
-	if p.bare {
-		c.User = user
-		p.cnt[cLogins]++
-		p.out = proto.AppendLoginAck(p.out, f.Stamp, proto.LoginOK, user)
-		return resMore
-	}
+	return p.loggedIn(p, c, f, user, now)
+}
+
+// admit publishes the KLogin of a LOGIN that passed its checks into the
+// user's SET, or redirects the user to the gateway that runs it.
+func (p *proc) admit(c *conn.Conn, f proto.Frame, user uint32, now int64) result {
 	set := p.bus.SETOf(user)
 	if !p.bus.IsLocal(set) { // another gateway of the cluster runs the user's SET
 		p.cnt[cLoginRejected]++
@@ -237,22 +241,23 @@ func (p *proc) verify(user uint32, token []byte, now int64) bool {
 // violation handles bytes that can never become a frame.
 func (p *proc) violation(ic *iconn, code uint8) result {
 	c := &ic.c
-	if c.User == 0 || p.bare {
-		p.cnt[cViolations]++
-		p.out = proto.AppendError(p.out, 0, code)
-		return resClose
+	if c.User == 0 {
+		return p.closeWith(code)
 	}
-	return p.fatal(c, code)
+	return p.cutOff(p, c, code)
+}
+
+// closeWith ends a connection the ingress owns with ERROR code, stamp 0
+// (docs/PROTOCOL.md, Stamps on ERROR).
+func (p *proc) closeWith(code uint8) result {
+	p.cnt[cViolations]++
+	p.out = proto.AppendError(p.out, 0, code)
+	return resClose
 }
 
 // fatal asks c's SET to send ERROR code, stamp 0 (docs/PROTOCOL.md, Stamps
 // on ERROR), and cut c off.
 func (p *proc) fatal(c *conn.Conn, code uint8) result {
-	if p.bare {
-		p.cnt[cViolations]++
-		p.out = proto.AppendError(p.out, 0, code)
-		return resClose
-	}
 	s, ok := p.bus.ClaimAnswer(int(c.SET))
 	if !ok {
 		return resStall
@@ -329,19 +334,11 @@ func (p *proc) publishRefused() {
 	}
 }
 
-// overloadStatus and bareStatus are the statuses of the answers the ingress
-// makes by itself, by request type.
-var (
-	overloadStatus = [proto.Ping + 1]uint8{
-		proto.Shake: proto.ShakeOverloaded, proto.Open: proto.OpenOverloaded,
-		proto.Send: proto.SendOverloaded, proto.Chat: proto.ChatOverloaded,
-	}
-	// Bare mode has no state: what the stages answer when there is nothing.
-	bareStatus = [proto.Ping + 1]uint8{
-		proto.Shake: proto.ShakeNothing, proto.Open: proto.OpenNoSuch,
-		proto.Send: proto.SendInvalid, proto.Chat: proto.ChatOffline,
-	}
-)
+// overloadStatus is the status of an "overloaded" answer, by request type.
+var overloadStatus = [proto.Ping + 1]uint8{
+	proto.Shake: proto.ShakeOverloaded, proto.Open: proto.OpenOverloaded,
+	proto.Send: proto.SendOverloaded, proto.Chat: proto.ChatOverloaded,
+}
 
 // appendStatus appends the answer with status to a SHAKE, OPEN, SEND or CHAT.
 func appendStatus(dst []byte, t proto.Type, stamp uint64, status uint8, env uint64, to uint32) []byte {
@@ -356,23 +353,4 @@ func appendStatus(dst []byte, t proto.Type, stamp uint64, status uint8, env uint
 		return proto.AppendChatAck(dst, stamp, status, to)
 	}
 	panic("BUG: ingress: no status answer for " + t.String())
-}
-
-// answerBare answers a logged-in frame in Bare mode, into p.out.
-func (p *proc) answerBare(c *conn.Conn, f proto.Frame) result {
-	switch f.Type {
-	case proto.Login:
-		return p.fatal(c, proto.ErrCodeMalformed)
-	case proto.Ping:
-		p.out = proto.AppendPong(p.out, f.Stamp)
-	case proto.Open:
-		env := f.Open()
-		p.out = appendStatus(p.out, f.Type, f.Stamp, bareStatus[f.Type], env, 0)
-	case proto.Chat:
-		to, _ := f.Chat()
-		p.out = appendStatus(p.out, f.Type, f.Stamp, bareStatus[f.Type], 0, to)
-	default:
-		p.out = appendStatus(p.out, f.Type, f.Stamp, bareStatus[f.Type], 0, 0)
-	}
-	return resMore
 }

@@ -92,8 +92,12 @@ func New(o Options) (*Ingress, error) {
 // newProc returns a frame handler counting into cnt. withVerifier gives it a
 // Verifier of its own (a loop's); otherwise it borrows one per LOGIN.
 func (ing *Ingress) newProc(cnt *counters, withVerifier bool) proc {
-	p := proc{bus: ing.o.Bus, redirect: ing.o.Redirect, bare: ing.o.Bare, secret: len(ing.o.AuthSecret) > 0, verPool: &ing.vers, cnt: cnt,
-		chat: newChatRate(ing.o.ChatRate, ing.o.ChatBurst)}
+	p := proc{bus: ing.o.Bus, redirect: ing.o.Redirect, secret: len(ing.o.AuthSecret) > 0, verPool: &ing.vers, cnt: cnt,
+		chat:  newChatRate(ing.o.ChatRate, ing.o.ChatBurst),
+		frame: (*proc).publish, loggedIn: (*proc).admit, cutOff: (*proc).fatal}
+	if ing.o.Bare {
+		bareProc(&p)
+	}
 	if p.secret && withVerifier {
 		p.ver = ing.vers.Get().(*proto.Verifier)
 	}

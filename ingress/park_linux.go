@@ -9,6 +9,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// waiter is how an idle loop blocks, chosen once in newLoop: rawWait, or a
+// parker with Options.NetpollWait.
+type waiter interface {
+	// wait is epoll_wait(2) on the loop's epoll with a timeout in ms (-1:
+	// none), into the loop's events.
+	wait(timeoutMs int) (int, error)
+	close()
+}
+
+// rawWait blocks in epoll_wait itself, keeping the loop's P until the
+// runtime's sysmon retakes it (docs/DESIGN.md, Idle loops block in
+// epoll_wait).
+type rawWait struct {
+	epfd   int
+	events []unix.EpollEvent
+}
+
+func (w *rawWait) wait(timeoutMs int) (int, error) {
+	return unix.EpollWait(w.epfd, w.events, timeoutMs)
+}
+
+func (w *rawWait) close() {}
+
 // parker blocks a loop in the Go runtime's netpoller instead of a raw
 // epoll_wait (Options.NetpollWait). An epoll descriptor is itself pollable:
 // it is readable while its instance has events ready, and every new event
@@ -20,6 +43,7 @@ import (
 // (20 µs to 10 ms later). Every poll of the loop's own epoll is still a
 // non-blocking epoll_wait on the loop's goroutine.
 type parker struct {
+	epfd     int             // the loop's, for the polls that need no park
 	f        *os.File        // the duplicate, owned: closed by close
 	rc       syscall.RawConn // f's
 	events   []unix.EpollEvent
@@ -38,7 +62,7 @@ func newParker(epfd int, events []unix.EpollEvent) (*parker, error) {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("fcntl", err)
 	}
-	p := &parker{f: os.NewFile(uintptr(fd), "epoll"), events: events}
+	p := &parker{epfd: epfd, f: os.NewFile(uintptr(fd), "epoll"), events: events}
 	if p.rc, err = p.f.SyscallConn(); err != nil {
 		p.f.Close()
 		return nil, err
@@ -48,10 +72,15 @@ func newParker(epfd int, events []unix.EpollEvent) (*parker, error) {
 }
 
 // wait is epoll_wait(2) on the loop's epoll with a timeout in ms (-1:
-// none), parked in the netpoller between non-blocking polls. Its first poll
-// is not to be skipped: the runtime's poller reports the epoll descriptor
-// edge-triggered, so an event that came before the park is seen only there.
+// none), parked in the netpoller between non-blocking polls. It polls once
+// before anything else, so that a busy round, which finds events at once,
+// sets no deadline. The poll of the park itself is not to be skipped: the
+// runtime's poller reports the epoll descriptor edge-triggered, so an event
+// that came before the park is seen only there.
 func (p *parker) wait(timeoutMs int) (int, error) {
+	if n, err := unix.EpollWait(p.epfd, p.events, 0); n != 0 || err != nil || timeoutMs == 0 {
+		return n, err
+	}
 	switch {
 	case timeoutMs >= 0:
 		p.f.SetReadDeadline(time.Now().Add(time.Duration(timeoutMs) * time.Millisecond))

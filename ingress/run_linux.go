@@ -4,7 +4,9 @@ package ingress
 // SETs they published into, and runLimit the most events it runs of one SET
 // at a time (see Running SETs in the package doc): the first request of a
 // round waits for at most runEvery reads before its SET runs, and a SET
-// with more than runLimit events waiting is handed to its own goroutine.
+// with more than runLimit events waiting is handed to its own goroutine, so
+// that one busy SET does not hold up the loop's reads (docs/DESIGN.md, A
+// loop runs its SETs every 64 descriptors, 256 events at most).
 const (
 	runEvery = 64
 	runLimit = 256
@@ -12,15 +14,13 @@ const (
 
 // runningSETs makes the loop's frame handler publish through a view of the
 // bus that wakes no SET, remembering which it published into: runSETs runs
-// them. Not when bare (no SETs) or with Options.Handoff.
+// them. newLoop calls it unless Bare (no SETs) or Options.Handoff, whose
+// loops leave toRun empty and every publish wakes its SET's goroutine.
 func (l *loop) runningSETs() {
-	o := &l.ing.o
-	if l.p.bare || o.Handoff || o.Bus == nil {
-		return
-	}
-	l.marked = make([]bool, o.Bus.Sets())
-	l.toRun = make([]int32, 0, o.Bus.Sets())
-	l.p.bus = o.Bus.RunningBus(l.mark)
+	bus := l.ing.o.Bus
+	l.marked = make([]bool, bus.Sets())
+	l.toRun = make([]int32, 0, bus.Sets())
+	l.p.bus = bus.RunningBus(l.mark)
 }
 
 // mark records that the loop published into set since its last runSETs.

@@ -33,11 +33,10 @@ func newShedder(target int64) shedder {
 }
 
 // shedIntervalFactor: the interval is this many targets. It is the longest
-// burst the server absorbs without refusing: at the default 50 ms target,
-// 100 ms, longer than the worst second's SHAKE p99 measured at 30,000
-// SHAKE/s over 19,000 connections (24–88 ms), which was never refused; and
-// short enough that twice the capacity queues at most another 100 ms before
-// shedding starts.
+// burst the server absorbs without refusing: longer than the worst seconds
+// of a load the server carries, short enough that twice the capacity queues
+// little more before shedding starts (docs/DESIGN.md, The shedder's interval
+// is two targets).
 const shedIntervalFactor = 2
 
 // busy reports whether the state may change soon or refusals may happen: the

@@ -56,3 +56,56 @@ func (r *stampReader) timestamp() int64 {
 
 // stampConn asks the kernel to timestamp what fd receives.
 func stampConn(fd int) { unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }
+
+// shedding is a loop's shedding by delay, chosen once in newLoop: delayShed
+// with Options.ShedDelay, noShed without it and in Bare mode.
+type shedding interface {
+	// watch has the kernel timestamp what a new connection receives.
+	watch(fd int)
+	// endRound closes the round that ended at now, before the loop waits.
+	endRound(now int64)
+	// stamps reports whether the reads of the round whose epoll_wait
+	// returned at now are timestamped; full: it returned every event it
+	// had room for, so more were ready.
+	stamps(now int64, full bool) bool
+	// sample takes how long a read's newest byte waited (0: not measured)
+	// and reports whether the read's SHAKEs and CHATs are refused.
+	sample(wait int64) bool
+}
+
+// noShed never sheds, and never timestamps a read.
+type noShed struct{}
+
+func (noShed) watch(int)               {}
+func (noShed) endRound(int64)          {}
+func (noShed) stamps(int64, bool) bool { return false }
+func (noShed) sample(int64) bool       { return false }
+
+// delayShed is the shedder of one loop and the gate of its timestamps.
+type delayShed struct {
+	shedder
+	lastRound int64 // unix ns when the previous epoll_wait returned
+	lastFull  bool  // it returned a full batch of events: more were ready
+}
+
+func newDelayShed(target int64) *delayShed { return &delayShed{shedder: newShedder(target)} }
+
+func (d *delayShed) watch(fd int) { stampConn(fd) }
+
+// stamps decides whether the reads of the round are timestamped. Without a
+// timestamp a read costs a plain read(2); with one, recvmsg(2) and a clock
+// read. When the previous epoll_wait left nothing ready behind, whatever
+// this round reads became ready after it, so it has waited at most the time
+// since then plus this round's own work: when that cycle is under half the
+// target, nothing this round reads can be near the target and the reads go
+// untimestamped. Two kinds of reads escape that bound: the rest of an input
+// over ReadBudget, and the input of a connection whose reading a full ring
+// paused; the first is one client's own backlog, the second the full ring's
+// overload, which its refusals answer. A round that is slow all by itself
+// (descheduled mid-round) shows as a long cycle to the next one; the
+// interval the shedder waits before refusing covers that one round.
+func (d *delayShed) stamps(now int64, full bool) bool {
+	stamp := d.busy() || d.lastFull || now-d.lastRound > d.target/2
+	d.lastRound, d.lastFull = now, full
+	return stamp
+}

@@ -114,9 +114,10 @@ func stampedPair(t testing.TB) (net.Conn, int) {
 
 // TestGateStamps: reads are timestamped while the shedder is busy, after an
 // epoll_wait that filled its events, and after a cycle over half the target;
-// else not.
+// else not. Without shedding, never.
 func TestGateStamps(t *testing.T) {
-	l := &loop{shed: newShedder(100), events: make([]unix.EpollEvent, 4)}
+	const events = 4
+	d := newDelayShed(100)
 	for i, step := range []struct {
 		now   int64
 		n     int
@@ -132,13 +133,15 @@ func TestGateStamps(t *testing.T) {
 		{1202, 0, false, false},
 	} {
 		if step.busy {
-			l.shed.since = 1
+			d.since = 1
 		} else {
-			l.shed.since = 0
+			d.since = 0
 		}
-		l.gateStamps(step.now, step.n)
-		if l.stamp != step.stamp {
-			t.Errorf("step %d: stamp %v; want %v", i, l.stamp, step.stamp)
+		if got := d.stamps(step.now, step.n == events); got != step.stamp {
+			t.Errorf("step %d: stamp %v; want %v", i, got, step.stamp)
+		}
+		if (noShed{}).stamps(step.now, step.n == events) {
+			t.Errorf("step %d: stamped without shedding", i)
 		}
 	}
 }

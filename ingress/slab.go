@@ -9,9 +9,9 @@ import (
 )
 
 // iconn is the ingress's record of one connection: the conn.Conn that the
-// stages see (as &ic.c) and the bookkeeping only the ingress reads. About 120
-// bytes; an idle connection has nothing else on the Go heap (no read buffer,
-// no goroutine in epoll mode).
+// stages see (as &ic.c) and the bookkeeping only the ingress reads. An idle
+// connection has nothing else on the Go heap (no read buffer, no goroutine
+// in epoll mode).
 //
 // Ownership: id is constant. ev is shared with the egress (WatchWritable)
 // and only changed by compare-and-swap. Everything else belongs to the loop
@@ -34,18 +34,21 @@ type iconn struct {
 
 // Loop state of a connection (iconn.flags).
 const (
-	fPre      = 1 << iota // not logged in: in the loop's pre list (else in live)
+	fPre      = 1 << iota // not logged in: in the loop's pre list (else in live, or kept)
+	fKept                 // logged in and kept by the ingress (Bare): in the loop's kept list
 	fStalled              // c.In holds frames a full ring refused: input paused, queued for retry
 	fFatal                // KFatal published: input paused and ignored until the peer goes
 	fEOF                  // the read side ended, out of epoll: KDisconnect to publish
 	fUnread               // with fEOF: the socket may still hold input (HUP or ERR came while stalled)
 	fWritable             // KWritable to publish
 	fQueued               // in the loop's pending list
+
+	fOwned = fPre | fKept // the ingress writes and releases it itself
 )
 
-// Slab chunks hold 1024 connections (≈ 120 KiB): big enough that growing to
-// a million costs a thousand allocations, small enough that a server with a
-// few connections does not reserve much.
+// Slab chunks hold 1024 connections: big enough that growing to a million
+// costs a thousand allocations, small enough that a server with a few
+// connections does not reserve much.
 const (
 	chunkShift = 10
 	chunkLen   = 1 << chunkShift
@@ -57,10 +60,10 @@ const (
 // data and in conn.Scratch) and found again by indexing, without a map and
 // without putting a Go pointer where the kernel or a uintptr keeps it.
 //
-// Rejected: a map fd → *Conn per loop (≈ 50 bytes per entry plus rehashing
-// pauses at a million entries) and a table indexed by fd (one per loop, each
-// as long as the highest fd: loops × 8 bytes per connection, and fd numbers
-// are process-wide).
+// Rejected: a map fd → *Conn per loop (tens of bytes per entry plus
+// rehashing pauses at a million entries) and a table indexed by fd (one per
+// loop, each as long as the highest fd: loops × 8 bytes per connection, and
+// fd numbers are process-wide).
 //
 // get and put are safe for concurrent use (put is called by egress
 // goroutines through Owner.Release); at is lock-free.

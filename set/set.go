@@ -6,11 +6,11 @@ import (
 
 	"hongbao/egress"
 	"hongbao/event"
+	"hongbao/internal/transport"
 	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/ring"
 	"hongbao/stages"
-	"hongbao/transport"
 )
 
 // Stages is the number of stages of a SET: session, shake, split, egress.

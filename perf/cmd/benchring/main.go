@@ -12,6 +12,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,17 +55,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
-	if c.count < 1 {
-		errs = append(errs, fmt.Errorf("-count=%d: want at least 1", c.count))
-	}
+	var bad harness.Problems
+	bad.If(c.count < 1, "-count=%d: want at least 1", c.count)
 	if err := checkBenchtime(c.benchtime); err != nil {
-		errs = append(errs, err)
+		bad.Add(err)
 	}
 	if c.out == "" {
-		errs = append(errs, errors.New("-out: want a directory"))
+		bad.Add(errors.New("-out: want a directory"))
 	}
-	return c, errors.Join(errs...)
+	return c, bad.Err()
 }
 
 // checkBenchtime accepts what go test -benchtime accepts: a positive duration
@@ -83,19 +82,7 @@ func checkBenchtime(s string) error {
 }
 
 func main() {
-	fs := flag.NewFlagSet("benchring", flag.ContinueOnError)
-	c, err := parseFlags(fs, os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchring:", err)
-		os.Exit(2)
-	}
-	if err := run(c, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "benchring:", err)
-		os.Exit(1)
-	}
+	harness.Main("benchring", parseFlags, nil, func(_ context.Context, c config) error { return run(c, os.Stdout, os.Stderr) })
 }
 
 // run runs the benchmarks and prints the table to stdout. A failing go test

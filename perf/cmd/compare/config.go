@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,10 +63,7 @@ type config struct {
 	noise     int           // goroutines of compare busy in bursts beside every measurement
 	noiseBusy time.Duration // each busy this long of every noisePeriod
 
-	source      string
-	bin, out    string
-	serverFlags string
-	clientFlags string
+	harness.RunFlags
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -86,11 +82,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.maxP99, "max-p99", 10*time.Millisecond, "the throughput search's limit: the highest rate answered with p99 at most this")
 	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign during every measurement (not in bare mode, which has no stages): envelopes a second, 1..200 fen")
 	fs.StringVar(&names, "variants", strings.Join(variantNames(), ","), "comma-separated `variants` to compare, from: "+strings.Join(variantNames(), ", "))
-	fs.StringVar(&c.source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`")
-	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
-	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/compare-<time>/")
-	fs.StringVar(&c.serverFlags, "server-flags", "", "more server `flags` for every variant, space-separated; -listen, -admin and -log-format are compare's")
-	fs.StringVar(&c.clientFlags, "client-flags", "", "more load client `flags`, space-separated")
+	c.RunFlags.Add(fs, "compare", "compare-")
 	fs.IntVar(&c.noise, "noise", 0, "`goroutines` of this process kept busy for -noise-busy of every 100 ms during the whole run, each on a core\n"+
 		"when it can: CPU taken in bursts as by the other tenants of a shared machine, the same for every variant (0: none)")
 	fs.DurationVar(&c.noiseBusy, "noise-busy", 30*time.Millisecond, "-noise: how long of every 100 ms each goroutine is busy")
@@ -120,11 +112,11 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
+	var bad harness.Problems
 	for _, n := range strings.Split(names, ",") {
 		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == strings.TrimSpace(n) })
 		if i < 0 {
-			errs = append(errs, fmt.Errorf("-variants: unknown variant %q (want some of %s)", n, strings.Join(variantNames(), ", ")))
+			bad.Add(fmt.Errorf("-variants: unknown variant %q (want some of %s)", n, strings.Join(variantNames(), ", ")))
 			continue
 		}
 		c.variants = append(c.variants, variants[i])
@@ -133,33 +125,25 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 		for _, s := range strings.Split(steps, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil || n <= 0 {
-				errs = append(errs, fmt.Errorf("-steps: %q is not a positive rate", s))
+				bad.Add(fmt.Errorf("-steps: %q is not a positive rate", s))
 				continue
 			}
 			c.steps = append(c.steps, n)
 		}
 	}
-	if c.users < 1 {
-		errs = append(errs, fmt.Errorf("-users: %d is not positive", c.users))
-	}
+	bad.Add(c.RunFlags.Validate(c.users, 1))
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"ramp", c.ramp}, {"qps-duration", c.qpsDur}, {"high-duration", c.highDur}, {"step-duration", c.stepDur}} {
-		if d.v < 3*time.Second || d.v%time.Second != 0 {
-			errs = append(errs, fmt.Errorf("-%s: %v is not a whole number of seconds ≥ 3s", d.name, d.v))
-		}
+		bad.If(d.v < 3*time.Second || d.v%time.Second != 0, "-%s: %v is not a whole number of seconds ≥ 3s", d.name, d.v)
 	}
-	if c.repeat < 1 {
-		errs = append(errs, fmt.Errorf("-repeat: %d is not positive", c.repeat))
-	}
-	if c.noise < 0 || c.noiseBusy < 0 || c.noiseBusy > noisePeriod {
-		errs = append(errs, fmt.Errorf("-noise %d -noise-busy %v: want goroutines ≥ 0 and a busy time in 0..%v", c.noise, c.noiseBusy, noisePeriod))
-	}
+	bad.If(c.repeat < 1, "-repeat: %d is not positive", c.repeat)
+	bad.If(c.noise < 0 || c.noiseBusy < 0 || c.noiseBusy > noisePeriod, "-noise %d -noise-busy %v: want goroutines ≥ 0 and a busy time in 0..%v", c.noise, c.noiseBusy, noisePeriod)
 	if c.qps <= 0 || c.highQPS <= 0 || c.shakeRate < 0 {
-		errs = append(errs, errors.New("-qps and -high-qps must be positive, -shake-rate not negative"))
+		bad.Add(errors.New("-qps and -high-qps must be positive, -shake-rate not negative"))
 	}
-	return c, errors.Join(errs...)
+	return c, bad.Err()
 }
 
 // bound is the longest the whole comparison may take: every measurement at

@@ -1,15 +1,8 @@
-// Command compare (make perf-compare) runs the same load against the
-// server's ablations, side by side in one run, and prints one table of
-// ratios: the pipeline against the bare-I/O mode (-pipeline=none), epoll
-// against netpoll ingress, our ring against go-disruptor and against
-// channels between the same stage handlers, and the batched egress against
-// one write per frame.
-//
-// Every measurement is a fresh server and a fresh load client, so that each
-// one reconciles its money on its own and no run inherits another's heap;
-// the measurements are ordered phase by phase (every variant at 30,000 QPS,
-// then every variant at 60,000, …) so that the machine's noise falls on all
-// variants alike. Run `compare -help` for the flags.
+// Command compare (make perf-compare) runs the same load against every
+// ablation of the server and prints one table of ratios to the default
+// pipeline. Every measurement is a fresh server and load client, and the
+// variants are interleaved phase by phase so that the machine's noise falls
+// on all alike. -help lists the flags and the variants.
 package main
 
 import "hongbao/perf/internal/harness"

@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
 )
@@ -64,11 +62,11 @@ func (m *measurement) ok() bool { return m.Err == "" }
 
 // run is the whole comparison.
 func run(ctx context.Context, cfg config) error {
-	dir := filepath.Join(cfg.out, "compare-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	r, err := harness.NewRun(cfg.Out, "compare-", "compare", os.Stdout, os.Stderr)
+	if err != nil {
 		return err
 	}
-	say := func(format string, args ...any) { fmt.Printf("compare: "+format+"\n", args...) }
+	dir, say := r.Dir, r.Say
 	say("%d users; variants %s; efficiency %d QPS × %v, latency %d QPS × %v × %d round(s), steps %v × %v; files in %s/",
 		cfg.users, strings.Join(names(cfg.variants), ", "), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, dir)
 	if cfg.noise > 0 {
@@ -191,11 +189,10 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := func(name string) string { return filepath.Join(dir, name) }
 	bare := slices.Contains(v.flags, "-pipeline=none")
 	srv, err := harness.Start(ctx, harness.ServerConfig{
-		Bin: filepath.Join(cfg.bin, "server"), Args: append(slices.Clone(v.flags), strings.Fields(cfg.serverFlags)...),
-		Log: path("server.log"), Echo: os.Stderr, StartTimeout: 15 * time.Second,
+		Bin: cfg.Server(), Args: append(slices.Clone(v.flags), strings.Fields(cfg.ServerFlags)...),
+		Log: filepath.Join(dir, "server.log"), Echo: os.Stderr, StartTimeout: 15 * time.Second,
 	})
 	if err != nil {
 		return err
@@ -211,39 +208,23 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	}
 	rss0, _ := harness.RSS(srv.PID)
 
-	// The load client starts its run on the next whole second; launched
-	// early in a second, that is the one after the launch.
-	for frac := time.Duration(time.Now().Nanosecond()); frac < 50*time.Millisecond || frac > 600*time.Millisecond; frac = time.Duration(time.Now().Nanosecond()) {
-		time.Sleep((time.Second + 100*time.Millisecond - frac) % time.Second)
-	}
-	args := []string{"-server", srv.Listen, "-users", fmt.Sprintf("1-%d", cfg.users), "-connect-rate", "20000",
-		"-phases", fmt.Sprintf("0@%v,%d@%v", cfg.ramp, qps, dur), "-source", cfg.source, "-admin", srv.Admin.URL,
-		"-report", path("report.json"), "-timeline", path("timeline.csv"), "-quiet"}
+	flags := []string{"-connect-rate", "20000", "-quiet"}
 	if bare {
-		args = append(args, "-reconcile", "off") // no stages, no ledger to reconcile with
+		flags = append(flags, "-reconcile", "off") // no stages, no ledger to reconcile with
 	}
-	args = append(args, strings.Fields(cfg.clientFlags)...)
-	clog, err := os.Create(path("loadclient.log"))
+	client, err := harness.StartClient(ctx, srv, harness.ClientConfig{
+		Bin: cfg.Client(), Dir: dir, Users: harness.Users(cfg.users), Phases: fmt.Sprintf("0@%v,%d@%v", cfg.ramp, qps, dur),
+		Flags: flags, Source: cfg.Source, More: cfg.ClientFlags, Grace: 15 * time.Second, Aligned: true,
+	})
 	if err != nil {
 		return err
 	}
-	defer clog.Close()
-	fmt.Fprintf(clog, "# %s %s\n", filepath.Join(cfg.bin, "loadclient"), strings.Join(args, " "))
-	client := harness.Command(ctx, 15*time.Second, filepath.Join(cfg.bin, "loadclient"), args...)
-	client.Stdout, client.Stderr = clog, clog
-	start := time.Now().Truncate(time.Second).Add(time.Second)
-	if err := client.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- client.Wait() }()
-
+	os.WriteFile(filepath.Join(dir, "commands.txt"), []byte(srv.CommandLine()+"\n"+client.CommandLine()+"\n"), 0o644)
 	at := func(d time.Duration) bool { // false: the client ended or ctx is done before start+d
 		select {
-		case <-time.After(time.Until(start.Add(d))):
+		case <-time.After(time.Until(client.Start.Add(d))):
 			return true
-		case err := <-done:
-			done <- err
+		case <-client.Done():
 			return false
 		case <-ctx.Done():
 			return false
@@ -262,17 +243,20 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	// The window: the QPS phase less its first and last second.
 	from, to := cfg.ramp+time.Second, cfg.ramp+dur-time.Second
 	var s0, s1 sample
-	windowed := at(from) && s0.read(srv, client.Process.Pid) == nil && at(to) && s1.read(srv, client.Process.Pid) == nil
-	cerr := <-done
+	windowed := at(from) && s0.read(srv, client.PID()) == nil && at(to) && s1.read(srv, client.PID()) == nil
+	cerr := client.Wait()
 	code, serr := srv.Stop(30 * time.Second)
 	if campErr != nil {
 		return fmt.Errorf("shake campaign: %w", campErr)
 	}
 	if !windowed {
-		return fmt.Errorf("the load client ended before the window was measured (%v); see %s", cerr, path("loadclient.log"))
+		return fmt.Errorf("the load client ended before the window was measured (%v); see %s", cerr, client.Log)
 	}
-
-	rep, rows, err := readClient(dir)
+	rep, err := client.ReadReport()
+	if err != nil {
+		return err
+	}
+	rows, err := harness.ReadTimeline(client.Timeline)
 	if err != nil {
 		return err
 	}
@@ -287,16 +271,16 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	secs := (to - from).Seconds()
 	m.Answered = answers / secs
 	if answers > 0 {
-		m.ServerUS = float64(s1.server-s0.server) / 1e3 / answers
-		m.ClientUS = float64(s1.client-s0.client) / 1e3 / answers
-		m.Allocs = (s1.mallocs - s0.mallocs) / answers
+		m.ServerUS = float64(s1.CPU-s0.CPU) / 1e3 / answers
+		m.ClientUS = float64(s1.Client-s0.Client) / 1e3 / answers
+		m.Allocs = (s1.Metric("go_memstats_mallocs_total") - s0.Metric("go_memstats_mallocs_total")) / answers
 	}
-	m.SrvP99 = serverP99(s0.met, s1.met, "hongbao_latency_seconds")
-	m.WaitP99 = serverP99(s0.met, s1.met, "hongbao_batch_wait_seconds")
-	m.ServerCores = (s1.server - s0.server).Seconds() / secs
+	m.SrvP99 = serverP99(s0.Metrics, s1.Metrics, "hongbao_latency_seconds")
+	m.WaitP99 = serverP99(s0.Metrics, s1.Metrics, "hongbao_batch_wait_seconds")
+	m.ServerCores = (s1.CPU - s0.CPU).Seconds() / secs
 	m.ServerWait = waitRate(s0.serverWait, s1.serverWait, secs)
 	m.ClientWait = waitRate(s0.clientWait, s1.clientWait, secs)
-	m.OtherCores = ((s1.busy - s0.busy) - (s1.server - s0.server) - (s1.client - s0.client)).Seconds() / secs
+	m.OtherCores = ((s1.Machine - s0.Machine) - (s1.CPU - s0.CPU) - (s1.Client - s0.Client)).Seconds() / secs
 	if sh := rep.Requests["SHAKE"]; sh != nil {
 		m.P50, m.P99, m.P999 = float64(sh.Latency.P50)/1e6, float64(sh.Latency.P99)/1e6, float64(sh.Latency.P999)/1e6
 		m.Overloaded = sh.Status["2"]
@@ -318,7 +302,7 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	// stand, with the errors and the reconciliation in the table.
 	var errs []error
 	if cerr != nil && m.Errors == 0 && m.Reconc != "" && !strings.HasPrefix(m.Reconc, "MISMATCH") {
-		errs = append(errs, fmt.Errorf("load client: %v (see %s)", cerr, path("loadclient.log")))
+		errs = append(errs, fmt.Errorf("load client: %v (see %s)", cerr, client.Log))
 	}
 	if serr != nil {
 		errs = append(errs, fmt.Errorf("server exit %d: %w", code, serr))
@@ -326,12 +310,18 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	return errors.Join(errs...)
 }
 
-// sample is what the window's two ends read.
+// sample is what the window's two ends read: the server's CPU, /metrics
+// and the machine's, the client's CPU, and how long their threads waited
+// for a CPU so far (-1: unknown).
 type sample struct {
-	server, client, busy   time.Duration // CPU time used so far
-	serverWait, clientWait time.Duration // time their threads waited for a CPU so far, -1: unknown
-	mallocs                float64       // the server's heap allocations so far
-	met                    map[string]float64
+	harness.Sample
+	serverWait, clientWait time.Duration
+}
+
+func (s *sample) read(srv *harness.Server, clientPID int) error {
+	s.Sample = harness.ReadSample(srv, clientPID, harness.SampleOptions{})
+	s.serverWait, s.clientWait = cpuWait(srv.PID), cpuWait(clientPID)
+	return s.Err
 }
 
 // serverP99 is the p99 in ms of the server's SHAKE histogram name between
@@ -343,23 +333,6 @@ func serverP99(m0, m1 map[string]float64, name string) float64 {
 		return 0
 	}
 	return runlog.Quantile(h, 0.99) * 1e3
-}
-
-func (s *sample) read(srv *harness.Server, clientPID int) error {
-	met, err := srv.Admin.Metrics()
-	if err != nil {
-		return err
-	}
-	s.mallocs, s.met = met["go_memstats_mallocs_total"], met
-	if s.server, err = harness.CPUTime(srv.PID); err != nil {
-		return err
-	}
-	if s.client, err = harness.CPUTime(clientPID); err != nil {
-		return err
-	}
-	s.busy, err = harness.MachineBusy()
-	s.serverWait, s.clientWait = cpuWait(srv.PID), cpuWait(clientPID)
-	return err
 }
 
 // cpuWait is harness.CPUWait, or -1 where the kernel keeps no schedstat: the
@@ -379,23 +352,4 @@ func waitRate(w0, w1 time.Duration, secs float64) float64 {
 		return -1
 	}
 	return (w1 - w0).Seconds() / secs
-}
-
-// readClient reads the load client's report and timeline.
-func readClient(dir string) (*loadclient.Report, []runlog.Second, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err != nil {
-		return nil, nil, err
-	}
-	var rep loadclient.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, nil, fmt.Errorf("report.json: %w", err)
-	}
-	f, err := os.Open(filepath.Join(dir, "timeline.csv"))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	rows, err := runlog.ParseTimeline(io.Reader(f))
-	return &rep, rows, err
 }

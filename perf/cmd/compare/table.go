@@ -2,50 +2,11 @@ package main
 
 import (
 	"fmt"
+	"hongbao/perf/internal/harness"
 	"strings"
 
 	"hongbao/perf/internal/runlog"
 )
-
-// grid is a table of strings with a header.
-type grid struct {
-	head []string
-	rows [][]string
-}
-
-func (g *grid) add(cells ...string) { g.rows = append(g.rows, cells) }
-
-func (g *grid) text() string {
-	w := make([]int, len(g.head))
-	for _, r := range append([][]string{g.head}, g.rows...) {
-		for i, c := range r {
-			w[i] = max(w[i], len([]rune(c)))
-		}
-	}
-	var b strings.Builder
-	for _, r := range append([][]string{g.head}, g.rows...) {
-		for i, c := range r {
-			fmt.Fprintf(&b, "%-*s  ", w[i], c)
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-func (g *grid) markdown() string {
-	var b strings.Builder
-	line := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
-	line(g.head)
-	sep := make([]string, len(g.head))
-	for i := range sep {
-		sep[i] = "---"
-	}
-	line(sep)
-	for _, r := range g.rows {
-		line(r)
-	}
-	return b.String()
-}
 
 // summary is each variant's figures, gathered from its measurements.
 type summary struct {
@@ -195,9 +156,9 @@ func figure(m *measurement, format string, f func(*measurement) float64) string 
 	return fmt.Sprintf(format, f(m))
 }
 
-func (t *table) figures() *grid {
+func (t *table) figures() *harness.Table {
 	c := t.cfg
-	g := &grid{head: []string{"variant", "idle cores", "RSS/conn B",
+	g := &harness.Table{Head: []string{"variant", "idle cores", "RSS/conn B",
 		fmt.Sprintf("server µs/SHAKE @%dk", c.qps/1000), "client µs/SHAKE", "allocs/SHAKE",
 		fmt.Sprintf("p99 @%dk ms", c.qps/1000), fmt.Sprintf("p99 @%dk ms", c.highQPS/1000), "p99 rounds min–max ms",
 		fmt.Sprintf("p99.9 @%dk ms", c.highQPS/1000), "p99.9 worst round ms", "worst second p99 ms", "lowest second answered (rounds with one under 90 %)",
@@ -208,7 +169,7 @@ func (t *table) figures() *grid {
 		if s.maxQPS > 0 {
 			maxQ = fmt.Sprintf("%.0f (of %d)", s.maxQPS, s.maxAt)
 		}
-		g.add(s.v.name,
+		g.Add(s.v.name,
 			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.IdleCPU }),
 			figure(s.eff, "%.0f", func(m *measurement) float64 { return m.ConnRSS }),
 			s.cpu.cell(),
@@ -270,8 +231,8 @@ func ratio(a, b float64) string {
 }
 
 // ratios compares every variant with the default pipeline (ring).
-func (t *table) ratios() *grid {
-	g := &grid{head: []string{"variant ÷ ring", "server CPU/SHAKE", "p99 @" + fmt.Sprint(t.cfg.highQPS/1000) + "k", "max QPS", "RSS/conn", "idle CPU"}}
+func (t *table) ratios() *harness.Table {
+	g := &harness.Table{Head: []string{"variant ÷ ring", "server CPU/SHAKE", "p99 @" + fmt.Sprint(t.cfg.highQPS/1000) + "k", "max QPS", "RSS/conn", "idle CPU"}}
 	base := t.byVar["ring"]
 	if base == nil || base.eff == nil {
 		return g
@@ -286,7 +247,7 @@ func (t *table) ratios() *grid {
 			}
 			return x.lat.P99
 		}
-		g.add(s.v.name, ratio(s.cpu.us, base.cpu.us), ratio(lat(s), lat(base)),
+		g.Add(s.v.name, ratio(s.cpu.us, base.cpu.us), ratio(lat(s), lat(base)),
 			ratio(s.maxQPS, base.maxQPS), ratio(s.eff.ConnRSS, base.eff.ConnRSS), ratio(s.eff.IdleCPU, base.eff.IdleCPU))
 	}
 	return g
@@ -298,15 +259,15 @@ func (t *table) ratios() *grid {
 // bare's and at most 10 ms, p99.9 at most 25 ms, no second's p99 over 50 ms,
 // at most 0.05 allocations per SHAKE, the load client's CPU per SHAKE at
 // most the server's, and at most 512 B of server RSS per idle connection.
-func (t *table) targets() *grid {
-	g := &grid{head: []string{"target", "measured", "verdict"}}
+func (t *table) targets() *harness.Table {
+	g := &harness.Table{Head: []string{"target", "measured", "verdict"}}
 	ring, bare := t.byVar["ring"], t.byVar["bare"]
 	check := func(name string, ok bool, measured string) {
 		verdict := "met"
 		if !ok {
 			verdict = "MISSED"
 		}
-		g.add(name, measured, verdict)
+		g.Add(name, measured, verdict)
 	}
 	if ring == nil || ring.eff == nil || ring.lat == nil {
 		return g
@@ -341,7 +302,7 @@ func (t *table) targets() *grid {
 }
 
 func (t *table) text() string {
-	return t.figures().text() + "\n" + t.ratios().text() + "\n" + t.targets().text()
+	return t.figures().Text() + "\n" + t.ratios().Text() + "\n" + t.targets().Text()
 }
 
 func (t *table) markdown(cfg *config, dir string) string {
@@ -363,8 +324,8 @@ func (t *table) markdown(cfg *config, dir string) string {
 	for _, v := range cfg.variants {
 		fmt.Fprintf(&b, "- **%s** `%s`: %s\n", v.name, strings.Join(v.flags, " "), v.what)
 	}
-	b.WriteString("\n## Figures\n\n" + t.figures().markdown())
-	b.WriteString("\n## Ratios to the default pipeline\n\n" + t.ratios().markdown())
-	b.WriteString("\n## Targets\n\n" + t.targets().markdown())
+	b.WriteString("\n## Figures\n\n" + t.figures().Markdown())
+	b.WriteString("\n## Ratios to the default pipeline\n\n" + t.ratios().Markdown())
+	b.WriteString("\n## Targets\n\n" + t.targets().Markdown())
 	return b.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"hongbao/perf/internal/harness"
 	"io"
 	"slices"
 	"strings"
@@ -24,14 +25,14 @@ func byName(name string) variant {
 }
 
 // row returns the cells of the first row of g whose first cell is name.
-func row(t *testing.T, g *grid, name string) []string {
+func row(t *testing.T, g *harness.Table, name string) []string {
 	t.Helper()
-	for _, r := range g.rows {
+	for _, r := range g.Rows {
 		if strings.HasPrefix(r[0], name) {
 			return r
 		}
 	}
-	t.Fatalf("no row %q in\n%s", name, g.text())
+	t.Fatalf("no row %q in\n%s", name, g.Text())
 	return nil
 }
 
@@ -78,8 +79,8 @@ func TestTableRatiosAndTargets(t *testing.T) {
 			t.Errorf("target %q: %q, want %s", r[0], r[2], want)
 		}
 	}
-	if len(tg.rows) != len(verdicts) {
-		t.Errorf("%d targets, want %d:\n%s", len(tg.rows), len(verdicts), tg.text())
+	if len(tg.Rows) != len(verdicts) {
+		t.Errorf("%d targets, want %d:\n%s", len(tg.Rows), len(verdicts), tg.Text())
 	}
 }
 

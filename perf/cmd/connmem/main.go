@@ -10,9 +10,7 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 	"time"
@@ -44,43 +42,23 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server binary (make build)")
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the table and the server logs into `dir`/connmem-<time>/")
 	fs.StringVar(&c.server, "server-flags", "", "more server `flags`, space-separated")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: connmem [flags]
-
-For each -ingress mode, starts bin/server on 127.0.0.1 with its default flags
-(and -server-flags), warms its rings (-warm), measures it idle, opens -conns
-logged-in connections, waits for /stats connections == conns, measures again,
-closes them, measures a third time and stops the server with SIGTERM.
-
-A measurement reads the kernel's Slab (/proc/meminfo), TCP sockets
-(/proc/net/sockstat) and slab caches (/proc/slabinfo, root only), then collects
-garbage in the server (GET /debug/pprof/heap?gc=1) and reads its VmRSS
-(/proc/PID/status) and go_memstats_heap_inuse_bytes +
-go_memstats_stack_inuse_bytes (/metrics). It prints a Markdown table of the
-deltas per connection and keeps the server's heap profile with the connections
-up (heap-MODE.pb.gz).
-
-Flags:
+	harness.Usage(fs, `For each -ingress mode: bin/server with its rings warmed (-warm), read idle, -conns
+logged-in connections of this process, read again, closed, read a third time. A reading is
+the kernel's Slab, sockets and slab caches, then after a forced GC the server's VmRSS and
+heap + stacks. It prints a Markdown table of the deltas per connection and keeps the heap
+profile with the connections up (heap-MODE.pb.gz).
 `)
-		fs.PrintDefaults()
-	}
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
-	if c.conns < 1 {
-		errs = append(errs, fmt.Errorf("-conns=%d: want at least 1", c.conns))
-	}
+	var bad harness.Problems
+	bad.If(c.conns < 1, "-conns=%d: want at least 1", c.conns)
 	var err error
 	c.modes, c.sources, err = harness.ParseModesSources(modes, sources)
-	errs = append(errs, err)
-	if c.workers < 1 || c.workers > 64 {
-		errs = append(errs, fmt.Errorf("-workers=%d: want 1..64", c.workers))
-	}
-	if c.settle < 0 {
-		errs = append(errs, fmt.Errorf("-settle=%v: negative", c.settle))
-	}
-	return c, errors.Join(errs...)
+	bad.Add(err)
+	bad.If(c.workers < 1 || c.workers > 64, "-workers=%d: want 1..64", c.workers)
+	bad.If(c.settle < 0, "-settle=%v: negative", c.settle)
+	return c, bad.Err()
 }
 
 func main() { harness.Main("connmem", parseFlags, nil, run) }

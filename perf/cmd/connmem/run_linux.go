@@ -37,20 +37,21 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("-conns=%d needs %d descriptors in this process (and as many in the server); the open-files limit is %d",
 			cfg.conns, cfg.conns+fdMargin, rl.Cur)
 	}
-	dir := filepath.Join(cfg.out, "connmem-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	r, err := harness.NewRun(cfg.out, "connmem-", "connmem", os.Stdout, os.Stderr)
+	if err != nil {
 		return err
 	}
+	dir := r.Dir
 	var results []result
 	for _, mode := range cfg.modes {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := measure(ctx, cfg, mode, dir)
+		res, err := measure(ctx, cfg, r, mode)
 		if err != nil {
 			return fmt.Errorf("-ingress %s: %w", mode, err)
 		}
-		results = append(results, r)
+		results = append(results, res)
 	}
 	f, err := os.Create(filepath.Join(dir, "connmem.md"))
 	if err != nil {
@@ -62,17 +63,16 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Fprintf(w, "Command: connmem %s\n\n", strings.Join(os.Args[1:], " "))
 	writeTable(w, results)
 	fmt.Fprintf(os.Stdout, "\nconnmem: table and server logs in %s/\n", dir)
-	return nil
+	return r.WriteCommands()
 }
 
 // measure runs one server with -ingress mode through idle, loaded and
 // after-close readings.
-func measure(ctx context.Context, cfg config, mode, dir string) (r result, err error) {
+func measure(ctx context.Context, cfg config, run *harness.Run, mode string) (r result, err error) {
 	r.mode, r.conns = mode, cfg.conns
-	srv, err := harness.Start(ctx, harness.ServerConfig{
-		Bin:  filepath.Join(cfg.bin, "server"),
-		Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...),
-		Log:  filepath.Join(dir, "server-"+mode+".log"), Echo: os.Stderr,
+	dir := run.Dir
+	srv, err := run.StartServer(ctx, "server-"+mode+".log", harness.ServerConfig{
+		Bin: filepath.Join(cfg.bin, "server"), Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...),
 	})
 	if err != nil {
 		return r, err
@@ -88,7 +88,7 @@ func measure(ctx context.Context, cfg config, mode, dir string) (r result, err e
 			return m, fmt.Errorf("%s: %w", what, err)
 		}
 		fmt.Printf("connmem:   %-26s RSS %6.1f MiB, heap %6.1f MiB + stacks %5.1f MiB, %5d goroutines, kernel slab %6.1f MiB, %5d TCP sockets; GET /metrics %v\n",
-			what, mib(m.RSS), mib(m.HeapInuse), mib(m.StackInuse), m.Goroutines, mib(m.Kernel.Slab), m.Kernel.TCPInUse, m.Scrape.Round(100*time.Microsecond))
+			what, mib(m.RSS), mib(m.HeapInuse), mib(m.StackInuse), m.Goroutines, mib(m.System.Slab), m.System.TCP["inuse"], m.Scrape.Round(100*time.Microsecond))
 		return m, nil
 	}
 	d := &harness.Dialer{Server: netip.MustParseAddrPort(srv.Listen), Sources: cfg.sources, Timeout: 10 * time.Second}
@@ -182,7 +182,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // socketSlab formats the growth of the socket slab caches per connection,
 // or says why there is none.
-func socketSlab(a, b harness.Kernel, n int) string {
+func socketSlab(a, b harness.System, n int) string {
 	d, ok := harness.SocketSlab(a, b)
 	if !ok {
 		return "n/a (/proc/slabinfo needs root)"
@@ -199,29 +199,27 @@ func perConn(delta int64, n int) string {
 }
 
 func writeTable(w io.Writer, rs []result) {
-	fmt.Fprintln(w, "| ingress | conns | RSS Δ/conn | Go heap+stacks Δ/conn | of which stacks | goroutines Δ | kernel socket slab Δ/conn (client + server socket) | after close: heap+stacks, RSS vs idle |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	t := &harness.Table{Right: true, Head: []string{"ingress", "conns", "RSS Δ/conn", "Go heap+stacks Δ/conn", "of which stacks", "goroutines Δ",
+		"kernel socket slab Δ/conn (client + server socket)", "after close: heap+stacks, RSS vs idle"}}
 	for _, r := range rs {
 		n := r.conns
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %+d | %s | %+.1f MiB, %+.1f MiB |\n", r.mode, n,
-			perConn(r.loaded.RSS-r.idle.RSS, n),
-			perConn(r.loaded.HeapStacks()-r.idle.HeapStacks(), n),
-			perConn(r.loaded.StackInuse-r.idle.StackInuse, n),
-			r.loaded.Goroutines-r.idle.Goroutines,
-			socketSlab(r.idle.Kernel, r.loaded.Kernel, n),
-			mib(r.after.HeapStacks()-r.idle.HeapStacks()), mib(r.after.RSS-r.idle.RSS))
+		t.Add(r.mode, fmt.Sprint(n), perConn(r.loaded.RSS-r.idle.RSS, n), perConn(r.loaded.HeapStacks()-r.idle.HeapStacks(), n),
+			perConn(r.loaded.StackInuse-r.idle.StackInuse, n), fmt.Sprintf("%+d", r.loaded.Goroutines-r.idle.Goroutines),
+			socketSlab(r.idle.System, r.loaded.System, n),
+			fmt.Sprintf("%+.1f MiB, %+.1f MiB", mib(r.after.HeapStacks()-r.idle.HeapStacks()), mib(r.after.RSS-r.idle.RSS)))
 	}
+	io.WriteString(w, t.Markdown())
 	fmt.Fprintln(w)
 	for _, r := range rs {
 		fmt.Fprintf(w, "%s: idle RSS %.1f MiB, heap+stacks %.1f MiB → with %d connections RSS %.1f MiB, heap+stacks %.1f MiB; TCP sockets %+d, socket buffer pages %+d, all slab (/proc/meminfo) %s per connection; logged in in %v; GET /metrics %v idle, %v loaded\n",
 			r.mode, mib(r.idle.RSS), mib(r.idle.HeapStacks()), r.conns, mib(r.loaded.RSS), mib(r.loaded.HeapStacks()),
-			r.loaded.Kernel.TCPInUse-r.idle.Kernel.TCPInUse, r.loaded.Kernel.TCPMemPages-r.idle.Kernel.TCPMemPages,
-			perConn(r.loaded.Kernel.Slab-r.idle.Kernel.Slab, r.conns), r.login.Round(time.Millisecond),
+			r.loaded.System.TCP["inuse"]-r.idle.System.TCP["inuse"], r.loaded.System.TCP["mem"]-r.idle.System.TCP["mem"],
+			perConn(r.loaded.System.Slab-r.idle.System.Slab, r.conns), r.login.Round(time.Millisecond),
 			r.idle.Scrape.Round(100*time.Microsecond), r.loaded.Scrape.Round(100*time.Microsecond))
 		dRSS, dGo, dFree := r.loaded.RSS-r.idle.RSS, r.loaded.HeapStacks()-r.idle.HeapStacks(), r.loaded.HeapFree-r.idle.HeapFree
 		fmt.Fprintf(w, "  RSS Δ per connection %s = heap+stacks %s + freed heap the runtime keeps %s + the rest (runtime metadata, page granularity) %s\n",
 			perConn(dRSS, r.conns), perConn(dGo, r.conns), perConn(dFree, r.conns), perConn(dRSS-dGo-dFree, r.conns))
-		if top := harness.TopCaches(r.idle.Kernel, r.loaded.Kernel, 6); len(top) > 0 {
+		if top := harness.TopCaches(r.idle.System, r.loaded.System, 6); len(top) > 0 {
 			var parts []string
 			for _, c := range top {
 				parts = append(parts, fmt.Sprintf("%s %.0f B", c.Name, float64(c.Bytes)/float64(r.conns)))

@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"hongbao/loadclient"
@@ -71,7 +68,6 @@ type crashRecord struct {
 
 // crashSummary is summary.json.
 type crashSummary struct {
-	Date             string             `json:"date"`
 	Users            int                `json:"users"`
 	QPS              int                `json:"qps"`
 	Duration         string             `json:"duration"`
@@ -93,25 +89,19 @@ type crashSummary struct {
 	LoadClientReport string             `json:"load_client_report"`
 }
 
-type summaryCheck struct {
-	Name string `json:"name"`
-	OK   bool   `json:"ok"`
-}
-
 // runCrashes is the default run: one load client run over every crash; a
 // nil error means every check passed.
 func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := newRun(cfg.Out, "crash-", stdout)
+	r, err := newRun(&cfg, "crash-", stdout, stderr)
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	moments := crashMoments(cfg.duration, cfg.crashes, cfg.seed)
-	r.printf("crash: %d users, %d SHAKE/s, %g SEND/s for %v; campaigns %d + %d a second; %d SIGKILLs at %v (seed %d); -data %s; files in %s/",
-		cfg.users, cfg.qps, cfg.sendRate, cfg.duration, cfg.shakeRate, cfg.sendCamp, cfg.crashes, roundAll(moments), cfg.seed, r.data, r.dir)
-
-	args := append([]string{"-data", r.data, "-snapshot-every", "3s"}, strings.Fields(cfg.ServerFlags)...)
-	srv, err := r.start(ctx, cfg, args, stderr)
+	r.Printf("crash: %d users, %d SHAKE/s, %g SEND/s for %v; campaigns %d + %d a second; %d SIGKILLs at %v (seed %d); -data %s; files in %s/",
+		cfg.users, cfg.qps, cfg.sendRate, cfg.duration, cfg.camps.Shake, cfg.camps.Send, cfg.crashes, roundAll(moments), cfg.seed, r.data, r.Dir)
+	args := r.serverArgs()
+	srv, err := r.start(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -119,46 +109,35 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 	// Every restart on the same ports: the load client and the probe
 	// reconnect to the address they know.
 	args = append(args, "-listen", srv.Listen, "-admin", strings.TrimPrefix(srv.Admin.URL, "http://"))
-	control, err := freePort()
+	control, err := harness.FreePorts(1)
 	if err != nil {
 		return err
 	}
-	client, err := harness.StartClient(ctx, srv, harness.ClientConfig{
-		Bin: filepath.Join(cfg.Bin, "loadclient"), Dir: r.dir, Users: cfg.users,
-		Phases: fmt.Sprintf("%d@%v", cfg.qps, cfg.duration),
+	client, err := r.StartClient(ctx, srv, harness.ClientConfig{
+		Bin: cfg.Client(), Users: harness.Users(cfg.users), Phases: fmt.Sprintf("%d@%v", cfg.qps, cfg.duration), Aligned: true,
 		Flags: []string{"-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", "3", "-reconcile", "at-least", "-quiet",
-			"-connect-timeout", "2s", "-connect-rate", "20000", "-control", control},
+			"-connect-timeout", "2s", "-connect-rate", "20000", "-control", control[0]},
 		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second,
 	})
 	if err != nil {
 		return err
 	}
-	r.printf("load client: %s", client.CommandLine())
+	r.Printf("load client: %s", client.CommandLine())
 	want := int64(cfg.users + cfg.probes)
 	pr := newProbe()
 	stopProbe := make(chan struct{})
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
-		pr.run(srv.Listen, probeUsers(cfg), probeUsers(cfg), stopProbe, true)
+		pr.run(srv.Listen, probeUsers(&cfg), probeUsers(&cfg), stopProbe, true)
 	}()
-	defer func() {
-		select {
-		case <-stopProbe:
-		default:
-			close(stopProbe)
-		}
-		<-probed
-	}()
+	stop := sync.OnceFunc(func() { close(stopProbe); <-probed })
+	defer stop()
 	if _, err := srv.Admin.WaitConnections(want, true, 60*time.Second); err != nil {
 		return fmt.Errorf("before the campaigns: %w", err)
 	}
 	secs := int((cfg.duration - crashLead) / time.Second)
-	camps, err := srv.Admin.StartCampaigns(cfg.shakeRate, cfg.sendCamp, cfg.recipients, secs, func(kind string, q url.Values, c harness.Campaign, err error) {
-		if err == nil {
-			r.printf("POST /campaigns/%s?%s → campaign %d", kind, q.Encode(), c.ID)
-		}
-	})
+	camps, err := r.StartCampaigns(srv.Admin, cfg.camps, secs, "")
 	if err != nil {
 		return err
 	}
@@ -169,8 +148,8 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 		case <-time.After(time.Until(client.Start.Add(at))):
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-client.Done:
-			return fmt.Errorf("the load client ended before crash %d: %v", i+1, err)
+		case <-client.Done():
+			return fmt.Errorf("the load client ended before crash %d: %v", i+1, client.Wait())
 		}
 		rec := crashRecord{N: i + 1, PID: srv.PID}
 		killed := time.Now()
@@ -180,92 +159,64 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 		// figures of its first tick after it (ticks at whole seconds from its
 		// start), which can hold no answer of a later server.
 		time.Sleep(time.Until(killed.Add(100 * time.Millisecond).Truncate(time.Second).Add(time.Second + 300*time.Millisecond)))
-		lcShake, lcOpen, err := clientTold(control)
+		lcShake, lcOpen, err := clientTold(control[0])
 		if err != nil {
 			return fmt.Errorf("crash %d: %w", i+1, err)
 		}
 		pShake, pOpen := pr.told()
 		rec.ToldShakeFen, rec.ToldOpenFen = lcShake+pShake, lcOpen+pOpen
 
-		log := fmt.Sprintf("server-%d.log", i+2)
-		next, serving, rc, err := r.restart(ctx, cfg, args, log, time.Minute, stderr)
+		next, serving, rc, err := r.restart(ctx, args, fmt.Sprintf("server-%d.log", i+2), time.Minute)
 		if err != nil {
 			return fmt.Errorf("crash %d: %w", i+1, err)
 		}
 		srv = next
 		rec.DownMs = ms(time.Since(killed))
 		rec.ServingMs, rec.RecoveredMs = ms(serving), ms(rc.took())
-		rec.Records, rec.Snapshot = rc.Records, "none"
-		if rc.Snapshot != "" {
-			rec.Snapshot = filepath.Base(rc.Snapshot)
-		}
+		rec.Records, rec.Snapshot = rc.Records, rc.snapshot()
 		rec.RecGotFen, rec.RecOpenedFen = rc.GotFen, rc.OpenedFen
 		rec.OK = uint64(rc.GotFen) >= rec.ToldShakeFen && uint64(rc.OpenedFen) >= rec.ToldOpenFen
-		r.printf("\ncrash %d at %.1f s: SIGKILL pid %d; told by then SHAKE %d fen, OPEN %d fen; restarted pid %d, serving %v after exec, %v after the kill; %s",
+		r.Printf("\ncrash %d at %.1f s: SIGKILL pid %d; told by then SHAKE %d fen, OPEN %d fen; restarted pid %d, serving %v after exec, %v after the kill; %s",
 			rec.N, rec.AtS, rec.PID, rec.ToldShakeFen, rec.ToldOpenFen, srv.PID, serving.Round(time.Millisecond), time.Duration(rec.DownMs*1e6).Round(time.Millisecond), rc)
 		r.check(fmt.Sprintf("crash %d: told ≤ recovered", rec.N), rec.OK, "SHAKE %d ≤ %d (+%d), OPEN %d ≤ %d (+%d)",
 			rec.ToldShakeFen, rc.GotFen, rc.GotFen-int64(rec.ToldShakeFen), rec.ToldOpenFen, rc.OpenedFen, rc.OpenedFen-int64(rec.ToldOpenFen))
 		rec.ReconnectedMs = -1
-		until := client.Start.Add(cfg.duration)
+		until, next1 := client.Start.Add(cfg.duration), "the end of the load"
 		if i+1 < len(moments) {
-			until = client.Start.Add(moments[i+1])
+			until, next1 = client.Start.Add(moments[i+1]), "the next crash"
 		}
 		if took, ok := waitConnected(srv.Admin, want, until); ok {
 			rec.ReconnectedMs = ms(took)
-			r.printf("  every user connected again %v after serving", took.Round(time.Millisecond))
+			r.Printf("  every user connected again %v after serving", took.Round(time.Millisecond))
 		} else {
-			r.printf("  not every user connected again before %s", map[bool]string{true: "the next crash", false: "the end of the load"}[i+1 < len(moments)])
+			r.Printf("  not every user connected again before %s", next1)
 		}
 		recs = append(recs, rec)
 	}
 
 	// The end: the load client's report (what it was told over the whole run),
 	// the probe stopped, the campaigns finished.
-	var lcErr error
 	select {
-	case lcErr = <-client.Done:
+	case <-client.Done():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	lcErr := client.Wait()
 	if lcErr != nil {
-		r.printf("\nload client: %v", lcErr)
+		r.Printf("\nload client: %v", lcErr)
 	}
-	lr, err := readClientReport(r.path("report.json"))
+	lr, err := client.ReadReport()
 	if err != nil {
 		return err
 	}
-	close(stopProbe)
-	<-probed
+	stop()
 	pShake, pOpen := pr.told()
 	toldShake, toldOpen := lr.ShakeAmount+pShake, lr.OpenAmount+pOpen
-	resumed := time.Now()
-	werr := srv.Admin.WaitCampaigns(time.Duration(secs)*time.Second + time.Minute)
-	list, rawCamps, _ := srv.Admin.Campaigns()
-	os.WriteFile(r.path("campaigns-at-end.json"), rawCamps, 0o644)
-	var ledger harness.Ledger
-	var checks []harness.LedgerCheck
-	var bad []string
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		l, err := srv.Admin.SettledLedger(0)
-		if err != nil {
-			r.errs = append(r.errs, err)
-			break
-		}
-		ledger = l
-		// Not the send campaigns' money: the clients' SENDs create group envelopes too.
-		checks = slices.DeleteFunc(l.Checks, func(c harness.LedgerCheck) bool { return strings.HasPrefix(c.Name, "send campaigns'") })
-		if bad = harness.FailedChecks(checks); len(bad) == 0 || time.Now().After(deadline) {
-			os.WriteFile(r.path("stats-at-end.json"), l.RawStats, 0o644)
-			break
-		}
-	}
-	st := ledger.Stats
-
-	r.printf("\nload client: %d SHAKEs answered got (%d fen), %d OPENs ok (%d fen) over the run; probe: %d shake + %d group envelope ids, %d shares drawn, %d drawn again after a reconnect",
+	r.Printf("\nload client: %d SHAKEs answered got (%d fen), %d OPENs ok (%d fen) over the run; probe: %d shake + %d group envelope ids, %d shares drawn, %d drawn again after a reconnect",
 		answers(lr, "SHAKE", "1"), lr.ShakeAmount, answers(lr, "OPEN", "0"), lr.OpenAmount, len(pr.shakeIDs), len(pr.groupIDs), len(pr.opened), pr.reopened)
-	r.printf("\nchecks:")
+	r.Printf("\nchecks:")
 	for _, rec := range recs {
-		r.printf("  crash %d at %5.1f s: recovered in %7.2f ms (%d records, snapshot %s), serving %7.1f ms after exec, %7.1f ms after the kill; users back %s",
+		r.Printf("  crash %d at %5.1f s: recovered in %7.2f ms (%d records, snapshot %s), serving %7.1f ms after exec, %7.1f ms after the kill; users back %s",
 			rec.N, rec.AtS, rec.RecoveredMs, rec.Records, rec.Snapshot, rec.ServingMs, rec.DownMs, msOrNot(rec.ReconnectedMs))
 	}
 	okCrashes := 0
@@ -274,6 +225,9 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 			okCrashes++
 		}
 	}
+	list, checkCampaigns := r.campaigns(srv, len(camps), time.Duration(secs)*time.Second+time.Minute, "campaigns ended at exactly their totals", "campaigns-at-end.json", "%v after the load: %s")
+	ledger, checks, bad := r.ledger(srv)
+	st := ledger.Stats
 	r.check("every crash: told ≤ recovered", okCrashes == len(recs), "%d of %d crashes", okCrashes, len(recs))
 	r.check("SHAKE money told ≤ counted", uint64(st.Shake.GotAmount) >= toldShake, "told %d fen (load client %d, probe %d), counted %d (got_amount): %d counted, never told",
 		toldShake, lr.ShakeAmount, pShake, st.Shake.GotAmount, st.Shake.GotAmount-int64(toldShake))
@@ -283,36 +237,32 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 	if lr.Reconcile != nil {
 		lcSummary = lr.Reconcile.Summary()
 	}
-	r.check("load client: -reconcile at-least, exit 0", lcErr == nil && lr.Reconcile != nil && lr.Reconcile.OK, "%s", lcSummary)
+	r.check("load client: -reconcile at-least, exit 0", lcErr == nil && harness.Reconciled(lr), "%s", lcSummary)
 	r.errs = append(r.errs, pr.err())
 	r.check("the probe got envelopes", len(pr.shakeIDs) > 0 && len(pr.groupIDs) > 0 && len(pr.opened) > 0, "%d shake ids, %d group ids, %d shares",
 		len(pr.shakeIDs), len(pr.groupIDs), len(pr.opened))
 	r.check("no envelope id handed out twice, no share drawn twice", len(pr.twice) == 0, "%d twice %v", len(pr.twice), first(pr.twice, 5))
 	r.check("a re-OPEN after a restart: already, same share", len(pr.badOpen) == 0 && pr.reopened > 0, "%d answered 1 with the same share; %d otherwise %v",
 		pr.reopened, len(pr.badOpen), pr.badOpen[:min(3, len(pr.badOpen))])
-	exact := werr == nil && len(list) == len(camps)
-	for _, c := range list {
-		exact = exact && c.Done && c.Dealt == c.Total
-	}
-	r.check("campaigns ended at exactly their totals", exact, "%v after the load: %s", time.Since(resumed).Round(100*time.Millisecond), campaignLine(list))
+	checkCampaigns()
 	r.check("both ledger invariants, shake campaigns' money", len(bad) == 0, "%d checks, failing: %v", len(checks), bad)
 	err = r.finish(srv, 30*time.Second, "crash")
 
 	sum := crashSummary{
-		Date: time.Now().UTC().Format("2006-01-02"), Users: cfg.users, QPS: cfg.qps, Duration: cfg.duration.String(), Seed: cfg.seed,
+		Users: cfg.users, QPS: cfg.qps, Duration: cfg.duration.String(), Seed: cfg.seed,
 		Crashes: recs, ShakesAnswered: answers(lr, "SHAKE", ""), ToldShakeFen: toldShake, CountedShakeFen: st.Shake.GotAmount,
 		ToldOpenFen: toldOpen, CountedOpenFen: st.Envelopes.OpenedAmount,
 		ProbeShakeIDs: len(pr.shakeIDs), ProbeGroupIDs: len(pr.groupIDs), ProbeOpened: len(pr.opened), ProbeReopened: pr.reopened,
 		Twice: pr.twice, Campaigns: list, Checks: r.checks, Pass: err == nil, LoadClientReport: "report.json",
 	}
 	if b, jerr := json.MarshalIndent(sum, "", "  "); jerr == nil {
-		os.WriteFile(r.path("summary.json"), append(b, '\n'), 0o644)
+		os.WriteFile(r.Path("summary.json"), append(b, '\n'), 0o644)
 	}
 	return err
 }
 
 // answers is the load client's answers to kind with status ("": all).
-func answers(lr loadclient.Report, kind, status string) uint64 {
+func answers(lr *loadclient.Report, kind, status string) uint64 {
 	rq := lr.Requests[kind]
 	if rq == nil {
 		return 0
@@ -369,17 +319,6 @@ func waitConnected(a *harness.Admin, want int64, until time.Time) (time.Duration
 		time.Sleep(20 * time.Millisecond)
 	}
 	return 0, false
-}
-
-// freePort returns a loopback address whose port the kernel just chose and
-// freed, for the load client's -control.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"hongbao/perf/internal/harness"
 	"hongbao/proto"
 )
 
@@ -86,23 +87,12 @@ func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{
 }
 
 func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, mine *[]uint64) error {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, err := harness.Dial(addr, user)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	go func() { <-stop; nc.SetDeadline(time.Now()) }()
-	r := &frameReader{nc: nc}
-	if _, err := nc.Write(proto.AppendLogin(nil, 1, user, nil)); err != nil {
-		return err
-	}
-	f, err := r.next(0)
-	if err != nil {
-		return fmt.Errorf("LOGIN: %w", err)
-	}
-	if st, _ := f.LoginAck(); f.Type != proto.LoginAck || st != proto.LoginOK {
-		return fmt.Errorf("LOGIN answered %v", f)
-	}
+	defer c.Close()
+	go func() { <-stop; c.NC.SetDeadline(time.Now()) }()
 	var out []byte
 	again := (*mine)[max(0, len(*mine)-reopenMax):] // OPENed before: answered 1 with the same share
 	var opening uint64                              // the envelope of the OPEN in flight
@@ -117,18 +107,18 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, 
 		case len(again) > 0:
 			opening, again = again[0], again[1:]
 			out = proto.AppendOpen(out[:0], i, opening)
-		case len(r.pushed) > 0:
-			opening, r.pushed = r.pushed[0], r.pushed[1:]
+		case len(c.Pushed) > 0:
+			opening, c.Pushed = c.Pushed[0], c.Pushed[1:]
 			out = proto.AppendOpen(out[:0], i, opening)
 		case i%50 == 0:
 			out = proto.AppendSend(out[:0], i, 30, []uint32{recipient})
 		default:
 			out = proto.AppendShake(out[:0], i)
 		}
-		if _, err := nc.Write(out); err != nil {
+		if _, err := c.NC.Write(out); err != nil {
 			return p.ended(err, stop)
 		}
-		f, err := r.next(i)
+		f, err := c.Answer(i, 30*time.Second)
 		if err != nil {
 			return p.ended(err, stop)
 		}
@@ -191,50 +181,8 @@ func (p *probe) ended(err error, stop <-chan struct{}) error {
 	return err
 }
 
-// frameReader reads the server's frames off one connection and keeps the
-// envelopes it is pushed.
-type frameReader struct {
-	nc     net.Conn
-	buf    []byte
-	pushed []uint64 // ENVELOPE pushes not yet OPENed
-}
-
-// next returns the answer to stamp (0: the next frame), skipping pushes and
-// frames of other stamps; a read waits at most 30 s.
-func (r *frameReader) next(stamp uint64) (proto.Frame, error) {
-	r.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		f, n, err := proto.NextResponse(r.buf)
-		if err != nil {
-			return f, err
-		}
-		if n > 0 {
-			f.Body = append([]byte(nil), f.Body...)
-			r.buf = r.buf[:copy(r.buf, r.buf[n:])]
-			if f.Type == proto.Error {
-				return f, fmt.Errorf("ERROR %d", f.ErrorCode())
-			}
-			if f.Type == proto.Envelope && len(f.Body) >= 18 {
-				env, _, _, _ := f.Envelope()
-				r.pushed = append(r.pushed, env)
-				continue
-			}
-			if stamp == 0 || f.Stamp == stamp {
-				return f, nil
-			}
-			continue
-		}
-		var tmp [4096]byte
-		k, err := r.nc.Read(tmp[:])
-		r.buf = append(r.buf, tmp[:k]...)
-		if k == 0 && err != nil {
-			return proto.Frame{}, err
-		}
-	}
-}
-
-// disjoint lists the ids of b that a also holds.
-func disjoint(a, b map[uint64]bool) []uint64 {
+// both lists the ids of b that a also holds.
+func both(a, b map[uint64]bool) []uint64 {
 	var both []uint64
 	for id := range b {
 		if a[id] {
@@ -242,4 +190,10 @@ func disjoint(a, b map[uint64]bool) []uint64 {
 		}
 	}
 	return both
+}
+
+func (p *probe) err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.errs...)
 }

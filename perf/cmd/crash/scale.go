@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"hongbao/perf/internal/harness"
-	"hongbao/proto"
 )
 
 // scaleHolders is how many idle recipients per SET stay online while the
@@ -33,12 +31,12 @@ const scaleTarget = 5 * time.Second
 // group envelopes, kills the server with SIGKILL and starts it again on the
 // same -data: the recovery's time and the RSS it leaves.
 func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := newRun(cfg.Out, "crash-scale-", stdout)
+	r, err := newRun(&cfg, "crash-scale-", stdout, stderr)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	r.printf("crash -scale: %d pooled shake envelopes + %d live group envelopes, SIGKILL, restart; -data %s; files in %s/", cfg.scalePool, cfg.scaleGroups, r.data, r.dir)
+	r.Printf("crash -scale: %d pooled shake envelopes + %d live group envelopes, SIGKILL, restart; -data %s; files in %s/", cfg.scalePool, cfg.scaleGroups, r.data, r.Dir)
 
 	// Room for the state: the pool and the group envelopes, each SET's share
 	// of the envelope budget with a margin.
@@ -46,18 +44,19 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		"-max-pool", strconv.Itoa(cfg.scalePool + cfg.scalePool/8),
 		"-max-envelopes", strconv.Itoa(cfg.scaleGroups + cfg.scaleGroups/4)}
 	args = append(args, strings.Fields(cfg.ServerFlags)...)
-	srv, err := r.start(ctx, cfg, args, stderr)
+	srv, err := r.start(ctx, args)
 	if err != nil {
 		return err
 	}
 	defer srv.Kill()
 
-	stopHolders := make(chan struct{})
-	defer close(stopHolders)
 	for u := uint32(1); u <= scaleSets*scaleHolders; u++ {
-		if err := hold(srv.Listen, u, stopHolders); err != nil {
+		c, err := harness.Dial(srv.Listen, u)
+		if err != nil {
 			return fmt.Errorf("recipient %d: %w", u, err)
 		}
+		defer c.Close()
+		go io.Copy(io.Discard, c.NC) // read and drop the pushes
 	}
 	if _, err := srv.Admin.WaitConnections(scaleSets*scaleHolders, true, 30*time.Second); err != nil {
 		return err
@@ -74,7 +73,7 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		r.printf("POST /campaigns/%s?%s → campaign %d", p.kind, p.q.Encode(), c.ID)
+		r.Printf("POST /campaigns/%s?%s → campaign %d", p.kind, p.q.Encode(), c.ID)
 	}
 	var st harness.Stats
 	var live int64
@@ -105,15 +104,15 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	live = liveOf(raw)
-	os.WriteFile(r.path("stats-before-kill.json"), raw, 0o644)
+	os.WriteFile(r.Path("stats-before-kill.json"), raw, 0o644)
 	rss1, _ := harness.RSS(srv.PID)
-	r.printf("built in %v: pool %d envelopes (%d fen), live group envelopes %d (%d fen), skipped %d; RSS %.1f MiB",
+	r.Printf("built in %v: pool %d envelopes (%d fen), live group envelopes %d (%d fen), skipped %d; RSS %.1f MiB",
 		time.Since(start).Round(100*time.Millisecond), st.Shake.Pool, st.Shake.PoolAmount, live, st.Envelopes.LiveAmount, st.Envelopes.SystemSkipped, mib(rss1))
 	du, _ := dirSize(r.data)
 	srv.Kill()
-	r.printf("SIGKILL server pid %d at %s; -data holds %.1f MiB", srv.PID, time.Now().Format(time.RFC3339), mib(du))
+	r.Printf("SIGKILL server pid %d at %s; -data holds %.1f MiB", srv.PID, time.Now().Format(time.RFC3339), mib(du))
 
-	srv2, serving, rec, err := r.restart(ctx, cfg, args, "server-2.log", 2*time.Minute, stderr)
+	srv2, serving, rec, err := r.restart(ctx, args, "server-2.log", 2*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -123,30 +122,15 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	os.WriteFile(r.path("stats-after-restart.json"), raw2, 0o644)
-	r.printf("restart: serving %v after exec, RSS %.1f MiB; %s", serving.Round(time.Millisecond), mib(rss2), rec)
-	r.printf("\nchecks:")
+	os.WriteFile(r.Path("stats-after-restart.json"), raw2, 0o644)
+	r.Printf("restart: serving %v after exec, RSS %.1f MiB; %s", serving.Round(time.Millisecond), mib(rss2), rec)
+	r.Printf("\nchecks:")
 	r.check("the pools recovered whole", st2.Shake.Pool == st.Shake.Pool && st2.Shake.PoolAmount == st.Shake.PoolAmount,
 		"%d envelopes %d fen (before the kill %d, %d)", st2.Shake.Pool, st2.Shake.PoolAmount, st.Shake.Pool, st.Shake.PoolAmount)
 	r.check("the live group envelopes recovered whole", liveOf(raw2) == live && st2.Envelopes.LiveAmount == st.Envelopes.LiveAmount,
 		"%d envelopes %d fen (before the kill %d, %d)", liveOf(raw2), st2.Envelopes.LiveAmount, live, st.Envelopes.LiveAmount)
 	r.check(fmt.Sprintf("recovered within %v", scaleTarget), rec.took() <= scaleTarget, "%v (the log's took); serving %v after exec", rec.took().Round(time.Millisecond), serving.Round(time.Millisecond))
 	return r.finish(srv2, 2*time.Minute, "crash -scale")
-}
-
-// hold logs user in and reads and drops what the server sends it until stop.
-func hold(addr string, user uint32, stop <-chan struct{}) error {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	if _, err := nc.Write(proto.AppendLogin(nil, 1, user, nil)); err != nil {
-		nc.Close()
-		return err
-	}
-	go func() { <-stop; nc.Close() }()
-	go io.Copy(io.Discard, nc)
-	return nil
 }
 
 // liveOf reads envelopes.live from /stats.
@@ -162,6 +146,7 @@ func liveOf(raw []byte) int64 {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
+// dirSize is the bytes of the files under dir.
 func dirSize(dir string) (int64, error) {
 	var n int64
 	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {

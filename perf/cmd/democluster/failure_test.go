@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +29,10 @@ const (
 	failUsers    = 300
 	failQPS      = 600
 	failRamp     = 2 * time.Second
-	failLoad     = 12 * time.Second
-	failBound    = time.Second // -cluster-timeout
+	failLoad     = 7 * time.Second
+	// failAt is when, into the load, a test breaks the cluster.
+	failAt    = 2 * time.Second
+	failBound = time.Second // -cluster-timeout
 	// answerSlack is what an "unavailable" answer may take beyond the
 	// bound: the sweeper's tick (bound/20), the rings, a loaded machine.
 	answerSlack = 1500 * time.Millisecond
@@ -40,32 +42,57 @@ const (
 // gatewayOf is the gateway of user u in the failure tests' cluster.
 func gatewayOf(u uint32) int { return int(u) % failSets % failGateways }
 
+// The binaries, built once for the test binary by bins.
+var (
+	binsOnce         sync.Once
+	binDir           string
+	binErr           error
+	serverBin, lcBin string
+)
+
+// TestMain removes the binaries bins built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // bins builds the server (under the race detector when the tests run under
-// it) and the load client once per test binary.
+// it) and the load client, once per test binary.
 func bins(t *testing.T) (server, client string) {
 	t.Helper()
-	dir := t.TempDir()
-	build := func(pkg, out string, race bool) {
-		args := []string{"build", "-o", filepath.Join(dir, out)}
-		if race {
-			args = append(args, "-race")
+	binsOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "democluster-test-"); binErr != nil {
+			return
 		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Dir = "../../.."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v: %v\n%s", args, err, b)
+		build := func(pkg, out string, race bool) {
+			args := []string{"build", "-o", filepath.Join(binDir, out)}
+			if race {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, pkg)...)
+			cmd.Dir = "../../.."
+			if b, err := cmd.CombinedOutput(); err != nil && binErr == nil {
+				binErr = fmt.Errorf("go %v: %v\n%s", args, err, b)
+			}
 		}
+		build("./cmd/server", "server", raceEnabled)
+		build("./cmd/loadclient", "loadclient", false)
+		serverBin, lcBin = filepath.Join(binDir, "server"), filepath.Join(binDir, "loadclient")
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	build("./cmd/server", "server", raceEnabled)
-	build("./cmd/loadclient", "loadclient", false)
-	return filepath.Join(dir, "server"), filepath.Join(dir, "loadclient")
+	return serverBin, lcBin
 }
 
 // failRun is a cluster under the load client.
 type failRun struct {
 	t      *testing.T
 	ctx    context.Context
-	cl     *cluster
+	cl     *harness.Cluster
 	client *harness.Client
 	dir    string
 }
@@ -73,15 +100,15 @@ type failRun struct {
 func startFailRun(t *testing.T) *failRun {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("runs a cluster of server binaries under the load client for ~20 s")
+		t.Skip("runs a cluster of server binaries under the load client for ~15 s")
 	}
 	srvBin, clientBin := bins(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	cl := &cluster{bin: srvBin, sets: failSets, timeout: failBound.String(), extra: []string{"-loops", "1", "-ring", "1024"}, dir: dir}
+	cl := &harness.Cluster{Bin: srvBin, Sets: failSets, Timeout: failBound.String(), Extra: []string{"-loops", "1", "-ring", "1024"}, Dir: dir, NATS: startNATS}
 	t.Cleanup(func() {
-		cl.cleanup()
+		cl.Cleanup()
 		if t.Failed() {
 			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 			for _, l := range logs {
@@ -90,12 +117,12 @@ func startFailRun(t *testing.T) *failRun {
 			}
 		}
 	})
-	if err := startCluster(ctx, cl, failGateways); err != nil {
+	if err := cl.Start(ctx, failGateways); err != nil {
 		t.Fatal(err)
 	}
 	r := &failRun{t: t, ctx: ctx, cl: cl, dir: dir}
-	client, err := harness.StartClient(ctx, cl.gws[0].srv, harness.ClientConfig{
-		Bin: clientBin, Dir: dir, Users: failUsers,
+	client, err := harness.StartClient(ctx, cl.Gateways[0].Srv, harness.ClientConfig{
+		Bin: clientBin, Dir: dir, Users: harness.Users(failUsers), Aligned: true,
 		Phases: fmt.Sprintf("0@%s,%d@%s", failRamp, failQPS, failLoad),
 		Flags: []string{"-duration", (failRamp + failLoad).String(), "-send-rate", "40", "-send-recipients", "3",
 			"-chat-rate", "40", "-timeout", "8s", "-grace", "5s", "-quiet", "-loops", "1"},
@@ -105,12 +132,12 @@ func startFailRun(t *testing.T) *failRun {
 		t.Fatal(err)
 	}
 	r.client = client
-	if _, err := cl.waitLogins(failUsers, failRamp+10*time.Second); err != nil {
+	if _, err := harness.WaitLogins(ctx, cl.Logins, failUsers, time.Now().Add(failRamp+10*time.Second), client); err != nil {
 		t.Fatal(err)
 	}
 	// A shake campaign POSTed on gateway 1, dealt by parts on all three,
 	// and lasting past the load: a restarted gateway resumes its part.
-	if _, err := cl.admin(1).StartCampaign("shake", url.Values{"rate": {"300"}, "total": {"3600"}, "min": {"1"}, "max": {"200"}}); err != nil {
+	if _, err := cl.Admin(1).StartCampaign("shake", url.Values{"rate": {"300"}, "total": {"2700"}, "min": {"1"}, "max": {"200"}}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -119,41 +146,37 @@ func startFailRun(t *testing.T) *failRun {
 // wait waits for the load client to end and returns its report.
 func (r *failRun) wait() *loadclient.Report {
 	r.t.Helper()
-	if err := <-r.client.Done; err != nil {
+	if err := r.client.Wait(); err != nil {
 		r.t.Logf("loadclient: %v (expected: it counts the failures it met)", err)
 	}
-	b, err := os.ReadFile(filepath.Join(r.dir, "report.json"))
+	rep, err := r.client.ReadReport()
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var rep loadclient.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		r.t.Fatal(err)
-	}
-	return &rep
+	return rep
 }
 
 // probe logs in probe user k at gateway gw.
-func (r *failRun) probe(k int, gw int) *rawClient {
+func (r *failRun) probe(k int, gw int) *harness.Conn {
 	r.t.Helper()
 	for u := uint32(probeUser + k); ; u++ {
 		if gatewayOf(u) == gw {
-			c, err := dialUser(r.cl.gws[gw].srv.Listen, u)
+			c, err := harness.Dial(r.cl.Gateways[gw].Srv.Listen, u)
 			if err != nil {
 				r.t.Fatal(err)
 			}
-			r.t.Cleanup(c.close)
+			r.t.Cleanup(c.Close)
 			return c
 		}
 	}
 }
 
 // chat sends a CHAT from c to user and returns CHAT_ACK's status.
-func chat(t *testing.T, c *rawClient, stamp uint64, to uint32) uint8 {
+func chat(t *testing.T, c *harness.Conn, stamp uint64, to uint32) uint8 {
 	t.Helper()
-	c.nc.Write(proto.AppendChat(nil, stamp, to, []byte("probe")))
+	c.NC.Write(proto.AppendChat(nil, stamp, to, []byte("probe")))
 	for {
-		f, err := c.expect(proto.ChatAck, 10*time.Second)
+		f, err := c.Expect(proto.ChatAck, 10*time.Second)
 		if err != nil {
 			t.Fatalf("CHAT to %d: no CHAT_ACK: %v", to, err)
 		}
@@ -166,14 +189,14 @@ func chat(t *testing.T, c *rawClient, stamp uint64, to uint32) uint8 {
 
 // openForeign OPENs, from c, an envelope id of set that was never handed
 // out (no money either way) and returns OPEN_RESULT's status.
-func openForeign(t *testing.T, c *rawClient, set int, stamp uint64) uint8 {
+func openForeign(t *testing.T, c *harness.Conn, set int, stamp uint64) uint8 {
 	t.Helper()
 	gen, err := envelope.NewGroupIDGen(set, time.Now().UnixNano())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.nc.Write(proto.AppendOpen(nil, stamp, gen.Next()))
-	f, err := c.expect(proto.OpenResult, 10*time.Second)
+	c.NC.Write(proto.AppendOpen(nil, stamp, gen.Next()))
+	f, err := c.Expect(proto.OpenResult, 10*time.Second)
 	if err != nil {
 		t.Fatalf("OPEN of an envelope of SET %d: no OPEN_RESULT: %v", set, err)
 	}
@@ -197,10 +220,10 @@ func wantAnswer(t *testing.T, what string, want uint8, d time.Duration, ask func
 // goroutines reads go_goroutines of every running gateway.
 func (r *failRun) goroutines() []float64 {
 	var out []float64
-	for _, g := range r.cl.gws {
+	for _, g := range r.cl.Gateways {
 		v := -1.0
-		if g.srv != nil {
-			if x, err := readCrossings(g.srv.Admin); err == nil {
+		if g.Srv != nil {
+			if x, err := harness.ReadCrossings(g.Srv.Admin); err == nil {
 				v = x.Goroutines
 			}
 		}
@@ -211,25 +234,25 @@ func (r *failRun) goroutines() []float64 {
 
 // ledgers checks every gateway's two invariants exactly, once the
 // campaigns are done, and returns /cluster/stats.
-func (r *failRun) ledgers() clusterStats {
+func (r *failRun) ledgers() harness.ClusterStats {
 	r.t.Helper()
-	for _, g := range r.cl.gws {
-		if err := g.srv.Admin.WaitCampaigns(30 * time.Second); err != nil {
-			r.t.Errorf("gateway %d: %v", g.node, err)
+	for _, g := range r.cl.Gateways {
+		if err := g.Srv.Admin.WaitCampaigns(30 * time.Second); err != nil {
+			r.t.Errorf("gateway %d: %v", g.Node, err)
 		}
-		l, err := g.srv.Admin.SettledLedger(2 * time.Second)
+		l, err := g.Srv.Admin.SettledLedger(2*time.Second, ledgerChecks)
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		checks := ledgerChecks(&l.Stats, l.Campaigns)
+		checks := l.Checks
 		for _, c := range checks {
-			r.t.Logf("gateway %d: %s", g.node, c)
+			r.t.Logf("gateway %d: %s", g.Node, c)
 		}
 		for _, b := range harness.FailedChecks(checks) {
-			r.t.Errorf("gateway %d: %s", g.node, b)
+			r.t.Errorf("gateway %d: %s", g.Node, b)
 		}
 	}
-	cs, _, err := readClusterStats(r.cl.admin(0))
+	cs, err := harness.ReadClusterStats(r.cl.Admin(0))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -254,9 +277,9 @@ func tail(b []byte, n int) string {
 func TestGatewayKilled(t *testing.T) {
 	r := startFailRun(t)
 	local, remote := r.probe(0, 0), r.probe(1, 1)
-	time.Sleep(time.Until(r.client.Start.Add(failRamp + 3*time.Second))) // the load under way
+	time.Sleep(time.Until(r.client.Start.Add(failRamp + failAt))) // the load under way
 	before := r.goroutines()
-	r.cl.kill(2)
+	r.cl.Kill(2)
 	killed := time.Now()
 	t.Logf("gateway 2 killed at +%.1fs of the load client's run; goroutines before %v", killed.Sub(r.client.Start).Seconds(), before)
 
@@ -265,12 +288,12 @@ func TestGatewayKilled(t *testing.T) {
 	for gatewayOf(dead) != 2 {
 		dead++
 	}
-	wantAnswer(t, "CHAT from gateway 0 to a user of gateway 1 with gateway 2 down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, remote.user) })
+	wantAnswer(t, "CHAT from gateway 0 to a user of gateway 1 with gateway 2 down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, remote.User) })
 	wantAnswer(t, "CHAT to a user of the dead gateway", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, dead) })
 	wantAnswer(t, "OPEN of an envelope of the dead gateway's SET", proto.OpenOverloaded, failBound+answerSlack, func() uint8 { return openForeign(t, local, 2, 3) })
 	// The survivors' goroutines while it is down.
 	var peak []float64
-	for time.Since(killed) < 3*time.Second {
+	for time.Since(killed) < 2*time.Second {
 		g := r.goroutines()
 		for i, v := range g {
 			if len(peak) <= i {
@@ -287,11 +310,11 @@ func TestGatewayKilled(t *testing.T) {
 	}
 	t.Logf("survivors' goroutines: peak %v while gateway 2 was down", peak[:2])
 
-	if err := r.cl.restart(r.ctx, 2); err != nil {
+	if err := r.cl.Restart(r.ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	if err := r.cl.waitUp(10 * time.Second); err != nil {
+	if err := r.cl.WaitUp(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("gateway 2 restarted on its -data %v after the kill; every gateway sees all up %v after the restart",
@@ -301,9 +324,9 @@ func TestGatewayKilled(t *testing.T) {
 	}
 
 	rep := r.wait()
-	for _, g := range r.cl.gws[:2] {
-		if _, err := g.srv.Admin.WaitConnections(1, false, 15*time.Second); err != nil { // the probe
-			t.Errorf("gateway %d after the load: %v", g.node, err)
+	for _, g := range r.cl.Gateways[:2] {
+		if _, err := g.Srv.Admin.WaitConnections(1, false, 15*time.Second); err != nil { // the probe
+			t.Errorf("gateway %d after the load: %v", g.Node, err)
 		}
 	}
 	after := r.goroutines()
@@ -334,25 +357,25 @@ func TestNATSRestarted(t *testing.T) {
 	r := startFailRun(t)
 	local, remote := r.probe(0, 0), r.probe(1, 1)
 	neighbour := r.probe(3, 0)
-	time.Sleep(time.Until(r.client.Start.Add(failRamp + 3*time.Second))) // the load under way
-	r.cl.stopNATS()
+	time.Sleep(time.Until(r.client.Start.Add(failRamp + failAt))) // the load under way
+	r.cl.StopNATS()
 	stopped := time.Now()
 	t.Logf("NATS stopped at +%.1fs of the load client's run", stopped.Sub(r.client.Start).Seconds())
-	wantAnswer(t, "CHAT within gateway 0 with NATS down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, neighbour.user) })
-	wantAnswer(t, "CHAT across gateways with NATS down", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, remote.user) })
+	wantAnswer(t, "CHAT within gateway 0 with NATS down", proto.ChatHanded, failBound, func() uint8 { return chat(t, local, 1, neighbour.User) })
+	wantAnswer(t, "CHAT across gateways with NATS down", proto.ChatOverloaded, failBound+answerSlack, func() uint8 { return chat(t, local, 2, remote.User) })
 	wantAnswer(t, "OPEN across gateways with NATS down", proto.OpenOverloaded, failBound+answerSlack, func() uint8 { return openForeign(t, local, 1, 3) })
 	time.Sleep(time.Until(stopped.Add(2 * time.Second)))
-	if err := r.cl.startNATS(); err != nil {
+	if err := r.cl.StartNATS(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	if err := r.cl.waitUp(10 * time.Second); err != nil {
+	if err := r.cl.WaitUp(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	up := time.Since(back)
 	var resumed time.Duration
 	for stamp := uint64(10); ; stamp++ {
-		st := chat(t, local, stamp, remote.user)
+		st := chat(t, local, stamp, remote.User)
 		if st == proto.ChatHanded {
 			resumed = time.Since(back)
 			break
@@ -393,8 +416,8 @@ func TestNATSRestarted(t *testing.T) {
 			cs.Shake.GotAmount, cs.Envelopes.OpenedAmount, rep.ShakeAmount, rep.OpenAmount)
 	}
 	var timedOut, late float64
-	for _, g := range r.cl.gws {
-		x, _ := readCrossings(g.srv.Admin)
+	for _, g := range r.cl.Gateways {
+		x, _ := harness.ReadCrossings(g.Srv.Admin)
 		timedOut += x.TimedOut
 		late += x.Late
 	}

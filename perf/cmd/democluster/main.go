@@ -1,33 +1,23 @@
 // Command democluster is `make demo-cluster`: the main job on a cluster of
-// gateways. It starts a NATS server inside its own process
-// (internal/embednats), the gateways as processes of the real server
-// binary on loopback (-nats, -node I/N, the same -sets, each its own
-// kernel-chosen ports and journal), and the load client against one
-// gateway: users whose SET another gateway runs are sent there (LOGIN_ACK
-// 3), SENDs, OPENs and CHATs cross gateways, a shake and a send campaign
-// POSTed on one gateway are dealt by parts on all, and the load client
-// reconciles strictly against GET /cluster/stats. It then reports per
-// gateway and for the cluster: ledgers, crossings (/metrics), the
-// reconciliation; it exits 1 when anything failed.
-//
-// Two more modes measure: -mode cpu is server CPU per SHAKE on a gateway of
-// a 2-gateway cluster against a single server at the same load per process
-// (SHAKEs never cross), -mode open the latency of OPENs that all cross to
-// another gateway at a set rate.
-//
-// Run it from the module root after make build; -help lists the flags.
+// gateways (NATS inside this process, the real server binary as gateways,
+// the load client against one of them: users redirected, SENDs, OPENs and
+// CHATs crossing, campaigns dealt by parts), reconciled strictly with GET
+// /cluster/stats. -mode cpu compares server CPU per SHAKE of a gateway with
+// a single server's, -mode open times OPENs that cross gateways.
+// perf/README.md has the steps; -help lists the flags.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
 	"time"
 
+	"hongbao/internal/embednats"
 	"hongbao/perf/internal/harness"
 )
 
@@ -40,11 +30,9 @@ type config struct {
 	qps        int
 	duration   time.Duration
 	ramp       time.Duration
-	sendRate   float64 // the load client's SENDs a second
-	chatRate   float64 // the load client's CHATs a second
-	recips     int     // recipients of a SEND and of a campaign's envelope
-	shake      int     // shake campaign: envelopes a second
-	send       int     // send campaign: envelopes a second
+	sendRate   float64           // the load client's SENDs a second
+	chatRate   float64           // the load client's CHATs a second
+	camps      harness.Campaigns // Recipients: of a SEND too
 	timeout    time.Duration
 	openRate   int // -mode open: OPENs a second
 	connsPerGW int // -mode open: connections on each of the two gateways
@@ -73,44 +61,24 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	})
 	fs.Float64Var(&c.sendRate, "send-rate", 200, "the load client's SENDs a second (`rate`), each to -recipients random users (of every gateway)")
 	fs.Float64Var(&c.chatRate, "chat-rate", 200, "the load client's CHATs a second (`rate`), each to a random user")
-	fs.IntVar(&c.recips, "recipients", 3, "recipients of each SEND and of each send campaign envelope")
-	fs.IntVar(&c.shake, "shake-rate", 200, "shake campaign: envelopes a second over the cluster, amounts 1..200 fen")
-	fs.IntVar(&c.send, "send-campaign-rate", 100, "send campaign: group envelopes a second over the cluster")
+	c.camps.Add(fs, 200, "send-campaign-rate", 100)
 	fs.DurationVar(&c.timeout, "cluster-timeout", time.Second, "the gateways' -cluster-timeout: the bound on a crossing's answer")
 	fs.IntVar(&c.openRate, "open-rate", 2000, "-mode open: OPENs a second, every one crossing to the other gateway")
 	fs.IntVar(&c.openRounds, "open-rounds", 1, "-mode open: alternate a crossing and a local phase `N` times, each -duration/N long, latencies pooled per kind (the machine's noise falls on both alike)")
 	fs.IntVar(&c.connsPerGW, "open-users", 200, "-mode open: users on each of the two gateways (senders on one, openers on the other)")
-	c.RunFlags.Add(fs, "democluster", "democluster-", false)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: democluster [flags]
-
--mode demo (make demo-cluster): starts NATS inside this process, -gateways processes of
-bin/server on 127.0.0.1 (-nats, -node I/N, -sets, each its own ports and journal), and
-bin/loadclient with -server and -admin naming gateway 0 only: users are redirected to their
-gateway (LOGIN_ACK 3), SENDs, OPENs and CHATs cross gateways. Once the users are in, a shake
-and a send campaign are POSTed on gateway 1 and dealt by parts on every gateway. The load
-client reconciles strictly with GET /cluster/stats; democluster checks every gateway's ledger
-and the cluster's, reads the crossings from /metrics, stops the gateways with SIGTERM (exit 0
-each) and writes report.txt, report.html and summary.json. 30,000 users take two load-client
-processes (-procs): each process holds at most its open-files limit of connections.
-
--mode cpu: a single server and then a cluster of 2 gateways, each process with -users users
-at -qps SHAKE/s for -duration (SHAKEs never cross): server CPU per SHAKE side by side.
-
--mode open: a cluster of 2 gateways; -open-users senders on gateway 0 SEND to recipients on
-gateway 1, who OPEN each envelope at once: -open-rate OPENs a second, every one a crossing.
-Latency of each OPEN from its write to its OPEN_RESULT, p50/p99/p99.9. -open-rounds N alternates
-N crossing and N local phases, each -duration/N, so that the machine's noise falls on both; e.g.
--server-flags "-journal off" leaves the crossing without the journal's fdatasync.
-
-Every process it starts stops by itself: the run is bounded by ramp + duration + 4 minutes.
+	c.RunFlags.Add(fs, "democluster", "democluster-")
+	harness.Usage(fs, `-mode demo (make demo-cluster): NATS inside this process, -gateways processes of bin/server
+(-nats, -node I/N, -sets), bin/loadclient with -server and -admin naming gateway 0 (users
+redirected, SENDs, OPENs and CHATs crossing, -procs as the open-files limit needs), campaigns
+POSTed on gateway 1 and dealt by parts; strict reconciliation with GET /cluster/stats, every
+ledger checked, the crossings read from /metrics, SIGTERM → exit 0 for each gateway.
+-mode cpu: a single server, then 2 gateways, each process with -users at -qps: CPU per SHAKE.
+-mode open: 2 gateways, -open-users senders on one SEND to openers on the other, who OPEN at
+once: -open-rate crossing OPENs a second, then local ones, alternated -open-rounds times;
+latency from the write to OPEN_RESULT. Bounded by ramp + duration + 4 minutes.
 
 Exit status: 0 when everything passed, 1 when something failed, 2 for a bad command line.
-
-Flags:
 `)
-		fs.PrintDefaults()
-	}
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
@@ -126,47 +94,22 @@ Flags:
 	if c.mode == "open" && !set["duration"] {
 		c.duration = 15 * time.Second
 	}
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	switch c.mode {
-	case "demo", "cpu", "open":
-	default:
-		bad("-mode=%q: want demo, cpu or open", c.mode)
-	}
-	if c.gateways < 2 || c.gateways > 16 {
-		bad("-gateways=%d: want 2..16", c.gateways)
-	}
-	if c.sets < c.gateways || c.sets > 4096 {
-		bad("-sets=%d: want at least one SET per gateway, at most 4096", c.sets)
-	}
-	if c.qps < 0 {
-		bad("-qps=%d: want 0 or more", c.qps)
-	}
-	if c.duration < 5*time.Second {
-		bad("-duration=%v: want at least 5s", c.duration)
-	}
-	if c.ramp < time.Second {
-		bad("-ramp=%v: want at least 1s", c.ramp)
-	}
-	if c.sendRate < 0 || c.chatRate < 0 {
-		bad("-send-rate=%v, -chat-rate=%v: want 0 or more", c.sendRate, c.chatRate)
-	}
-	if c.shake < 1 || c.send < 1 {
-		bad("-shake-rate=%d, -send-campaign-rate=%d: want at least 1 each", c.shake, c.send)
-	}
-	if c.timeout <= 0 {
-		bad("-cluster-timeout=%v: want a positive duration", c.timeout)
-	}
-	if c.openRate < 1 || c.connsPerGW < 2 {
-		bad("-open-rate=%d, -open-users=%d: want at least 1 and 2", c.openRate, c.connsPerGW)
-	}
-	if c.openRounds < 1 || c.openRounds > 60 || c.duration/time.Duration(max(1, c.openRounds)) < time.Second {
-		bad("-open-rounds=%d: want 1..60, each phase at least 1s of -duration", c.openRounds)
-	}
+	var bad harness.Problems
+	bad.If(c.mode != "demo" && c.mode != "cpu" && c.mode != "open", "-mode=%q: want demo, cpu or open", c.mode)
+	bad.If(c.gateways < 2 || c.gateways > 16, "-gateways=%d: want 2..16", c.gateways)
+	bad.If(c.sets < c.gateways || c.sets > 4096, "-sets=%d: want at least one SET per gateway, at most 4096", c.sets)
+	bad.If(c.qps < 0, "-qps=%d: want 0 or more", c.qps)
+	bad.If(c.duration < 5*time.Second, "-duration=%v: want at least 5s", c.duration)
+	bad.If(c.ramp < time.Second, "-ramp=%v: want at least 1s", c.ramp)
+	bad.If(c.sendRate < 0 || c.chatRate < 0, "-send-rate=%v, -chat-rate=%v: want 0 or more", c.sendRate, c.chatRate)
+	bad.Add(c.camps.Validate("send-campaign-rate"))
+	bad.If(c.timeout <= 0, "-cluster-timeout=%v: want a positive duration", c.timeout)
+	bad.If(c.openRate < 1 || c.connsPerGW < 2, "-open-rate=%d, -open-users=%d: want at least 1 and 2", c.openRate, c.connsPerGW)
+	bad.If(c.openRounds < 1 || c.openRounds > 60 || c.duration/time.Duration(max(1, c.openRounds)) < time.Second, "-open-rounds=%d: want 1..60, each phase at least 1s of -duration", c.openRounds)
 	// The open-files limit binds each gateway and each load-client process:
 	// the demo's users spread over the gateways and over -procs clients.
-	if err := c.RunFlags.Validate(max(2, c.recips+1), c.recips); err != nil {
-		errs = append(errs, err)
+	if err := c.RunFlags.Validate(max(2, c.camps.Recipients+1), c.camps.Recipients); err != nil {
+		bad.Add(err)
 	}
 	perServer := c.users
 	switch c.mode {
@@ -176,16 +119,11 @@ Flags:
 		perServer = 2 * c.connsPerGW
 	}
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(perServer+harness.FDMargin) > lim.Cur {
-		bad("-users=%d: %d connections on a server process need %d descriptors; the open-files limit is %d", c.users, perServer, perServer+harness.FDMargin, lim.Cur)
-	}
-	if c.mode == "demo" && c.users < c.recips+1 {
-		bad("-users=%d: want more than -recipients", c.users)
-	}
-	if c.mode == "cpu" && c.users > perProcess {
-		bad("-users=%d: -mode cpu runs one load client per server: at most %d", c.users, perProcess)
-	}
-	return c, errors.Join(errs...)
+	err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	bad.If(err == nil && uint64(perServer+harness.FDMargin) > lim.Cur, "-users=%d: %d connections on a server process need %d descriptors; the open-files limit is %d", c.users, perServer, perServer+harness.FDMargin, lim.Cur)
+	bad.If(c.mode == "demo" && c.users < c.camps.Recipients+1, "-users=%d: want more than -recipients", c.users)
+	bad.If(c.mode == "cpu" && c.users > perProcess, "-users=%d: -mode cpu runs one load client per server: at most %d", c.users, perProcess)
+	return c, bad.Err()
 }
 
 // procs is how many load-client processes hold n users.
@@ -208,4 +146,20 @@ func main() {
 		}
 		return runDemo(ctx, c, os.Stdout, os.Stderr)
 	})
+}
+
+// newCluster is the cluster of a run: the server binary, the gateways'
+// flags, NATS inside this process.
+func newCluster(cfg *config, dir string, sets int, echo io.Writer) *harness.Cluster {
+	return &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(),
+		Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: startNATS}
+}
+
+// startNATS runs NATS inside this process (internal/embednats).
+func startNATS(port int) (int, func(), error) {
+	ns, err := embednats.Start(port)
+	if err != nil {
+		return 0, nil, err
+	}
+	return ns.Port, ns.Stop, nil
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"html"
-	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
@@ -16,23 +13,20 @@ import (
 
 // writeDemoReport prints the report and writes report.txt, report.html and
 // summary.json.
-func writeDemoReport(r *demoResult, cfg config, stdout io.Writer, path func(string) string) {
-	var txt bytes.Buffer
-	w := tabwriter.NewWriter(&txt, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(&txt, "\ndemocluster %s: %d gateways, %d SETs, %d users, %d SHAKE/s for %s\n\n", r.Date, len(r.Gateways), cfg.sets, r.Users, r.QPS, r.Duration)
-	fmt.Fprintln(w, "gateway\tlogins\tSHAKEs\tgot fen\tshake created fen\tenvelopes\topened fen\tevents sent\tevents received\tcrossings timed out\tlate\tgoroutines\t")
-	row := func(name string, st *harness.Stats, x *crossingMetrics) {
-		sent, recv, to, late, gor := "", "", "", "", ""
-		if x != nil {
-			sent, recv, to, late, gor = fmtF(x.Sent), fmtF(x.Received), fmtF(x.TimedOut), fmtF(x.Late), fmtF(x.Goroutines)
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", name, st.Logins, st.Shake.Requests, st.Shake.GotAmount,
-			st.Shake.CreatedAmount, st.Envelopes.Created, st.Envelopes.OpenedAmount, sent, recv, to, late, gor)
+func writeDemoReport(r *demoResult, cfg config, run *harness.Run) {
+	var txt strings.Builder
+	fmt.Fprintf(&txt, "\ndemocluster %s: %d gateways, %d SETs, %d users, %d SHAKE/s for %s\n\n", time.Now().UTC().Format(time.RFC3339), len(r.Gateways), cfg.sets, r.Users, r.QPS, r.Duration)
+	t := &harness.Table{Right: true, Head: []string{"gateway", "logins", "SHAKEs", "got fen", "shake created fen", "envelopes", "opened fen",
+		"events sent", "events received", "crossings timed out", "late", "goroutines"}}
+	row := func(name string, st *harness.Stats, x *harness.Crossings) {
+		t.Add(name, fmt.Sprint(st.Logins), fmt.Sprint(st.Shake.Requests), fmt.Sprint(st.Shake.GotAmount), fmt.Sprint(st.Shake.CreatedAmount),
+			fmt.Sprint(st.Envelopes.Created), fmt.Sprint(st.Envelopes.OpenedAmount),
+			fmtF(x.Sent), fmtF(x.Received), fmtF(x.TimedOut), fmtF(x.Late), fmtF(x.Goroutines))
 	}
-	var sum crossingMetrics
+	var sum harness.Crossings
 	for i := range r.Gateways {
 		g := &r.Gateways[i]
-		row(fmt.Sprintf("%d", g.Node), &g.Stats, &g.Crossings)
+		row(fmt.Sprint(g.Node), &g.Stats, &g.Crossings)
 		sum.Sent += g.Crossings.Sent
 		sum.Received += g.Crossings.Received
 		sum.TimedOut += g.Crossings.TimedOut
@@ -40,7 +34,7 @@ func writeDemoReport(r *demoResult, cfg config, stdout io.Writer, path func(stri
 		sum.Goroutines += g.Crossings.Goroutines
 	}
 	row("cluster", &r.Cluster.Stats, &sum)
-	w.Flush()
+	txt.WriteString(t.Text())
 	fmt.Fprintf(&txt, "\n/cluster/stats from gateway 0: %d gateways answered, missing %v\n", r.Cluster.Gateways, r.Cluster.Missing)
 	for _, g := range r.Gateways {
 		fmt.Fprintf(&txt, "gateway %d (pid %d, %s): %s\n", g.Node, g.PID, g.Listen, g.Exit)
@@ -59,7 +53,7 @@ func writeDemoReport(r *demoResult, cfg config, stdout io.Writer, path func(stri
 				fmt.Fprintf(&txt, "  %-5s sent %d, answered %d, status %v; %s\n", k, q.Sent, q.Answered, q.Status, latencyLine(q.Latency))
 			}
 		}
-		fmt.Fprintf(&txt, "  pushes %v; CHAT_DELIVER p99 %s; errors %v\n", c.Pushes, ms(c.DeliverLatency.P99), c.Errors)
+		fmt.Fprintf(&txt, "  pushes %v; CHAT_DELIVER p99 %s; errors %v\n", c.Pushes, harness.Ms(c.DeliverLatency.P99), c.Errors)
 		if c.Reconcile != nil {
 			fmt.Fprintf(&txt, "  %s\n", c.Reconcile.Summary())
 		}
@@ -70,27 +64,23 @@ func writeDemoReport(r *demoResult, cfg config, stdout io.Writer, path func(stri
 	if len(r.Failures) > 0 {
 		fmt.Fprintf(&txt, "\nFAILED:\n  %s\n", strings.Join(r.Failures, "\n  "))
 	}
-	stdout.Write(txt.Bytes())
-	os.WriteFile(path("report.txt"), txt.Bytes(), 0o644)
-	if b, err := json.MarshalIndent(r, "", "  "); err == nil {
-		os.WriteFile(path("summary.json"), b, 0o644)
+	writeText(run, "democluster", txt.String(), r)
+}
+
+// writeText prints a report and writes it to report.txt and report.html,
+// and summary to summary.json.
+func writeText(run *harness.Run, title, txt string, summary any) {
+	fmt.Fprint(run.Stdout, txt)
+	os.WriteFile(run.Path("report.txt"), []byte(txt), 0o644)
+	os.WriteFile(run.Path("report.html"), []byte(harness.TextPage(title, txt)), 0o644)
+	if b, err := json.MarshalIndent(summary, "", "  "); err == nil {
+		os.WriteFile(run.Path("summary.json"), b, 0o644)
 	}
-	os.WriteFile(path("report.html"), []byte(htmlPage("democluster "+r.Date, txt.String())), 0o644)
 }
 
 func fmtF(v float64) string { return fmt.Sprintf("%.0f", v) }
 
-// ms formats ns as milliseconds.
-func ms(ns int64) string { return fmt.Sprintf("%.2f ms", float64(ns)/1e6) }
-
-// htmlPage wraps a text report in a page of its own.
-func htmlPage(title, text string) string {
-	return "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>" + html.EscapeString(title) +
-		"</title><style>body{font-family:sans-serif;margin:2em}pre{font-size:13px;background:#f6f6f6;padding:1em}</style></head><body><h1>" +
-		html.EscapeString(title) + "</h1><pre>" + html.EscapeString(text) + "</pre></body></html>\n"
-}
-
 // latencyLine is a loadclient latency as p50/p99/p99.9/max.
 func latencyLine(l loadclient.LatencyReport) string {
-	return fmt.Sprintf("p50 %s, p99 %s, p99.9 %s, max %s (%d)", ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max), l.Count)
+	return fmt.Sprintf("p50 %s, p99 %s, p99.9 %s, max %s (%d)", harness.Ms(l.P50), harness.Ms(l.P99), harness.Ms(l.P999), harness.Ms(l.Max), l.Count)
 }

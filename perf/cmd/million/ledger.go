@@ -1,21 +1,8 @@
 package main
 
 import (
-	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 )
-
-// check is one equation of a ledger: left must equal right.
-type check = harness.LedgerCheck
-
-func allOK(cs []check) bool { return len(harness.FailedChecks(cs)) == 0 }
-
-// ledgerChecks are one server's invariants (docs/PROTOCOL.md's, and the
-// campaigns' amounts against what the server created) after its load client
-// has gone and its campaigns are done.
-func ledgerChecks(st *harness.Stats, camps []harness.Campaign) []check {
-	return harness.LedgerChecks(st, camps)
-}
 
 // totals are the money and the counts of all servers, or of all load
 // clients, added up.
@@ -74,18 +61,12 @@ func clientTotals(cs []*clientProc) totals {
 
 // summedChecks compares the load clients' money with the servers', all added
 // up: what each client reconciled with its own server, once more in total.
-func summedChecks(srv, cli totals) []check {
-	return []check{
+func summedChecks(srv, cli totals) []harness.LedgerCheck {
+	return []harness.LedgerCheck{
 		{Name: "Σ clients' SHAKE amounts = Σ shake.got_amount", Left: cli.ShakeAmount, Right: srv.ShakeAmount},
 		{Name: "Σ clients' SHAKEs that got one = Σ shake.got", Left: cli.ShakeGot, Right: srv.ShakeGot},
 		{Name: "Σ clients' OPEN amounts = Σ envelopes.opened_amount", Left: cli.OpenAmount, Right: srv.OpenAmount},
 		{Name: "Σ clients' OPENs ok = Σ envelopes.opened", Left: cli.Opened, Right: srv.Opened},
 		{Name: "Σ clients' SHAKEs sent = Σ shake.requests", Left: cli.Requests, Right: srv.Requests},
 	}
-}
-
-// reconciled says whether a load client's report holds a passed strict
-// reconciliation.
-func reconciled(r *loadclient.Report) bool {
-	return r != nil && r.Reconcile != nil && r.Reconcile.OK
 }

@@ -1,23 +1,13 @@
-// Command million is `make million`: a million logged-in connections on this
-// host although each process may hold only 20,000 open files. It starts
-// several bin/server processes, each on its own loopback port with its own
-// admin port, and one bin/loadclient per server that logs its share of the
-// users in to that server only, from its own loopback source addresses. It
-// brings the connections up at a bounded rate with a progress line a second,
-// holds them idle, then runs the SHAKE load with a shake campaign and a send
-// campaign split over the servers, reconciles the money per server and
-// summed, and reports memory per connection (each process's user space, the
-// kernel's Slab) and how long the ramp took. -help lists the flags and the
-// steps.
-//
-// Run it from the module root after make build.
+// Command million is `make million`: a million logged-in connections on one
+// host whose processes may each hold 20,000 files, over many server
+// processes, each with a load client of its own; the ramp, the memory per
+// connection, the load with campaigns, the money reconciled per server and
+// summed. -help lists the flags and the steps.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,32 +44,25 @@ type config struct {
 	headroom float64 // refuse to start when the estimate needs more than this share of MemAvailable
 }
 
+func (c *config) Server() string { return filepath.Join(c.bin, "server") }
+func (c *config) Client() string { return filepath.Join(c.bin, "loadclient") }
+
 // The defaults and their reasons.
 const (
 	defaultPerServer = 18000 // 20,000 open files less the listeners, admin, log pipes and runtime, with room
-	defaultRampRate  = 10000 // connects a second: each costs the two cores some 50 µs (both ends, the kernel's handshake)
-	// defaultServerFlags keeps each of the ~56 servers small: 4 SETs of 1,024
-	// slots preallocate 0.5 MiB (the default 32 × 2048 is 8 MiB), and one
-	// ingress loop, since two cores serve them all. Fused stages (one
-	// goroutine per SET, one wake-up per batch instead of four) that park
-	// right after spinning: 56 pairs at 60,000 SHAKE/s took 17.8 µs of
-	// server CPU per SHAKE so, 19.8 µs with pipelined stages.
+	defaultRampRate  = 10000 // each connect costs both ends and the kernel's handshake
+	// Each of the many servers small: 4 SETs of 1,024 slots (0.5 MiB of
+	// rings, not 8), one ingress loop, fused stages that park right after
+	// spinning, since two cores serve them all.
 	defaultServerFlags = "-sets 4 -ring 1024 -loops 1 -stages fused -yields -1"
-	// defaultClientFlags: one event loop per load client; and since 112
-	// processes share two cores, a wait of up to 30 s for an answer (and for
-	// the answers in flight at the end) before a connection counts as timed
-	// out and reconnects: a queue on a saturated machine shows in the
-	// latencies instead of breaking connections and the reconciliation.
+	// One event loop per load client; on a saturated machine a wait of up
+	// to 30 s for an answer, so that a queue shows in the latencies instead
+	// of breaking connections and the reconciliation.
 	defaultClientFlags = "-loops 1 -timeout 30s -grace 30s"
-	// The timer slacks let the kernel coalesce the timed wake-ups of the
-	// 112 processes (prctl PR_SET_TIMERSLACK; the default is 50 µs): at
-	// 1,071 SHAKE/s a load client otherwise wakes once per send, and context
-	// switches are what two cores run out of first. 56 pairs at 60,000
-	// SHAKE/s (112,000 connections, 30 s): SHAKE p50 6.5 s with neither
-	// (queues of seconds), 0.05–1.1 s with 2 ms each, 18–23 ms with 10 ms
-	// for the servers (their sysmon and 5 ms tick; no timed wait on the
-	// request path) and 5 ms for the load clients (a send may leave up to
-	// 5 ms late, which its latency counts).
+	// Timer slacks let the kernel wake the processes' timed sleeps together
+	// (prctl PR_SET_TIMERSLACK, 50 µs by default): context switches are what
+	// two cores run out of first. The servers have no timed wait on the
+	// request path; a load-client send may leave up to its slack late.
 	defaultServerSlack = 10 * time.Millisecond
 	defaultClientSlack = 5 * time.Millisecond
 )
@@ -108,111 +91,57 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/million-<time>/")
 	fs.Float64Var(&c.headroom, "max-mem-share", 0.8, "refuse to start when the memory estimate is above this `share` of MemAvailable")
-	fs.Usage = func() { usage(fs) }
+	harness.Usage(fs, `A million connections on one host whose processes may each open only 20,000 files:
+-servers bin/server processes, each with its own ports and a bin/loadclient of its own that
+takes a contiguous share of the users (-total-users: one open-loop schedule), its own -source
+addresses and a share of -ramp-rate; a progress line a second until every server has all of
+its users, -hold idle, the memory read (kernel first, then each server after a GC), the load
+switched on at once through every client's -control with each server's share of the
+campaigns, the memory again, then SIGTERM to the clients (each reconciles with its server),
+every ledger and the sums checked, SIGTERM → exit 0 for every server. Bounded by
+-ramp-timeout + -hold + -duration + 6 minutes; on an error every process is killed.
+
+Exit status: 0 when everything passed, 1 when something failed, 2 for a bad command line.
+`)
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
 	if c.servers == 0 && c.perServer > 0 {
 		c.servers = (c.conns + c.perServer - 1) / c.perServer
 	}
 	if c.rampTimeout == 0 && c.rampRate > 0 {
 		c.rampTimeout = 5*time.Duration(c.conns)*time.Second/time.Duration(c.rampRate) + time.Minute
 	}
-	return c, errors.Join(append(errs, c.validate())...)
+	return c, c.validate()
 }
 
 func (c *config) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.perServer < 2 {
-		bad("-per-server=%d: want at least 2", c.perServer)
-	}
-	if c.servers < 1 {
-		bad("-servers=%d: want at least 1", c.servers)
-	} else if c.conns < 2*c.servers || c.conns/c.servers < c.recipients+1 {
-		bad("-conns=%d over %d servers: want more than %d users per server (a send campaign picks %d online users of one SET)", c.conns, c.servers, c.recipients, c.recipients)
-	}
-	if c.qps < 1 {
-		bad("-qps=%d: want at least 1", c.qps)
-	}
-	if c.duration < 5*time.Second || c.duration%time.Second != 0 {
-		bad("-duration=%v: want whole seconds, at least 5s", c.duration)
-	}
-	if c.shakeRate < 0 || c.sendRate < 0 {
-		bad("-shake-rate=%d, -send-rate=%d: want 0 (off) or more", c.shakeRate, c.sendRate)
-	}
-	if c.recipients < 1 || c.recipients > 100 {
-		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", c.recipients)
-	}
-	if c.rampRate < c.servers {
-		bad("-ramp-rate=%d: want at least one connect a second per load client (%d)", c.rampRate, c.servers)
-	}
-	if c.rampTimeout < time.Second {
-		bad("-ramp-timeout=%v: want at least 1s", c.rampTimeout)
-	}
-	if c.hold < 0 {
-		bad("-hold=%v is negative", c.hold)
-	}
+	var bad harness.Problems
+	bad.If(c.perServer < 2, "-per-server=%d: want at least 2", c.perServer)
+	bad.If(c.servers < 1, "-servers=%d: want at least 1", c.servers)
+	bad.If(c.servers >= 1 && (c.conns < 2*c.servers || c.conns/max(c.servers, 1) < c.recipients+1), "-conns=%d over %d servers: want more than %d users per server (a send campaign picks %d online users of one SET)", c.conns, c.servers, c.recipients, c.recipients)
+	bad.If(c.qps < 1, "-qps=%d: want at least 1", c.qps)
+	bad.If(c.duration < 5*time.Second || c.duration%time.Second != 0, "-duration=%v: want whole seconds, at least 5s", c.duration)
+	bad.If(c.shakeRate < 0 || c.sendRate < 0, "-shake-rate=%d, -send-rate=%d: want 0 (off) or more", c.shakeRate, c.sendRate)
+	bad.If(c.recipients < 1 || c.recipients > 100, "-recipients=%d: want 1..100 (the server's default -max-shares)", c.recipients)
+	bad.If(c.rampRate < c.servers, "-ramp-rate=%d: want at least one connect a second per load client (%d)", c.rampRate, c.servers)
+	bad.If(c.rampTimeout < time.Second, "-ramp-timeout=%v: want at least 1s", c.rampTimeout)
+	bad.If(c.hold < 0, "-hold=%v is negative", c.hold)
 	if c.source != "auto" && c.source != "" {
-		if _, err := harness.ParseLoopbackSources(c.source); err != nil {
-			bad("%v", err)
-		}
+		_, err := harness.ParseLoopbackSources(c.source)
+		bad.Add(err)
 	}
-	if c.serverProcs < 0 || c.clientProcs < 0 {
-		bad("-server-gomaxprocs=%d, -client-gomaxprocs=%d: want 0 or more", c.serverProcs, c.clientProcs)
-	}
-	if c.serverSlack < 0 || c.clientSlack < 0 || c.serverSlack > time.Second || c.clientSlack > time.Second {
-		bad("-server-timer-slack=%v, -client-timer-slack=%v: want 0..1s", c.serverSlack, c.clientSlack)
-	}
-	if c.startJobs < 1 {
-		bad("-start-jobs=%d: want at least 1", c.startJobs)
-	}
-	if c.headroom <= 0 || c.headroom > 1 {
-		bad("-max-mem-share=%v: want a share in (0, 1]", c.headroom)
-	}
+	bad.If(c.serverProcs < 0 || c.clientProcs < 0, "-server-gomaxprocs=%d, -client-gomaxprocs=%d: want 0 or more", c.serverProcs, c.clientProcs)
+	bad.If(c.serverSlack < 0 || c.clientSlack < 0 || c.serverSlack > time.Second || c.clientSlack > time.Second, "-server-timer-slack=%v, -client-timer-slack=%v: want 0..1s", c.serverSlack, c.clientSlack)
+	bad.If(c.startJobs < 1, "-start-jobs=%d: want at least 1", c.startJobs)
+	bad.If(c.headroom <= 0 || c.headroom > 1, "-max-mem-share=%v: want a share in (0, 1]", c.headroom)
 	for _, f := range strings.Fields(c.clientFlags) {
 		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {
 		case "server", "admin", "users", "total-users", "qps", "phases", "duration", "connect-rate", "source", "control", "report", "timeline", "procs":
-			bad("-client-flags: %s is million's to set", f)
+			bad.If(true, "-client-flags: %s is million's to set", f)
 		}
 	}
-	return errors.Join(errs...)
-}
-
-func usage(fs *flag.FlagSet) {
-	fmt.Fprint(fs.Output(), `usage: million [flags]
-
-A million connections on one host whose processes may each open only 20,000 files:
-
-  1. -servers bin/server processes (default ⌈conns / per-server⌉ = 56), each on its own
-     127.0.0.1 port with its own admin port, GOMAXPROCS=-server-gomaxprocs, -server-flags,
-     timer slack -server-timer-slack (prctl PR_SET_TIMERSLACK, inherited at fork).
-  2. One bin/loadclient per server: a contiguous share of users 1..conns (-users A-B
-     -total-users conns: the shared open-loop schedule), -server and -admin of its own
-     server only, its own -source addresses, -connect-rate its share of -ramp-rate,
-     -qps 0 until the load, timer slack -client-timer-slack; a progress line a second
-     until every server has all of its users logged in (the ramp), then -hold idle.
-  3. Memory after the ramp: /proc/meminfo (MemAvailable, Slab, SUnreclaim),
-     /proc/net/sockstat, /proc/slabinfo, then each server's VmRSS and Go heap (after a GC)
-     and each load client's VmRSS.
-  4. The load: GET /qps?set=QPS on every load client's -control at once (all switch on
-     the same whole second), a shake and a send campaign on every server with its share
-     of -shake-rate and -send-rate, for -duration; then /qps?set=0.
-  5. Memory again, then SIGTERM to the load clients: each drains and reconciles with its
-     own server's /stats (strict) and writes its report; million checks every server's
-     ledger and the sums, stops the servers (SIGTERM, exit 0 expected), writes
-     report.md, summary.json, servers.csv, clients.csv and system.csv into
-     -out/million-<time>/ and prints the summary.
-
-Every process it starts dies with it (Pdeathsig), on an error or Ctrl-C it kills them
-all, and the run is bounded by -ramp-timeout + -hold + -duration + 6 minutes.
-
-Exit status: 0 when everything passed, 1 when something failed, 2 for a bad command line.
-
-Flags:
-`)
-	fs.PrintDefaults()
+	return bad.Err()
 }
 
 func main() {

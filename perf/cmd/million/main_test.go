@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"hongbao/perf/internal/flagtest"
-	"hongbao/perf/internal/harness"
 )
 
 func TestSplitEven(t *testing.T) {
@@ -74,48 +73,6 @@ func TestPlanParts(t *testing.T) {
 	}
 	if parts = planParts(100, 2, 2, 0, 0, nil); parts[0].sources != nil || portsNeeded(parts) != 50 {
 		t.Errorf("no sources: %v, %d", parts[0].sources, portsNeeded(parts))
-	}
-}
-
-func TestParseMeminfo(t *testing.T) {
-	m := parseMeminfo([]byte("MemTotal:       24684096 kB\nMemAvailable:   24187284 kB\nSlab:             214300 kB\nSUnreclaim:        30188 kB\nHugePages_Total:       0\nbad line\n"))
-	want := map[string]int64{"MemTotal": 24684096 << 10, "MemAvailable": 24187284 << 10, "Slab": 214300 << 10, "SUnreclaim": 30188 << 10, "HugePages_Total": 0}
-	for k, v := range want {
-		if m[k] != v {
-			t.Errorf("%s = %d; want %d", k, m[k], v)
-		}
-	}
-	if len(m) != len(want) {
-		t.Errorf("parsed %v; want %v", m, want)
-	}
-	s := parseSockstat([]byte("sockets: used 13\nTCP: inuse 1 orphan 0 tw 2 alloc 3 mem 8\nUDP: inuse 0 mem 5\n"))
-	if s["inuse"] != 1 || s["tw"] != 2 || s["alloc"] != 3 || s["mem"] != 8 || len(s) != 5 {
-		t.Errorf("parseSockstat = %v", s)
-	}
-}
-
-func TestReadSystem(t *testing.T) {
-	s, err := readSystem()
-	if err != nil {
-		t.Skip(err) // not Linux
-	}
-	if s.MemTotal <= 0 || s.MemAvailable <= 0 || s.Slab <= 0 || s.TCP == nil {
-		t.Errorf("readSystem = %+v", s)
-	}
-}
-
-func TestLedgerChecks(t *testing.T) {
-	var st harness.Stats
-	st.Shake.CreatedAmount, st.Shake.GotAmount, st.Shake.PoolAmount = 100, 60, 40
-	st.Envelopes.Created, st.Envelopes.CreatedAmount = 2, 50
-	st.Envelopes.OpenedAmount, st.Envelopes.OutstandingAmount = 45, 5
-	camps := []harness.Campaign{{Kind: "shake", Amount: 100, Dealt: 5}, {Kind: "send", Amount: 50, Dealt: 2}}
-	if cs := ledgerChecks(&st, camps); !allOK(cs) {
-		t.Errorf("ledgerChecks: %+v; want all to hold", cs)
-	}
-	st.Shake.PoolAmount = 39 // a fen lost
-	if cs := ledgerChecks(&st, camps); allOK(cs) {
-		t.Errorf("ledgerChecks with a fen lost: %+v; want a mismatch", cs)
 	}
 }
 

@@ -7,10 +7,8 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -21,15 +19,13 @@ import (
 // listener and connections, epoll, log pipe and runtime; the load client's
 // own margin is 64 (loadclient.fdMargin).
 const (
-	serverFdMargin = 100
+	serverFdMargin = harness.FDMargin
 	clientFdMargin = 64
 )
 
-// Memory estimate per connection for the pre-flight check: two kernel
-// sockets of ~3.5 KiB each (tcp_sock, inode, file, epoll item), the dentries
-// and proc inodes of whatever lists /proc/PID/fd, socket buffers, and some
-// user space on both ends (~11.5 KiB measured); and per process, a Go
-// runtime.
+// Memory estimate for the pre-flight check: per connection two kernel
+// sockets (tcp_sock, inode, file, epoll item), dentries, socket buffers and
+// user space on both ends; per process a Go runtime.
 const (
 	estPerConn = 12 << 10
 	estPerProc = 24 << 20
@@ -37,9 +33,8 @@ const (
 
 // state is the run as it goes; report.go writes it out.
 type state struct {
+	*harness.Run
 	cfg     config
-	dir     string
-	out     io.Writer
 	cmdline string
 	started time.Time
 
@@ -50,12 +45,11 @@ type state struct {
 	notes   []string // what went wrong or is worth knowing, in order
 	env     map[string]string
 
-	sysStart, sysBefore, sysRamped, sysEnd system
-	kernBefore, kernRamped                 harness.Kernel
+	sysStart harness.System
+	sys      [3]harness.System // by reading, slab caches included
 
 	launched, firstUp, rampDone time.Time
 	loadStart, loadEnd          time.Time
-	loadSkew                    []time.Time // the seconds the clients reported for the rate switch
 	stats0, stats1              statSum
 	cpu0, cpu1                  cpuSum
 	busy0, busy1                time.Duration
@@ -65,30 +59,26 @@ type state struct {
 	perSecond                   []float64 // server-side SHAKEs per second of the load
 
 	srvTotals, cliTotals totals
-	summed               []check
+	summed               []harness.LedgerCheck
 	passed               bool
 	err                  error
-}
-
-func (s *state) say(format string, args ...any) {
-	fmt.Fprintf(s.out, "million: "+format+"\n", args...)
 }
 
 func (s *state) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.notes = append(s.notes, msg)
-	s.say("%s", msg)
+	s.Say("%s", msg)
 }
 
 // run is one million run; the error says what failed.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	s := &state{cfg: cfg, out: stdout, started: time.Now(), cmdline: strings.Join(append([]string{"go run ./perf/cmd/million"}, os.Args[1:]...), " "), env: map[string]string{}}
-	s.dir = filepath.Join(cfg.out, "million-"+s.started.Format("20060102-150405"))
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	r, err := harness.NewRun(cfg.out, "million-", "million", stdout, stderr)
+	if err != nil {
 		return err
 	}
+	s := &state{Run: r, cfg: cfg, started: time.Now(), cmdline: strings.Join(append([]string{"go run ./perf/cmd/million"}, os.Args[1:]...), " "), env: map[string]string{}}
 	defer s.killAll()
-	s.err = s.do(ctx, stderr)
+	s.err = s.do(ctx)
 	if ctx.Err() != nil && s.err != nil {
 		s.err = fmt.Errorf("%w (%v)", s.err, context.Cause(ctx))
 	}
@@ -98,7 +88,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	werr := s.write()
 	s.printSummary()
-	s.say("files in %s/", s.dir)
+	s.Say("files in %s/", s.Dir)
 	return errors.Join(s.err, werr)
 }
 
@@ -106,11 +96,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 // a failed run needs no drain), then servers. Each only once.
 func (s *state) killAll() {
 	for _, c := range s.clients {
-		c.signal(syscall.SIGKILL)
+		c.Signal(syscall.SIGKILL)
 	}
 	for _, c := range s.clients {
 		select {
-		case <-c.done:
+		case <-c.Done():
 		case <-time.After(30 * time.Second):
 		}
 	}
@@ -119,56 +109,41 @@ func (s *state) killAll() {
 	}
 }
 
-func (s *state) do(ctx context.Context, stderr io.Writer) error {
+func (s *state) do(ctx context.Context) error {
 	cfg := &s.cfg
 	if err := s.preflight(); err != nil {
 		return err
 	}
-	s.smp = startSampler(s)
+	s.smp = startSampler(ctx, s)
 
 	// 1. The servers.
 	s.smp.setPhase("start")
-	s.say("starting %d servers (%s, GOMAXPROCS=%d), %d at a time", cfg.servers, cfg.serverFlags, cfg.serverProcs, cfg.startJobs)
-	if cfg.serverProcs > 0 {
-		os.Setenv("GOMAXPROCS", strconv.Itoa(cfg.serverProcs)) // the servers inherit it
-	}
-	s.servers = make([]*serverProc, cfg.servers)
-	var mu sync.Mutex
+	s.Say("starting %d servers (%s, GOMAXPROCS=%d), %d at a time", cfg.servers, cfg.serverFlags, cfg.serverProcs, cfg.startJobs)
+	servers := make([]*serverProc, cfg.servers)
 	err := forEach(cfg.servers, cfg.startJobs, func(i int) error {
-		p := &serverProc{part: s.layout[i], args: strings.Fields(cfg.serverFlags), log: filepath.Join(s.dir, fmt.Sprintf("server-%02d.log", i))}
-		var srv *harness.Server
-		err := withTimerSlack(cfg.serverSlack, func() (err error) {
-			srv, err = harness.Start(ctx, harness.ServerConfig{Bin: filepath.Join(cfg.bin, "server"), Args: p.args, Log: p.log, Echo: stderr, StartTimeout: 30 * time.Second})
-			return err
-		})
+		p := &serverProc{part: s.layout[i], args: strings.Fields(cfg.serverFlags)}
+		srv, err := harness.Start(ctx, harness.ServerConfig{Bin: cfg.Server(), Args: p.args, Log: s.Path(fmt.Sprintf("server-%02d.log", i)),
+			Echo: s.Stderr, StartTimeout: 30 * time.Second, Env: gomaxprocs(cfg.serverProcs), Spawn: timerSlack(cfg.serverSlack)})
 		if err != nil {
 			return fmt.Errorf("server %d: %w", i, err)
 		}
-		p.srv = srv
-		mu.Lock()
-		s.servers[i] = p
-		mu.Unlock()
+		p.srv, servers[i] = srv, p
 		return nil
 	})
+	for _, p := range servers {
+		if p != nil {
+			s.servers = append(s.servers, p)
+			s.Step(fmt.Sprintf("server %d", p.part.index), strings.TrimSpace(strings.Join(gomaxprocs(cfg.serverProcs), " ")+" "+p.srv.CommandLine()))
+		}
+	}
 	if err != nil {
-		s.servers = compact(s.servers)
 		return err
 	}
-	os.Unsetenv("GOMAXPROCS")
-	s.smp.setPIDs(s.pids())
-	s.say("servers up: pids %d … %d, ports %s … %s", s.servers[0].srv.PID, s.servers[len(s.servers)-1].srv.PID, s.servers[0].srv.Listen, s.servers[len(s.servers)-1].srv.Listen)
+	s.smp.setPIDs(s)
+	s.Say("servers up: pids %d … %d, ports %s … %s", s.servers[0].srv.PID, s.servers[len(s.servers)-1].srv.PID, s.servers[0].srv.Listen, s.servers[len(s.servers)-1].srv.Listen)
 
 	// 2. Idle servers, then the kernel before the ramp.
-	if err := forEach(len(s.servers), 4, func(i int) (err error) {
-		s.servers[i].idle, err = serverMemory(s.servers[i].srv)
-		return err
-	}); err != nil {
-		return err
-	}
-	if s.kernBefore, err = harness.ReadKernel(); err != nil {
-		return err
-	}
-	if s.sysBefore, err = readSystem(); err != nil {
+	if err := s.readMemory(readIdle); err != nil {
 		return err
 	}
 
@@ -176,24 +151,24 @@ func (s *state) do(ctx context.Context, stderr io.Writer) error {
 	if err := s.startClients(ctx); err != nil {
 		return err
 	}
-	s.smp.setPIDs(s.pids())
+	s.smp.setPIDs(s)
 	if err := s.ramp(ctx); err != nil {
 		return err
 	}
 
 	// 4. Hold, then read memory with every connection up and idle.
 	s.smp.setPhase("hold")
-	s.say("holding %d connections idle for %v", cfg.conns, cfg.hold)
+	s.Say("holding %d connections idle for %v", cfg.conns, cfg.hold)
 	s.holdCPU0, s.holdBusy0, s.holdAt0 = s.readCPU(), machineBusy(), time.Now()
 	if err := s.sleep(ctx, cfg.hold); err != nil {
 		return err
 	}
 	s.holdCPU1, s.holdBusy1, s.holdAt1 = s.readCPU(), machineBusy(), time.Now()
 	s.smp.setPhase("measure")
-	if err := s.readMemory(&s.sysRamped, &s.kernRamped, func(p *serverProc) *procMem { return &p.ramped }, func(c *clientProc) *procMem { return &c.ramped }); err != nil {
+	if err := s.readMemory(readRamped); err != nil {
 		return err
 	}
-	s.sayMemory("after the ramp", s.sysRamped, func(p *serverProc) procMem { return p.ramped }, func(c *clientProc) procMem { return c.ramped })
+	s.sayMemory("after the ramp", readRamped)
 
 	// 5. The load and the campaigns.
 	if err := s.load(ctx); err != nil {
@@ -202,24 +177,13 @@ func (s *state) do(ctx context.Context, stderr io.Writer) error {
 
 	// 6. Memory at the end, with the connections still up.
 	s.smp.setPhase("measure")
-	var kernEnd harness.Kernel
-	if err := s.readMemory(&s.sysEnd, &kernEnd, func(p *serverProc) *procMem { return &p.end }, func(c *clientProc) *procMem { return &c.end }); err != nil {
+	if err := s.readMemory(readEnd); err != nil {
 		return err
 	}
-	s.sayMemory("at the end of the load", s.sysEnd, func(p *serverProc) procMem { return p.end }, func(c *clientProc) procMem { return c.end })
+	s.sayMemory("at the end of the load", readEnd)
 
 	// 7. The load clients drain, reconcile with their servers and report.
 	return s.finish(ctx)
-}
-
-func compact[T any](xs []*T) []*T {
-	var out []*T
-	for _, x := range xs {
-		if x != nil {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // preflight checks what this machine allows before starting anything:
@@ -251,14 +215,14 @@ func (s *state) preflight() error {
 	if uint64(most+clientFdMargin) > rl.Max {
 		errs = append(errs, fmt.Errorf("%d users per load client need %d descriptors, above the open-files limit %d", most, most+clientFdMargin, rl.Max))
 	}
-	if pr, err := readInts("/proc/sys/net/ipv4/ip_local_port_range"); err == nil && len(pr) == 2 {
+	if pr := readInts("/proc/sys/net/ipv4/ip_local_port_range"); len(pr) == 2 {
 		ports := int(pr[1] - pr[0] + 1)
 		s.env["net.ipv4.ip_local_port_range"] = fmt.Sprintf("%d %d (%d ports per source address and server port)", pr[0], pr[1], ports)
 		if need := portsNeeded(s.layout); need > ports {
 			errs = append(errs, fmt.Errorf("a source address carries %d connections to one server port, above the %d local ports of net.ipv4.ip_local_port_range: give more -source addresses", need, ports))
 		}
 	}
-	if fnr, err := readInts("/proc/sys/fs/file-nr"); err == nil && len(fnr) == 3 {
+	if fnr := readInts("/proc/sys/fs/file-nr"); len(fnr) == 3 {
 		s.env["fs.file-nr"] = fmt.Sprintf("%d allocated, file-max %d", fnr[0], fnr[2])
 		if need := int64(2*cfg.conns + 1000); fnr[2]-fnr[0] < need {
 			errs = append(errs, fmt.Errorf("the system's open files: %d in use of fs.file-max %d, and the run needs %d more (two sockets a connection)", fnr[0], fnr[2], need))
@@ -269,44 +233,59 @@ func (s *state) preflight() error {
 			s.env[strings.ReplaceAll(name, "/", ".")] = strings.Join(strings.Fields(string(b)), " ")
 		}
 	}
-	sys, err := readSystem()
-	if err != nil {
+	if s.sysStart, err = harness.ReadSystem(false); err != nil {
 		return err
 	}
-	s.sysStart = sys
 	est := int64(cfg.conns)*estPerConn + int64(2*cfg.servers)*estPerProc
-	s.say("%d connections over %d servers (%d–%d each) and %d load clients, sources %s; estimate %s of %s available",
-		cfg.conns, cfg.servers, s.layout[len(s.layout)-1].users.Len(), most, cfg.servers, addrSpan(src), gib(est), gib(sys.MemAvailable))
-	if float64(est) > cfg.headroom*float64(sys.MemAvailable) {
-		errs = append(errs, fmt.Errorf("the run needs about %s, above %.0f%% of the %s available (-max-mem-share)", gib(est), 100*cfg.headroom, gib(sys.MemAvailable)))
+	s.Say("%d connections over %d servers (%d–%d each) and %d load clients, sources %s; estimate %s of %s available",
+		cfg.conns, cfg.servers, s.layout[len(s.layout)-1].users.Len(), most, cfg.servers, addrSpan(src), harness.GiB(est), harness.GiB(s.sysStart.MemAvailable))
+	if float64(est) > cfg.headroom*float64(s.sysStart.MemAvailable) {
+		errs = append(errs, fmt.Errorf("the run needs about %s, above %.0f%% of the %s available (-max-mem-share)", harness.GiB(est), 100*cfg.headroom, harness.GiB(s.sysStart.MemAvailable)))
 	}
-	for _, name := range []string{"server", "loadclient"} {
-		if _, err := os.Stat(filepath.Join(cfg.bin, name)); err != nil {
+	for _, bin := range []string{cfg.Server(), cfg.Client()} {
+		if _, err := os.Stat(bin); err != nil {
 			errs = append(errs, fmt.Errorf("%v: run make build first", err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// readInts reads a file of whole numbers separated by white space; nil
+// when it cannot.
+func readInts(path string) []int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []int64
+	for _, f := range strings.Fields(string(b)) {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // startClients starts one load client per server.
 func (s *state) startClients(ctx context.Context) error {
 	cfg := &s.cfg
-	ports, err := freePorts(len(s.servers))
+	ports, err := harness.FreePorts(len(s.servers))
 	if err != nil {
 		return fmt.Errorf("control ports: %w", err)
 	}
-	// They run until million ends them; this only bounds a client whose
-	// parent vanished without the kernel killing it.
 	clientDuration := cfg.rampTimeout + cfg.hold + cfg.duration + 3*time.Minute
 	s.smp.setPhase("ramp")
 	s.launched = time.Now()
-	s.say("starting %d load clients (GOMAXPROCS=%d, %s), %d connects/s in all", len(s.servers), cfg.clientProcs, cfg.clientFlags, cfg.rampRate)
+	s.Say("starting %d load clients (GOMAXPROCS=%d, %s), %d connects/s in all", len(s.servers), cfg.clientProcs, cfg.clientFlags, cfg.rampRate)
 	for i, p := range s.servers {
-		c, err := startClient(ctx, cfg, s.dir, p.part, p.srv, ports[i], clientDuration)
+		c, err := startClient(ctx, cfg, s.Dir, p.part, p.srv, ports[i], clientDuration)
 		if err != nil {
 			return err
 		}
 		s.clients = append(s.clients, c)
+		s.Steps.Add(c.Launched, fmt.Sprintf("load client %d", p.part.index), strings.TrimSpace(strings.Join(gomaxprocs(cfg.clientProcs), " ")+" "+c.CommandLine()), 0)
 	}
 	return nil
 }
@@ -342,14 +321,14 @@ func (s *state) pollStats() (statSum, error) {
 // alive reports a process that ended before its time.
 func (s *state) alive() error {
 	for _, c := range s.clients {
-		if c.exited() {
-			return fmt.Errorf("load client %d (pid %d) exited early: %v; its log ends:\n%s", c.part.index, c.cmd.Process.Pid, c.err, c.tail(15))
+		if c.Exited() {
+			return fmt.Errorf("load client %d (pid %d) exited early: %v; its log ends:\n%s", c.part.index, c.PID(), c.Wait(), c.tail(15))
 		}
 	}
 	for _, p := range s.servers {
 		select {
 		case <-p.srv.Done():
-			return fmt.Errorf("server %d (pid %d) exited early; see %s", p.part.index, p.srv.PID, p.log)
+			return fmt.Errorf("server %d (pid %d) exited early; see %s", p.part.index, p.srv.PID, p.srv.Log)
 		default:
 		}
 	}
@@ -373,360 +352,4 @@ func (s *state) sleep(ctx context.Context, d time.Duration) error {
 		case <-time.After(min(left, 500*time.Millisecond)):
 		}
 	}
-}
-
-// ramp prints a progress line a second until every server has all of its
-// users logged in.
-func (s *state) ramp(ctx context.Context) error {
-	cfg := &s.cfg
-	deadline := s.launched.Add(cfg.rampTimeout)
-	var last statSum
-	last.at = s.launched
-	for {
-		next := time.Now().Truncate(time.Second).Add(time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Until(next)):
-		}
-		if err := s.alive(); err != nil {
-			return err
-		}
-		st, err := s.pollStats()
-		if err != nil {
-			return fmt.Errorf("during the ramp: %w", err)
-		}
-		if st.conns > 0 && s.firstUp.IsZero() {
-			s.firstUp = st.at
-		}
-		sys := s.smp.latest()
-		rate := float64(st.conns-last.conns) / st.at.Sub(last.at).Seconds()
-		s.say("ramp %6.1fs  %s/%s up (%5.1f%%)  %s/s  logins %s  servers full %d/%d  MemAvailable %s  Slab +%s  conntrack %d",
-			st.at.Sub(s.launched).Seconds(), thousands(st.conns), thousands(int64(cfg.conns)), 100*float64(st.conns)/float64(cfg.conns),
-			thousands(int64(rate)), thousands(st.logins), st.full, len(s.servers), gib(sys.MemAvailable), gib(sys.Slab-s.sysBefore.Slab), sys.Conntrack)
-		s.smp.addStats("ramp", st, last)
-		last = st
-		if st.full == len(s.servers) {
-			s.rampDone = st.at
-			s.say("ramp done: %s connections in %.1fs from the launch of the load clients (%.1fs from the first connection up), %s connects/s on average",
-				thousands(st.conns), s.rampDone.Sub(s.launched).Seconds(), s.rampDone.Sub(s.firstUp).Seconds(),
-				thousands(int64(float64(st.conns)/s.rampDone.Sub(s.launched).Seconds())))
-			return nil
-		}
-		if time.Now().After(deadline) {
-			var short []string
-			for i, p := range s.servers {
-				if n := int64(p.part.users.Len()); st.per[i].Connections != n || st.per[i].Logins < n {
-					short = append(short, fmt.Sprintf("server %d: %d/%d", i, st.per[i].Connections, n))
-				}
-			}
-			return fmt.Errorf("ramp: %d of %d connections up after %v (-ramp-timeout); short: %s", st.conns, cfg.conns, cfg.rampTimeout, strings.Join(short[:min(len(short), 10)], ", "))
-		}
-	}
-}
-
-// readMemory reads the kernel first, then the load clients' RSS, then each
-// server's memory after a GC (the /metrics scrape lists /proc/PID/fd, which
-// grows the kernel's dentry cache).
-func (s *state) readMemory(sys *system, kern *harness.Kernel, srv func(*serverProc) *procMem, cli func(*clientProc) *procMem) error {
-	var err error
-	if *kern, err = harness.ReadKernel(); err != nil {
-		return err
-	}
-	if *sys, err = readSystem(); err != nil {
-		return err
-	}
-	for _, c := range s.clients {
-		if cli(c).RSS, err = harness.RSS(c.cmd.Process.Pid); err != nil {
-			return err
-		}
-	}
-	return forEach(len(s.servers), 4, func(i int) (err error) {
-		*srv(s.servers[i]), err = serverMemory(s.servers[i].srv)
-		return err
-	})
-}
-
-// memory adds up one reading of every process: the servers' RSS and Go
-// heap + stacks, the load clients' RSS.
-func (s *state) memory(srv func(*serverProc) procMem, cli func(*clientProc) procMem) (srss, sheap, crss int64) {
-	for _, p := range s.servers {
-		m := srv(p)
-		srss += m.RSS
-		sheap += m.HeapInuse + m.StackInuse
-	}
-	for _, c := range s.clients {
-		crss += cli(c).RSS
-	}
-	return srss, sheap, crss
-}
-
-func (s *state) sayMemory(when string, sys system, srv func(*serverProc) procMem, cli func(*clientProc) procMem) {
-	srss, sheap, crss := s.memory(srv, cli)
-	n := s.cfg.conns
-	s.say("memory %s: servers RSS %s (%s/conn), Go heap+stacks %s; load clients RSS %s (%s/user); Slab %s (+%s, %s/conn), SUnreclaim +%s; MemAvailable %s (−%s since the start)",
-		when, mib(srss), per(srss, n), mib(sheap), mib(crss), per(crss, n), gib(sys.Slab), gib(sys.Slab-s.sysBefore.Slab), per(sys.Slab-s.sysBefore.Slab, n),
-		gib(sys.SUnreclaim-s.sysBefore.SUnreclaim), gib(sys.MemAvailable), gib(s.sysStart.MemAvailable-sys.MemAvailable))
-}
-
-// cpuSum is the CPU time the servers and the load clients have used.
-type cpuSum struct{ servers, clients time.Duration }
-
-func (s *state) readCPU() cpuSum {
-	var c cpuSum
-	for _, p := range s.servers {
-		d, _ := harness.CPUTime(p.srv.PID)
-		c.servers += d
-	}
-	for _, p := range s.clients {
-		d, _ := harness.CPUTime(p.cmd.Process.Pid)
-		c.clients += d
-	}
-	return c
-}
-
-// machineBusy is every CPU's busy time so far; 0 if /proc/stat is unreadable.
-func machineBusy() time.Duration {
-	b, _ := harness.MachineBusy()
-	return b
-}
-
-// load switches every load client to -qps on the same whole second, starts
-// the campaigns, reports a line a second, and switches back to 0 after
-// -duration.
-func (s *state) load(ctx context.Context) error {
-	cfg := &s.cfg
-	s.smp.setPhase("load")
-	var err error
-	if s.stats0, err = s.pollStats(); err != nil {
-		return err
-	}
-	// Just after a whole second: every client's next whole second at least
-	// 50 ms away is then the same one.
-	if err := s.sleep(ctx, time.Until(time.Now().Truncate(time.Second).Add(time.Second+20*time.Millisecond))); err != nil {
-		return err
-	}
-	start, err := s.setQPS(cfg.qps)
-	if err != nil {
-		return err
-	}
-	s.loadStart = start
-	s.loadEnd = start.Add(cfg.duration)
-	if err := s.sleep(ctx, time.Until(start)); err != nil {
-		return err
-	}
-	s.cpu0, s.busy0 = s.readCPU(), machineBusy()
-	if err := s.startCampaigns(); err != nil {
-		return err
-	}
-	s.say("load: %d SHAKE/s from %s for %v; shake campaign %d/s, send campaign %d/s × %d recipients over %d servers",
-		cfg.qps, start.Format(time.TimeOnly), cfg.duration, cfg.shakeRate, cfg.sendRate, cfg.recipients, len(s.servers))
-	last := s.stats0
-	last.at = start
-	for t := start.Add(time.Second + 300*time.Millisecond); t.Before(s.loadEnd.Add(-time.Second)); t = t.Add(time.Second) {
-		if err := s.sleep(ctx, time.Until(t)); err != nil {
-			return err
-		}
-		st, err := s.pollStats()
-		if err != nil {
-			return fmt.Errorf("during the load: %w", err)
-		}
-		dt := st.at.Sub(last.at).Seconds()
-		q := float64(st.Requests-last.Requests) / dt
-		s.perSecond = append(s.perSecond, q)
-		sys := s.smp.latest()
-		s.say("load %4.0fs  SHAKE %s/s (servers)  got %.0f/s  group envelopes %.0f/s  shares opened %.0f/s  conns %s  MemAvailable %s",
-			st.at.Sub(start).Seconds(), thousands(int64(q)), float64(st.ShakeGot-last.ShakeGot)/dt, float64(st.Created-last.Created)/dt,
-			float64(st.Opened-last.Opened)/dt, thousands(st.conns), gib(sys.MemAvailable))
-		s.smp.addStats("load", st, last)
-		last = st
-	}
-	// The last second: switch back to 0 on the load's last boundary.
-	if err := s.sleep(ctx, time.Until(s.loadEnd.Add(-time.Second+20*time.Millisecond))); err != nil {
-		return err
-	}
-	stop, err := s.setQPS(0)
-	if err != nil {
-		return err
-	}
-	if !stop.Equal(s.loadEnd) {
-		s.note("the load clients switched to 0 at %s, not at %s: the load ran %v", stop.Format(time.TimeOnly), s.loadEnd.Format(time.TimeOnly), stop.Sub(start))
-		s.loadEnd = stop
-	}
-	if err := s.sleep(ctx, time.Until(s.loadEnd.Add(500*time.Millisecond))); err != nil {
-		return err
-	}
-	s.cpu1, s.busy1 = s.readCPU(), machineBusy()
-	// The campaigns end with the load; then the last pushes are opened.
-	s.smp.setPhase("tail")
-	if err := s.waitCampaigns(ctx, 30*time.Second); err != nil {
-		return err
-	}
-	if err := s.sleep(ctx, 2*time.Second); err != nil {
-		return err
-	}
-	s.stats1, err = s.pollStats()
-	return err
-}
-
-// setQPS sets every load client's total rate at once and returns the
-// second they switch on; they must all agree.
-func (s *state) setQPS(qps int) (time.Time, error) {
-	at := make([]time.Time, len(s.clients))
-	err := forEach(len(s.clients), len(s.clients), func(i int) (err error) {
-		at[i], err = s.clients[i].setQPS(qps)
-		return err
-	})
-	if err != nil {
-		return time.Time{}, err
-	}
-	first, last := at[0], at[0]
-	for _, t := range at {
-		if t.Before(first) {
-			first = t
-		}
-		if t.After(last) {
-			last = t
-		}
-	}
-	if !first.Equal(last) {
-		s.note("/qps?set=%d: the load clients switch between %s and %s, not on one second", qps, first.Format(time.TimeOnly), last.Format(time.TimeOnly))
-	}
-	return last, nil
-}
-
-// startCampaigns starts each server's share of the campaigns, sized to last
-// the load's duration.
-func (s *state) startCampaigns() error {
-	cfg := &s.cfg
-	secs := int(cfg.duration / time.Second)
-	return forEach(len(s.servers), len(s.servers), func(i int) error {
-		p := s.servers[i]
-		if r := p.part.shakeRate; r > 0 {
-			if _, err := p.srv.Admin.StartCampaign("shake", harness.ShakeCampaign(r, secs)); err != nil {
-				return fmt.Errorf("server %d: %w", i, err)
-			}
-		}
-		if r := p.part.sendRate; r > 0 {
-			if _, err := p.srv.Admin.StartCampaign("send", harness.SendCampaign(r, secs, cfg.recipients)); err != nil {
-				return fmt.Errorf("server %d: %w", i, err)
-			}
-		}
-		return nil
-	})
-}
-
-// waitCampaigns waits until every server's campaigns are done.
-func (s *state) waitCampaigns(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		open := make([]int, len(s.servers))
-		err := forEach(len(s.servers), 8, func(i int) error {
-			list, _, err := s.servers[i].srv.Admin.Campaigns()
-			for _, c := range list {
-				if !c.Done {
-					open[i]++
-				}
-			}
-			return err
-		})
-		pending := 0
-		for _, n := range open {
-			pending += n
-		}
-		if pending == 0 && err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("campaigns not done %v after the load: %d pending, %v", timeout, pending, err)
-		}
-		if err := s.sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-// finish ends the load clients (each drains, reconciles with its server and
-// reports), checks every server's ledger and the sums, and stops the servers.
-func (s *state) finish(ctx context.Context) error {
-	s.smp.setPhase("drain")
-	s.say("SIGTERM to the load clients: each drains, reconciles with its own server's /stats and closes its connections")
-	t0 := time.Now()
-	for _, c := range s.clients {
-		c.signal(syscall.SIGTERM)
-	}
-	var errs []error
-	for _, c := range s.clients {
-		select {
-		case <-c.done:
-		case <-time.After(time.Until(t0.Add(3 * time.Minute))):
-			c.signal(syscall.SIGKILL)
-			<-c.done
-			errs = append(errs, fmt.Errorf("load client %d did not exit 3 minutes after SIGTERM; killed", c.part.index))
-		}
-		if c.err != nil {
-			errs = append(errs, fmt.Errorf("load client %d: %v (see %s)", c.part.index, c.err, c.log))
-		}
-		if err := c.readReport(); err != nil {
-			errs = append(errs, fmt.Errorf("load client %d: %w", c.part.index, err))
-		} else if !reconciled(c.rep) {
-			errs = append(errs, fmt.Errorf("load client %d: reconciliation with server %d failed (see %s)", c.part.index, c.part.index, c.report))
-		}
-	}
-	s.say("load clients exited %.1fs after SIGTERM", time.Since(t0).Seconds())
-
-	// Every server's ledger, once its client has gone.
-	s.smp.setPhase("ledger")
-	err := forEach(len(s.servers), 8, func(i int) error {
-		p := s.servers[i]
-		if _, err := p.srv.Admin.WaitConnections(0, false, 60*time.Second); err != nil {
-			return fmt.Errorf("server %d after its load client left: %w", i, err)
-		}
-		// Stages may still be passing the last events on: retry for a second.
-		for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
-			st, _, err := p.srv.Admin.Stats()
-			if err != nil {
-				return fmt.Errorf("server %d: %w", i, err)
-			}
-			camps, _, err := p.srv.Admin.Campaigns()
-			if err != nil {
-				return fmt.Errorf("server %d: %w", i, err)
-			}
-			p.stats, p.camps, p.checks = st, camps, ledgerChecks(&st, camps)
-			if allOK(p.checks) || time.Now().After(deadline) {
-				break
-			}
-		}
-		if !allOK(p.checks) {
-			var bad []string
-			for _, c := range p.checks {
-				if !c.OK() {
-					bad = append(bad, c.String())
-				}
-			}
-			return fmt.Errorf("server %d ledger: %s", i, strings.Join(bad, "; "))
-		}
-		return nil
-	})
-	errs = append(errs, err)
-	s.srvTotals, s.cliTotals = serverTotals(s.servers), clientTotals(s.clients)
-	s.summed = summedChecks(s.srvTotals, s.cliTotals)
-	for _, c := range s.summed {
-		if !c.OK() {
-			errs = append(errs, fmt.Errorf("summed: %s", c))
-		}
-	}
-
-	// SIGTERM to the servers, all at once; each must exit 0.
-	s.smp.setPhase("stop")
-	errs = append(errs, forEach(len(s.servers), len(s.servers), func(i int) error {
-		p := s.servers[i]
-		p.exitCode, p.exitErr = p.srv.Stop(30 * time.Second)
-		return p.exitErr
-	}))
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	s.passed = ctx.Err() == nil
-	return nil
 }

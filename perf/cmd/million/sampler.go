@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 type sysRow struct {
 	T            float64
 	Phase        string
-	Sys          system
+	Sys          harness.System
 	ServerRSS    int64 // all servers' VmRSS
 	ClientRSS    int64 // all load clients' VmRSS
 	ServersAlive int
@@ -30,37 +31,24 @@ type statRow struct {
 // background, and keeps the rows for the files.
 type sampler struct {
 	start time.Time
+	loop  *harness.Loop
+	once  sync.Once
 
-	mu       sync.Mutex
-	phase    string
-	srvPIDs  []int
-	cliPIDs  []int
-	rows     []sysRow
-	stats    []statRow
-	last     system
-	low      sysRow // the sample with the least MemAvailable
-	peakSrv  int64  // the most all servers held at once (RSS)
-	peakCli  int64
-	stopOnce sync.Once
-	quit     chan struct{}
-	done     chan struct{}
+	mu      sync.Mutex
+	phase   string
+	srvPIDs []int
+	cliPIDs []int
+	rows    []sysRow
+	stats   []statRow
+	last    harness.System
+	low     sysRow // the sample with the least MemAvailable
+	peakSrv int64  // the most all servers held at once (RSS)
+	peakCli int64
 }
 
-func startSampler(s *state) *sampler {
-	smp := &sampler{start: s.started, phase: "preflight", quit: make(chan struct{}), done: make(chan struct{})}
-	smp.last = s.sysStart
-	smp.low = sysRow{Sys: s.sysStart}
-	go func() {
-		defer close(smp.done)
-		for {
-			smp.take()
-			select {
-			case <-smp.quit:
-				return
-			case <-time.After(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 500*time.Millisecond))):
-			}
-		}
-	}()
+func startSampler(ctx context.Context, s *state) *sampler {
+	smp := &sampler{start: s.started, phase: "preflight", last: s.sysStart, low: sysRow{Sys: s.sysStart}}
+	smp.loop = harness.Repeat(ctx, harness.SecondsAt(500*time.Millisecond), smp.take)
 	return smp
 }
 
@@ -70,30 +58,27 @@ func (smp *sampler) setPhase(p string) {
 	smp.mu.Unlock()
 }
 
-func (smp *sampler) setPIDs(servers, clients []int) {
+// setPIDs makes the samples follow s's processes.
+func (smp *sampler) setPIDs(s *state) {
+	var srv, cli []int
+	for _, p := range s.servers {
+		srv = append(srv, p.srv.PID)
+	}
+	for _, c := range s.clients {
+		cli = append(cli, c.PID())
+	}
 	smp.mu.Lock()
-	smp.srvPIDs, smp.cliPIDs = servers, clients
+	smp.srvPIDs, smp.cliPIDs = srv, cli
 	smp.mu.Unlock()
 }
 
-func (s *state) pids() (servers, clients []int) {
-	for _, p := range s.servers {
-		servers = append(servers, p.srv.PID)
-	}
-	for _, c := range s.clients {
-		clients = append(clients, c.cmd.Process.Pid)
-	}
-	return servers, clients
-}
-
 func (smp *sampler) take() {
-	sys, err := readSystem()
+	sys, err := harness.ReadSystem(false)
 	if err != nil {
 		return
 	}
 	smp.mu.Lock()
-	srv, cli := smp.srvPIDs, smp.cliPIDs
-	phase := smp.phase
+	srv, cli, phase := smp.srvPIDs, smp.cliPIDs, smp.phase
 	smp.mu.Unlock()
 	row := sysRow{T: sys.At.Sub(smp.start).Seconds(), Phase: phase, Sys: sys}
 	for _, pid := range srv {
@@ -120,7 +105,7 @@ func (smp *sampler) take() {
 }
 
 // latest returns the last reading of the machine.
-func (smp *sampler) latest() system {
+func (smp *sampler) latest() harness.System {
 	smp.mu.Lock()
 	defer smp.mu.Unlock()
 	return smp.last
@@ -141,11 +126,10 @@ func (smp *sampler) addStats(phase string, cur, prev statSum) {
 	smp.mu.Unlock()
 }
 
-// stop takes a last sample and ends the sampling.
+// stop ends the sampling with a last sample; later calls do nothing.
 func (smp *sampler) stop() {
-	smp.stopOnce.Do(func() {
-		close(smp.quit)
-		<-smp.done
+	smp.once.Do(func() {
+		smp.loop.Stop()
 		smp.take()
 	})
 }

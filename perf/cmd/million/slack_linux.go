@@ -8,14 +8,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// withTimerSlack runs start, which forks a process, on a thread whose timer
-// slack is slack, so that the process inherits it (prctl(2): kept across
-// fork and execve, and every thread the process creates copies it). 0 runs
-// start as it is. The thread gets its default back before it is unlocked.
-func withTimerSlack(slack time.Duration, start func() error) error {
+// timerSlack is a Spawn hook that runs start, which forks a process, on a
+// thread whose timer slack is slack, so that the process inherits it
+// (prctl(2): kept across fork and execve, copied to every thread it
+// creates); nil for 0. The thread gets its default back before it is
+// unlocked.
+func timerSlack(slack time.Duration) func(func() error) error {
 	if slack <= 0 {
-		return start()
+		return nil
 	}
+	return func(start func() error) error { return withTimerSlack(slack, start) }
+}
+
+func withTimerSlack(slack time.Duration, start func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack.Nanoseconds()), 0, 0, 0); err != nil {

@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-func withTimerSlack(slack time.Duration, start func() error) error {
-	if slack > 0 {
-		return errors.New("-server-timer-slack and -client-timer-slack need Linux")
+// timerSlack: without prctl a slack cannot be set.
+func timerSlack(slack time.Duration) func(func() error) error {
+	if slack <= 0 {
+		return nil
 	}
-	return start()
+	return func(func() error) error { return errors.New("-server-timer-slack and -client-timer-slack need Linux") }
 }

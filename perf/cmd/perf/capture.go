@@ -2,112 +2,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
+	"hongbao/perf/internal/harness"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
-
-// steps records what a run does, each step as the command a user would type
-// to do it by hand. Safe for concurrent use.
-type steps struct {
-	mu    sync.Mutex
-	start time.Time // the load client's start: steps say when they ran relative to it
-	list  []step
-}
-
-type step struct {
-	At       time.Time
-	What     string
-	Cmd      string
-	Duration time.Duration // how long it took, if it is timed
-}
-
-func (s *steps) add(at time.Time, what, cmd string, took time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.list = append(s.list, step{At: at, What: what, Cmd: cmd, Duration: took})
-}
-
-func (s *steps) setStart(t time.Time) {
-	s.mu.Lock()
-	s.start = t
-	s.mu.Unlock()
-}
-
-// all returns the steps in the order they started, with the run's start.
-func (s *steps) all() ([]step, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := append([]step(nil), s.list...)
-	for i := 1; i < len(out); i++ { // insertion sort: few, nearly sorted
-		for j := i; j > 0 && out[j].At.Before(out[j-1].At); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out, s.start
-}
-
-// when formats t relative to the run's start.
-func when(t, start time.Time) string {
-	if start.IsZero() {
-		return "setup"
-	}
-	return fmt.Sprintf("t=%+.1fs", t.Sub(start).Seconds())
-}
-
-// writeCommands writes the steps as a shell-readable file: each command
-// with a comment saying when it ran and why.
-func writeCommands(path string, s *steps) error {
-	list, start := s.all()
-	var b strings.Builder
-	fmt.Fprintf(&b, "# The commands of this perf run, in order; t is seconds since the load client's start (%s).\n", start.Format(time.RFC3339Nano))
-	fmt.Fprintf(&b, "# Ports are the ones the kernel chose for this run; by hand, pick fixed ones (-listen 127.0.0.1:9000 -admin 127.0.0.1:6060).\n\n")
-	for _, st := range list {
-		took := ""
-		if st.Duration > 0 {
-			took = fmt.Sprintf(" (took %v)", st.Duration.Round(time.Millisecond))
-		}
-		fmt.Fprintf(&b, "# %s: %s%s\n%s\n\n", when(st.At, start), st.What, took, st.Cmd)
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
-}
-
-// fetch GETs url into the file at path.
-func fetch(ctx context.Context, url, path string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	return f.Close()
-}
 
 // captures is what the steady phase's captures got.
 type captures struct {
@@ -122,7 +26,7 @@ type captures struct {
 // starting at at: an allocs snapshot, the CPU profile, allocs, heap,
 // goroutines, and the runtime trace, one after the other so that no capture
 // disturbs another's figures.
-func capture(ctx context.Context, adminURL string, cfg *config, at time.Time, dir string, log *steps) (captures, error) {
+func capture(ctx context.Context, a *harness.Admin, cfg *config, at time.Time, dir string, log *harness.Steps) (captures, error) {
 	var c captures
 	select {
 	case <-ctx.Done():
@@ -130,11 +34,10 @@ func capture(ctx context.Context, adminURL string, cfg *config, at time.Time, di
 	case <-time.After(time.Until(at)):
 	}
 	get := func(path, file, what string, d time.Duration) (time.Time, time.Time, error) {
-		url := adminURL + path
 		t0 := time.Now()
-		err := fetch(ctx, url, filepath.Join(dir, file), d+30*time.Second)
+		err := a.Fetch(ctx, path, filepath.Join(dir, file), d+30*time.Second)
 		t1 := time.Now()
-		log.add(t0, what, fmt.Sprintf("curl -sS -o %s '%s'", filepath.Join(dir, file), url), t1.Sub(t0))
+		log.Add(t0, what, fmt.Sprintf("curl -sS -o %s '%s%s'", filepath.Join(dir, file), a.URL, path), t1.Sub(t0))
 		if err == nil {
 			c.Files = append(c.Files, file)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"hongbao/perf/internal/harness"
 	"image/color"
 	"math"
 	"os"
@@ -11,7 +12,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -91,7 +91,7 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 	for i := range a.samples {
 		srvT = append(srvT, a.t(a.samples[i].At))
 	}
-	fromSamples := func(get func(*sample) float64) plotter.XYs {
+	fromSamples := func(get func(*harness.Sample) float64) plotter.XYs {
 		var xy plotter.XYs
 		for i := range a.samples {
 			if a.samples[i].Err == nil {
@@ -143,22 +143,6 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 			}
 		}
 	}
-	// The client's p99.9: each second's when the timeline has it (the load
-	// client writes p50 and p99 a second only), else the whole run's
-	// (report.json) as a level line.
-	p999 := series{name: "p99.9", color: purple,
-		xy: col(func(s *runlog.Second) float64 { return float64(s.P999.Microseconds()) / 1e3 }, true)}
-	p999What := "each second's p99.9"
-	if !runlog.HasP999(tl) {
-		p999 = series{name: "p99.9 (whole run)", color: purple, dash: true, steps: true}
-		p999What = "the whole run's p99.9 (report.json; the timeline has no p99.9 a second)"
-		// Across the seconds that answered SHAKEs.
-		p50 := col(func(s *runlog.Second) float64 { return float64(s.P50) }, true)
-		if r := a.report; r != nil && r.Requests["SHAKE"] != nil && r.Requests["SHAKE"].Latency.P999 > 0 && len(p50) > 0 {
-			v := float64(r.Requests["SHAKE"].Latency.P999) / 1e6
-			p999.xy = plotter.XYs{{X: p50[0].X, Y: v}, {X: p50[len(p50)-1].X, Y: v}}
-		}
-	}
 	var pauses, heapMB plotter.XYs
 	for i := range a.gcs {
 		g := &a.gcs[i]
@@ -184,13 +168,13 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 				{name: "pushed (ENVELOPE)", xy: col(func(s *runlog.Second) float64 { return s.Pushes }, false), color: blue},
 				{name: "opened (OPEN ok)", xy: col(func(s *runlog.Second) float64 { return s.Opened }, false), color: orange, dash: true},
 			}},
-		{chart{"latency.png", "SHAKE latency per second (log scale)", fmt.Sprintf("p50 and p99 of each second's SHAKEs and %s, from the scheduled send time to the answer (load client, coordinated omission corrected); "+
+		{chart{"latency.png", "SHAKE latency per second (log scale)", fmt.Sprintf("p50, p99 and p99.9 of each second's SHAKEs, from the scheduled send time to the answer (load client, coordinated omission corrected); "+
 			"and the server's own p99 and p99.9 each second (`hongbao_latency_seconds`, %s, from the ingress's read (the start of its chunk of up to 64 reads) to the end of the egress write; an upper bound: buckets at most 25 %% wide). "+
-			"What the client sees beyond the server's own is in the client, the kernel's socket queues, or waiting for a CPU.", p999What, srvWhat)},
+			"What the client sees beyond the server's own is in the client, the kernel's socket queues, or waiting for a CPU.", srvWhat)},
 			"ms", true, []series{
 				{name: "p50", xy: col(func(s *runlog.Second) float64 { return float64(s.P50.Microseconds()) / 1e3 }, true), color: blue},
 				{name: "p99", xy: col(func(s *runlog.Second) float64 { return float64(s.P99.Microseconds()) / 1e3 }, true), color: red},
-				p999,
+				{name: "p99.9", xy: col(func(s *runlog.Second) float64 { return float64(s.P999.Microseconds()) / 1e3 }, true), color: purple},
 				{name: "server p99 (" + srvWhat + ")", xy: srvP99, color: green, dash: true},
 				{name: "server p99.9 (" + srvWhat + ")", xy: srvP999, color: orange, dash: true},
 			}},
@@ -198,8 +182,8 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 			"pause, ms", false, []series{{name: "pause", xy: pauses, color: red, dots: true}}},
 		{chart{"rss.png", "Server memory", "VmRSS (/proc/PID/status) and the Go heap in use (/metrics) every second; the live heap each GC marked (gctrace)."},
 			"MiB", false, []series{
-				{name: "RSS", xy: fromSamples(func(s *sample) float64 { return float64(s.RSS) / (1 << 20) }), color: blue},
-				{name: "heap in use", xy: fromSamples(func(s *sample) float64 { return s.metric("go_memstats_heap_inuse_bytes") / (1 << 20) }), color: orange},
+				{name: "RSS", xy: fromSamples(func(s *harness.Sample) float64 { return float64(s.RSS) / (1 << 20) }), color: blue},
+				{name: "heap in use", xy: fromSamples(func(s *harness.Sample) float64 { return s.Metric("go_memstats_heap_inuse_bytes") / (1 << 20) }), color: orange},
 				{name: "live heap after GC", xy: heapMB, color: green, dots: true},
 			}},
 		{chart{"cpu.png", "CPU", fmt.Sprintf("Cores used each second: the server's and the load client's utime + stime (/proc/PID/stat), and every CPU's busy time (/proc/stat: all processes, whoever else runs too). The machine has %d.", runtime.NumCPU())},
@@ -312,122 +296,4 @@ func drawChart(path, title, yLabel string, logY bool, lines []series, phases []p
 		return err
 	}
 	return f.Close()
-}
-
-// secondTicks marks a time axis in whole seconds: labelled ticks a round
-// step apart (1, 2, 5, 10, 15, 20, 30 s, …, whichever gives at most ten),
-// unlabelled ones on whole seconds between them.
-type secondTicks struct{}
-
-// tickSteps are the label steps secondTicks picks from, in seconds, each
-// with the step of its unlabelled ticks.
-var tickSteps = []struct{ major, minor float64 }{
-	{1, 0}, {2, 1}, {5, 1}, {10, 2}, {20, 5}, {30, 10}, {60, 10}, {120, 30},
-	{300, 60}, {600, 120}, {1200, 300}, {1800, 600}, {3600, 600},
-}
-
-func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
-	step := tickSteps[len(tickSteps)-1]
-	for _, s := range tickSteps {
-		if (hi-lo)/s.major <= 10 {
-			step = s
-			break
-		}
-	}
-	var ticks []plot.Tick
-	every := step.minor
-	if every == 0 {
-		every = step.major
-	}
-	for t := math.Ceil(lo/every) * every; t <= hi; t += every {
-		if t == 0 {
-			t = 0 // not -0, from Ceil of a small negative
-		}
-		tick := plot.Tick{Value: t}
-		if math.Mod(t, step.major) == 0 {
-			tick.Label = fmt.Sprintf("%.0f s", t)
-		}
-		ticks = append(ticks, tick)
-	}
-	return ticks
-}
-
-// legendEntry is one line's name and how it looks.
-type legendEntry struct {
-	name  string
-	thumb plot.Thumbnailer
-}
-
-// The legend strip below the plot: entries side by side, in rows as wide
-// as the chart.
-const (
-	legendRowH   vg.Length = 14 // points
-	legendThumbW vg.Length = 22
-	legendGap    vg.Length = 16
-)
-
-// legendRows lays the entries out in rows no wider than width.
-func legendRows(entries []legendEntry, style text.Style, width vg.Length) [][]legendEntry {
-	var rows [][]legendEntry
-	var row []legendEntry
-	var w vg.Length
-	for _, e := range entries {
-		ew := legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
-		if len(row) > 0 && w+legendGap+ew > width {
-			rows, row, w = append(rows, row), nil, 0
-		}
-		if len(row) > 0 {
-			w += legendGap
-		}
-		row, w = append(row, e), w+ew
-	}
-	if len(row) > 0 {
-		rows = append(rows, row)
-	}
-	return rows
-}
-
-// drawLegend draws the rows centred in c, top down.
-func drawLegend(c draw.Canvas, rows [][]legendEntry, style text.Style) {
-	y := c.Max.Y - legendRowH
-	for _, row := range rows {
-		var w vg.Length
-		for i, e := range row {
-			if i > 0 {
-				w += legendGap
-			}
-			w += legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
-		}
-		x := c.Min.X + (c.Max.X-c.Min.X-w)/2
-		for _, e := range row {
-			icon := draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
-				Min: vg.Point{X: x, Y: y + vg.Points(2)}, Max: vg.Point{X: x + legendThumbW, Y: y + legendRowH - vg.Points(2)}}}
-			e.thumb.Thumbnail(&icon)
-			x += legendThumbW + vg.Points(4)
-			c.FillText(style, vg.Point{X: x, Y: y + vg.Points(3)}, e.name)
-			x += style.Rectangle(e.name).Max.X + legendGap
-		}
-		y -= legendRowH
-	}
-}
-
-// phaseMarks draws each phase's start as a dotted vertical line, named at
-// the top of the data area.
-type phaseMarks []phase
-
-func (m phaseMarks) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, _ := p.Transforms(&c)
-	style := draw.LineStyle{Color: grey, Width: vg.Points(0.8), Dashes: []vg.Length{vg.Points(1), vg.Points(2)}}
-	text := p.Title.TextStyle
-	text.Color = grey
-	text.Font.Size = vg.Points(8)
-	text.XAlign = draw.XLeft
-	for _, ph := range m {
-		if ph.From < p.X.Min || ph.From > p.X.Max {
-			continue
-		}
-		x := trX(ph.From)
-		c.StrokeLine2(style, x, c.Min.Y, x, c.Max.Y)
-		c.FillText(text, vg.Point{X: x + vg.Points(2), Y: c.Max.Y - vg.Points(10)}, ph.Name)
-	}
 }

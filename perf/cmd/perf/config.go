@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -19,9 +18,7 @@ type config struct {
 
 	ramp, steady, send, high time.Duration // the phases, back to back
 
-	shakeRate  int // shake campaign: envelopes a second, from the steady phase to the end
-	sendRate   int // send campaign: group envelopes a second, the send phase only
-	recipients int
+	camps harness.Campaigns // shake: from the steady phase to the end; send: the send phase only
 
 	settle  time.Duration // into the steady phase before the first capture
 	cpuProf time.Duration // CPU profile length
@@ -41,14 +38,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.steady, "steady", 60*time.Second, "second phase: -qps with the shake campaign; the profiles are captured in it")
 	fs.DurationVar(&c.send, "send", 30*time.Second, "third phase: -qps with the send campaign (system group envelopes) as well")
 	fs.DurationVar(&c.high, "high", 30*time.Second, "fourth phase: -high-qps")
-	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign: envelopes a second (1..200 fen each), from the steady phase to the end")
-	fs.IntVar(&c.sendRate, "send-rate", 200, "send campaign: group envelopes a second (3..2000 fen each), in the send phase")
-	fs.IntVar(&c.recipients, "recipients", 3, "send campaign: recipients of each group envelope")
+	c.camps.Add(fs, 200, "send-rate", 200)
 	fs.DurationVar(&c.settle, "settle", 5*time.Second, "how far into the steady phase the captures start")
 	fs.DurationVar(&c.cpuProf, "cpu-profile", 20*time.Second, "length of the CPU profile (/debug/pprof/profile?seconds=N)")
 	fs.DurationVar(&c.trace, "trace", 2*time.Second, "length of the runtime/trace slice (/debug/pprof/trace?seconds=N)")
-	c.RunFlags.Add(fs, "perf", "", true)
-	fs.Usage = func() { usage(fs) }
+	c.RunFlags.Add(fs, "perf", "")
+	harness.Usage(fs, `The seed scenario on loopback in four phases (ramp, steady with a shake campaign, send with
+a send campaign, high), with GODEBUG=gctrace=1, the server sampled every second, and in the
+steady phase its profiles (allocs, CPU, heap, goroutines) and a runtime trace; then flame
+graphs, charts and report.html/.md. commands.txt lists every step; cmd/perf/README.md the
+files. perf exits 1 only when it could not measure or the server did not exit 0 after
+SIGTERM (the load client's verdict is in the report), 2 for a bad command line.
+`)
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
@@ -56,57 +57,21 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	return c, c.validate()
 }
 
-func usage(fs *flag.FlagSet) {
-	fmt.Fprint(fs.Output(), `usage: perf [flags]
-
-Runs the seed scenario end to end on loopback and captures what the server does:
-
-  1. GODEBUG=gctrace=1 bin/server on 127.0.0.1 (kernel-chosen ports), stderr to server.log
-  2. bin/loadclient -users 1-N -phases 0@RAMP,QPS@STEADY,QPS@SEND,HIGH@HIGH -source …
-     -admin … -report report.json -timeline timeline.csv
-  3. at the steady phase: POST /campaigns/shake?rate=200&…  (runs to the end)
-     at the send phase:   POST /campaigns/send?rate=200&recipients=3&…
-  4. every second: VmRSS (/proc/PID/status), utime+stime (/proc/PID/stat), GET /metrics
-  5. -settle into the steady phase: GET /debug/pprof/allocs, /debug/pprof/profile?seconds=N,
-     then /heap, /allocs, /goroutine?debug=1, /trace?seconds=N
-  6. SIGTERM to the server; then it renders flame graphs (github.com/google/pprof's driver,
-     the page go tool pprof -http serves), charts (gonum.org/v1/plot) and report.html/.md
-
-Everything lands in -out/<time>/; commands.txt lists every step as a command to run by
-hand. The run takes the phases plus about 15 s; every process it starts stops by itself.
-The load client's verdict (errors, reconciliation) is in the report; perf exits 1 only
-when it could not measure or the server did not exit 0 after SIGTERM, 2 for a bad command line.
-
-Flags:
-`)
-	fs.PrintDefaults()
-}
-
 // validate reports every bad flag, each with its reason.
 func (c *config) validate() error {
-	errs := []error{c.RunFlags.Validate(c.users, c.recipients)}
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.qps < 1 || c.qps > loadclient.MaxQPS || c.highQPS < 1 || c.highQPS > loadclient.MaxQPS {
-		bad("-qps=%d, -high-qps=%d: want 1..%d each", c.qps, c.highQPS, loadclient.MaxQPS)
-	}
+	var bad harness.Problems
+	bad.Add(c.RunFlags.Validate(c.users, c.camps.Recipients), c.camps.Validate("send-rate"))
+	bad.If(c.qps < 1 || c.qps > loadclient.MaxQPS || c.highQPS < 1 || c.highQPS > loadclient.MaxQPS, "-qps=%d, -high-qps=%d: want 1..%d each", c.qps, c.highQPS, loadclient.MaxQPS)
 	for _, p := range []struct {
 		name string
 		d    time.Duration
 	}{{"ramp", c.ramp}, {"steady", c.steady}, {"send", c.send}, {"high", c.high}} {
-		if p.d < time.Second || p.d%time.Second != 0 {
-			bad("-%s=%v: want whole seconds, at least 1s (the load client changes rates on whole seconds)", p.name, p.d)
-		}
+		bad.If(p.d < time.Second || p.d%time.Second != 0, "-%s=%v: want whole seconds, at least 1s (the load client changes rates on whole seconds)", p.name, p.d)
 	}
-	if c.shakeRate < 1 || c.sendRate < 1 {
-		bad("-shake-rate=%d, -send-rate=%d: want at least 1 each", c.shakeRate, c.sendRate)
-	}
-	if c.cpuProf < time.Second || c.cpuProf%time.Second != 0 || c.trace < time.Second || c.trace%time.Second != 0 {
-		bad("-cpu-profile=%v, -trace=%v: want whole seconds, at least 1s each", c.cpuProf, c.trace)
-	}
-	if need := c.settle + c.cpuProf + c.trace + captureSlack; c.steady < need {
-		bad("-steady=%v: the captures need %v (-settle %v + -cpu-profile %v + heap, allocs, goroutines + -trace %v)", c.steady, need, c.settle, c.cpuProf, c.trace)
-	}
-	return errors.Join(errs...)
+	bad.If(c.cpuProf < time.Second || c.cpuProf%time.Second != 0 || c.trace < time.Second || c.trace%time.Second != 0, "-cpu-profile=%v, -trace=%v: want whole seconds, at least 1s each", c.cpuProf, c.trace)
+	need := c.settle + c.cpuProf + c.trace + captureSlack
+	bad.If(c.steady < need, "-steady=%v: the captures need %v (-settle %v + -cpu-profile %v + heap, allocs, goroutines + -trace %v)", c.steady, need, c.settle, c.cpuProf, c.trace)
+	return bad.Err()
 }
 
 // captureSlack is the steady phase's time for the heap, allocs and

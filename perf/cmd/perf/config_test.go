@@ -59,22 +59,6 @@ func TestShortFunc(t *testing.T) {
 	f("a.F[x].G[y]", "a.F[…].G[…]")
 }
 
-func TestDoc(t *testing.T) {
-	d := doc{heading{2, "Figures"}, para{"see `x<y` and *this*, **that**, `a*b*c`"}, table{right: true, head: []string{"a", "b"}, rows: [][]string{{"p|q", "1"}}}}
-	md := d.markdown()
-	for _, want := range []string{"## Figures\n", "see `x<y`", "| a | b |\n|---|---:|\n| p\\|q | 1 |\n"} {
-		if !strings.Contains(md, want) {
-			t.Fatalf("markdown has no %q:\n%s", want, md)
-		}
-	}
-	h := d.html("t")
-	for _, want := range []string{"<h2>Figures</h2>", "see <code>x&lt;y</code> and <em>this</em>, <strong>that</strong>, <code>a*b*c</code>", "<td class=r>1</td>"} {
-		if !strings.Contains(h, want) {
-			t.Fatalf("html has no %q:\n%s", want, h)
-		}
-	}
-}
-
 // The report's "This run" line names every flag the command line set.
 func TestThisRun(t *testing.T) {
 	c, err := parse("-users", "2000", "-settle", "1s", "-cpu-profile", "1s", "-trace", "1s", "-steady", "8s", "-out", "/tmp/x",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"hongbao/perf/internal/harness"
 	"math"
 	"time"
 
@@ -19,7 +20,7 @@ type analysis struct {
 	report      *loadclient.Report // nil when the client wrote none
 	gcs         []runlog.GC
 	gcBad       int // gctrace lines that did not parse
-	samples     []sample
+	samples     []harness.Sample
 	caps        captures
 	figs        []phaseFigures
 	idle        idleFigures
@@ -35,17 +36,13 @@ func (a *analysis) gcT(g *runlog.GC) float64 { return a.t(a.serverStart.Add(g.At
 // the server's from the samples and the GC trace.
 type phaseFigures struct {
 	phase
-	Rows     int     // timeline seconds in the phase
 	Achieved float64 // SHAKEs answered a second, mean
-	Sent     float64 // SHAKEs sent a second, mean
 	Got      float64 // envelopes got a second, mean
 	Opened   float64 // OPENs answered ok a second, mean
-	Pushes   float64 // ENVELOPE pushes a second, mean
 	P50, P99 time.Duration
 	P99Worst time.Duration
 	Errors   int64
 
-	Window       float64 // seconds between the phase's first and last server sample
 	Shakes       float64 // SHAKEs the server answered in the window
 	SrvP50       float64 // ingress → egress latency, s: bucket upper bounds
 	SrvP99       float64
@@ -67,9 +64,7 @@ type phaseFigures struct {
 	Pauses    float64 // stop-the-world pauses, runtime/metrics
 	PauseMax  float64 // s, bucket upper bound
 	RSSMax    int64
-	HeapMax   float64
-	Scrape    time.Duration // longest /metrics scrape
-	Goroutine float64       // most goroutines seen
+	Goroutine float64 // most goroutines seen
 }
 
 // idleFigures is the server idle with every user connected: the ramp's last
@@ -88,7 +83,7 @@ const latencyMetric = "hongbao_latency_seconds"
 // serverLatency returns the server's latency histogram between two scrapes:
 // of every answer (the types added up when labelled), and of the SHAKEs
 // alone (nil when the histogram has no type label).
-func serverLatency(s0, s1 *sample) (all, shake []runlog.Bucket) {
+func serverLatency(s0, s1 *harness.Sample) (all, shake []runlog.Bucket) {
 	all = runlog.Delta(runlog.Histogram(s0.Metrics, latencyMetric), runlog.Histogram(s1.Metrics, latencyMetric))
 	onlyShake := map[string]string{"type": "shake"}
 	if h1 := runlog.HistogramWhere(s1.Metrics, latencyMetric, onlyShake); h1 != nil {
@@ -99,7 +94,7 @@ func serverLatency(s0, s1 *sample) (all, shake []runlog.Bucket) {
 
 // window returns the first and last sample within [from, to] on the run's
 // axis, and false when there are not two.
-func (a *analysis) window(from, to float64) (first, last *sample, ok bool) {
+func (a *analysis) window(from, to float64) (first, last *harness.Sample, ok bool) {
 	for i := range a.samples {
 		s := &a.samples[i]
 		if s.Err != nil || s.Metrics == nil {
@@ -120,7 +115,6 @@ func (a *analysis) compute() {
 		nan := math.NaN() // "–" in the report when the phase has no two scrapes
 		f := phaseFigures{phase: p, SrvP50: nan, SrvP99: nan, SrvP999: nan, SrvShakeP99: nan, SchedP99: nan, SchedP999: nan}
 		rows := runlog.Window(a.timeline, p.From, p.To)
-		f.Rows = len(rows)
 		mean := func(get func(*runlog.Second) float64) float64 {
 			if len(rows) == 0 {
 				return 0
@@ -132,10 +126,8 @@ func (a *analysis) compute() {
 			return s / float64(len(rows))
 		}
 		f.Achieved = mean(func(s *runlog.Second) float64 { return s.Answered })
-		f.Sent = mean(func(s *runlog.Second) float64 { return s.Sent })
 		f.Got = mean(func(s *runlog.Second) float64 { return s.Got })
 		f.Opened = mean(func(s *runlog.Second) float64 { return s.Opened })
-		f.Pushes = mean(func(s *runlog.Second) float64 { return s.Pushes })
 		f.P50 = time.Duration(runlog.Median(rows, func(s *runlog.Second) float64 { return float64(s.P50) }))
 		f.P99 = time.Duration(runlog.Median(rows, func(s *runlog.Second) float64 { return float64(s.P99) }))
 		for _, r := range rows {
@@ -145,8 +137,7 @@ func (a *analysis) compute() {
 
 		if s0, s1, ok := a.window(p.From, p.To); ok {
 			dt := s1.At.Sub(s0.At).Seconds()
-			f.Window = dt
-			f.Shakes = s1.shakes() - s0.shakes()
+			f.Shakes = s1.Shakes() - s0.Shakes()
 			lat, shake := serverLatency(s0, s1)
 			f.SrvP50, f.SrvP99, f.SrvP999 = runlog.Quantile(lat, 0.5), runlog.Quantile(lat, 0.99), runlog.Quantile(lat, 0.999)
 			f.SrvShakeP99 = runlog.Quantile(shake, 0.99)
@@ -160,11 +151,11 @@ func (a *analysis) compute() {
 			f.MachineCores = (s1.Machine - s0.Machine).Seconds() / dt
 			if f.Shakes > 0 {
 				f.CPUPerShake = time.Duration(float64(cpu) / f.Shakes)
-				f.AllocsPerReq = (s1.metric("go_memstats_mallocs_total") - s0.metric("go_memstats_mallocs_total")) / f.Shakes
-				f.BytesPerReq = (s1.metric("go_memstats_alloc_bytes_total") - s0.metric("go_memstats_alloc_bytes_total")) / f.Shakes
+				f.AllocsPerReq = (s1.Metric("go_memstats_mallocs_total") - s0.Metric("go_memstats_mallocs_total")) / f.Shakes
+				f.BytesPerReq = (s1.Metric("go_memstats_alloc_bytes_total") - s0.Metric("go_memstats_alloc_bytes_total")) / f.Shakes
 			}
 			if cpu > 0 {
-				f.GCShare = (s1.metric("go_gc_cpu_seconds_total") - s0.metric("go_gc_cpu_seconds_total")) / cpu.Seconds()
+				f.GCShare = (s1.Metric("go_gc_cpu_seconds_total") - s0.Metric("go_gc_cpu_seconds_total")) / cpu.Seconds()
 			}
 			pauses := runlog.Delta(runlog.Histogram(s0.Metrics, "go_gc_pauses_seconds"), runlog.Histogram(s1.Metrics, "go_gc_pauses_seconds"))
 			f.Pauses, f.PauseMax = runlog.Total(pauses), runlog.Max(pauses)
@@ -175,9 +166,7 @@ func (a *analysis) compute() {
 				continue
 			}
 			f.RSSMax = max(f.RSSMax, s.RSS)
-			f.HeapMax = max(f.HeapMax, s.metric("go_memstats_heap_inuse_bytes"))
-			f.Goroutine = max(f.Goroutine, s.metric("go_goroutines"))
-			f.Scrape = max(f.Scrape, s.Scrape)
+			f.Goroutine = max(f.Goroutine, s.Metric("go_goroutines"))
 		}
 		var gcCPU time.Duration
 		procs := 0
@@ -209,7 +198,7 @@ func (a *analysis) computeIdle() {
 	ramp := a.phases[0]
 	from := max(ramp.From, ramp.To-8)
 	s0, s1, ok := a.window(from, ramp.To)
-	if !ok || s0.metric("hongbao_connections") < float64(a.cfg.users) {
+	if !ok || s0.Metric("hongbao_connections") < float64(a.cfg.users) {
 		return
 	}
 	dt := s1.At.Sub(s0.At).Seconds()
@@ -219,7 +208,7 @@ func (a *analysis) computeIdle() {
 			n++ // scrapes in the window, each of which the next sample counts
 		}
 	}
-	mallocs := s1.metric("go_memstats_mallocs_total") - s0.metric("go_memstats_mallocs_total")
+	mallocs := s1.Metric("go_memstats_mallocs_total") - s0.Metric("go_memstats_mallocs_total")
 	a.idle = idleFigures{Seconds: dt, CPUCores: (s1.CPU - s0.CPU).Seconds() / dt, AllocsPerSec: mallocs / dt}
 	if n > 0 {
 		a.idle.ScrapeMallocs = mallocs / n
@@ -235,12 +224,4 @@ func (a *analysis) gcTotals() (n int, maxPause time.Duration, forced int) {
 		maxPause = max(maxPause, a.gcs[i].Pause())
 	}
 	return len(a.gcs), maxPause, forced
-}
-
-// finite returns v, or NaN for ±Inf, for formatting.
-func finite(v float64) float64 {
-	if math.IsInf(v, 0) {
-		return math.NaN()
-	}
-	return v
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
 )
 
@@ -13,13 +14,13 @@ import (
 // labels and labelled by request type: every answer in both, the SHAKEs'
 // alone only from the labelled one.
 func TestServerLatency(t *testing.T) {
-	scrape := func(text string) *sample {
+	scrape := func(text string) *harness.Sample {
 		t.Helper()
 		m, err := runlog.ParseMetrics(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &sample{Metrics: m}
+		return &harness.Sample{Metrics: m}
 	}
 	plain0 := scrape("# TYPE hongbao_latency_seconds histogram\nhongbao_latency_seconds_bucket{le=\"0.001\"} 10\nhongbao_latency_seconds_bucket{le=\"+Inf\"} 10\n")
 	plain1 := scrape("# TYPE hongbao_latency_seconds histogram\nhongbao_latency_seconds_bucket{le=\"0.001\"} 100\nhongbao_latency_seconds_bucket{le=\"+Inf\"} 110\n")
@@ -28,7 +29,7 @@ func TestServerLatency(t *testing.T) {
 		t.Fatalf("unlabelled: every answer %v (want 100 observations), SHAKE %v (want nil)", all, shake)
 	}
 
-	typed := func(shake, open int) *sample {
+	typed := func(shake, open int) *harness.Sample {
 		return scrape(strings.NewReplacer("S", strconv.Itoa(shake), "O", strconv.Itoa(open)).Replace(
 			"# HELP hongbao_latency_seconds Ingress to egress.\n# TYPE hongbao_latency_seconds histogram\n" +
 				"hongbao_latency_seconds_bucket{type=\"shake\",le=\"0.001\"} S\nhongbao_latency_seconds_bucket{type=\"shake\",le=\"+Inf\"} S\n" +

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"hongbao/perf/internal/harness"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,10 +62,10 @@ func pct(v float64) string {
 
 // summaryTable is the report's figures, one row a phase: what make perf
 // prints at the end.
-func summaryTable(a *analysis) doc {
-	load := table{right: true, head: []string{"phase", "seconds", "target QPS", "achieved QPS", "envelopes got/s", "opened/s",
+func summaryTable(a *analysis) harness.Doc {
+	load := &harness.Table{Right: true, Head: []string{"phase", "seconds", "target QPS", "achieved QPS", "envelopes got/s", "opened/s",
 		"p50 (median s)", "p99 (median s)", "p99 (worst s)", "server p50 / p99 / p99.9", "server SHAKE p99", "sched latency p99 / p99.9", "errors"}}
-	cost := table{right: true, head: []string{"phase", "server CPU", "client CPU", "machine busy", "CPU per SHAKE", "allocs per SHAKE", "bytes per SHAKE",
+	cost := &harness.Table{Right: true, Head: []string{"phase", "server CPU", "client CPU", "machine busy", "CPU per SHAKE", "allocs per SHAKE", "bytes per SHAKE",
 		"GCs", "max GC pause", "GC CPU (of GOMAXPROCS)", "GC share of server CPU", "STW pauses (runtime/metrics)", "max RSS", "goroutines"}}
 	for _, f := range a.figs {
 		perShake := func(v float64, format string) string {
@@ -73,9 +74,9 @@ func summaryTable(a *analysis) doc {
 			}
 			return fmt.Sprintf(format, v)
 		}
-		load.rows = append(load.rows, []string{f.Name, fmt.Sprintf("%.0f–%.0f", f.From, f.To), fmt.Sprint(f.QPS), num(f.Achieved),
+		load.Add(f.Name, fmt.Sprintf("%.0f–%.0f", f.From, f.To), fmt.Sprint(f.QPS), num(f.Achieved),
 			num(f.Got), num(f.Opened), ms(f.P50), ms(f.P99), ms(f.P99Worst),
-			bound(f.SrvP50) + " / " + bound(f.SrvP99) + " / " + bound(f.SrvP999), bound(f.SrvShakeP99), bound(f.SchedP99) + " / " + bound(f.SchedP999), fmt.Sprint(f.Errors)})
+			bound(f.SrvP50)+" / "+bound(f.SrvP99)+" / "+bound(f.SrvP999), bound(f.SrvShakeP99), bound(f.SchedP99)+" / "+bound(f.SchedP999), fmt.Sprint(f.Errors))
 		cpuPer := "–"
 		if f.CPUPerShake > 0 {
 			cpuPer = fmt.Sprintf("%.1f µs", float64(f.CPUPerShake)/1e3)
@@ -84,68 +85,68 @@ func summaryTable(a *analysis) doc {
 		if f.Pauses > 0 {
 			pauses = fmt.Sprintf("%.0f, max %s", f.Pauses, bound(f.PauseMax))
 		}
-		cost.rows = append(cost.rows, []string{f.Name, cores(f.CPUCores), cores(f.ClientCores), cores(f.MachineCores), cpuPer,
+		cost.Add(f.Name, cores(f.CPUCores), cores(f.ClientCores), cores(f.MachineCores), cpuPer,
 			perShake(f.AllocsPerReq, "%.2f"), perShake(f.BytesPerReq, "%.0f B"),
-			fmt.Sprint(f.GCs), ms(f.MaxPause), pct(f.GCCPU), pct(f.GCShare), pauses, mib(float64(f.RSSMax)), num(f.Goroutine)})
+			fmt.Sprint(f.GCs), ms(f.MaxPause), pct(f.GCCPU), pct(f.GCShare), pauses, mib(float64(f.RSSMax)), num(f.Goroutine))
 	}
-	return doc{heading{3, "Load and latency (load client)"}, load, heading{3, "Server cost"}, cost}
+	return harness.Doc{harness.H3("Load and latency (load client)"), load, harness.H3("Server cost"), cost}
 }
 
 // buildReport writes the run up: figures, charts, flame graphs, profiles
 // and the commands.
-func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, charts []chart, log *steps) doc {
+func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, charts []chart, log *harness.Steps) harness.Doc {
 	cfg := a.cfg
-	d := doc{heading{1, "hongbao perf run " + filepath.Base(dir)}}
+	d := harness.Doc{harness.H1("hongbao perf run " + filepath.Base(dir))}
 	osrel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	d = append(d, para{fmt.Sprintf("%d users on loopback (`-source %s`), phases `%s` (QPS@duration from the load client's start at %s), "+
+	d = append(d, harness.Para(fmt.Sprintf("%d users on loopback (`-source %s`), phases `%s` (QPS@duration from the load client's start at %s), "+
 		"shake campaign %d/s from the steady phase to the end, send campaign %d/s × %d recipients in the send phase. "+
 		"Server flags: `%s`. Machine: %d CPUs (server and load client share them), Linux %s, %s.",
-		cfg.users, cfg.Source, cfg.plan(), a.start.Format("15:04:05"), cfg.shakeRate, cfg.sendRate, cfg.recipients,
-		orDefault(cfg.ServerFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())})
-	d = append(d, para{verdict(a, out)})
+		cfg.users, cfg.Source, cfg.plan(), a.start.Format("15:04:05"), cfg.camps.Shake, cfg.camps.Send, cfg.camps.Recipients,
+		orDefault(cfg.ServerFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())))
+	d = append(d, harness.Para(verdict(a, out)))
 
-	d = append(d, heading{2, "Figures per phase"})
+	d = append(d, harness.H2("Figures per phase"))
 	d = append(d, summaryTable(a)...)
-	d = append(d, para{"How they are computed. *Achieved QPS*, *envelopes got/s* and *opened/s* are means over the phase's seconds of the load client's timeline; " +
-		"*p50*/*p99* are the median over those seconds of each second's percentile (SHAKE latency from the scheduled send, coordinated omission corrected), *worst s* the highest second. " +
-		"*Server p50 / p99 / p99.9* is the latency inside the server (every answer, not only SHAKEs), from the difference of `hongbao_latency_seconds` between the phase's first and last scrape (upper bounds of buckets at most 25 % wide); the server starts that clock at the start of the epoll loop's chunk of up to 64 reads that read the request (its SET runs after them) and stops it at the end of the egress write of the answer (the wait up to the start of the egress batch alone is `hongbao_batch_wait_seconds`). " +
-		"*Server SHAKE p99* is the same for the SHAKEs alone, from the histogram's `type=\"shake\"` series (– when the server does not label it by request type). " +
-		"*Sched latency* is how long the server's runnable goroutines waited for a P, runtime/metrics `/sched/latencies:seconds` (`go_sched_latencies_seconds`) over the same scrapes (upper bounds). " +
-		"*Server CPU* and *client CPU* are utime+stime of /proc/PID/stat over the same scrapes, *machine busy* every CPU's busy time in /proc/stat (user+nice+system+irq+softirq of all processes: what it has beyond the two is someone else's; all three are tick-sampled, so they add up only roughly); *CPU per SHAKE* divides it by the SHAKEs the server answered (`hongbao_shake_total`), so it carries every other cost of the phase too (pushes, OPENs, campaigns, the scrapes, and in the steady phase the profilers). " +
-		"*Allocs*/*bytes per SHAKE* are the deltas of `go_memstats_mallocs_total`/`go_memstats_alloc_bytes_total` over the SHAKEs, likewise all-inclusive. " +
-		"*GCs*, *max GC pause* (both stop-the-world phases) and *GC CPU* (sweep termination + assists + background marking + mark termination, idle-time marking excluded, over GOMAXPROCS × the phase) come from the GODEBUG=gctrace=1 lines; " +
-		"*GC share* is `go_gc_cpu_seconds_total` (runtime/metrics /cpu/classes/gc/total, idle marking included) over the server's CPU; " +
-		"*STW pauses* counts `go_gc_pauses_seconds`, runtime/metrics `/gc/pauses:seconds`, which the Go runtime documents as the same histogram as `/sched/pauses/total/gc:seconds` (one entry per stop-the-world phase: two a GC)."})
+	d = append(d, harness.Para("How they are computed. *Achieved QPS*, *envelopes got/s* and *opened/s* are means over the phase's seconds of the load client's timeline; "+
+		"*p50*/*p99* are the median over those seconds of each second's percentile (SHAKE latency from the scheduled send, coordinated omission corrected), *worst s* the highest second. "+
+		"*Server p50 / p99 / p99.9* is the latency inside the server (every answer, not only SHAKEs), from the difference of `hongbao_latency_seconds` between the phase's first and last scrape (upper bounds of buckets at most 25 % wide); the server starts that clock at the start of the epoll loop's chunk of up to 64 reads that read the request (its SET runs after them) and stops it at the end of the egress write of the answer (the wait up to the start of the egress batch alone is `hongbao_batch_wait_seconds`). "+
+		"*Server SHAKE p99* is the same for the SHAKEs alone, from the histogram's `type=\"shake\"` series (– when the server does not label it by request type). "+
+		"*Sched latency* is how long the server's runnable goroutines waited for a P, runtime/metrics `/sched/latencies:seconds` (`go_sched_latencies_seconds`) over the same scrapes (upper bounds). "+
+		"*Server CPU* and *client CPU* are utime+stime of /proc/PID/stat over the same scrapes, *machine busy* every CPU's busy time in /proc/stat (user+nice+system+irq+softirq of all processes: what it has beyond the two is someone else's; all three are tick-sampled, so they add up only roughly); *CPU per SHAKE* divides it by the SHAKEs the server answered (`hongbao_shake_total`), so it carries every other cost of the phase too (pushes, OPENs, campaigns, the scrapes, and in the steady phase the profilers). "+
+		"*Allocs*/*bytes per SHAKE* are the deltas of `go_memstats_mallocs_total`/`go_memstats_alloc_bytes_total` over the SHAKEs, likewise all-inclusive. "+
+		"*GCs*, *max GC pause* (both stop-the-world phases) and *GC CPU* (sweep termination + assists + background marking + mark termination, idle-time marking excluded, over GOMAXPROCS × the phase) come from the GODEBUG=gctrace=1 lines; "+
+		"*GC share* is `go_gc_cpu_seconds_total` (runtime/metrics /cpu/classes/gc/total, idle marking included) over the server's CPU; "+
+		"*STW pauses* counts `go_gc_pauses_seconds`, runtime/metrics `/gc/pauses:seconds`, which the Go runtime documents as the same histogram as `/sched/pauses/total/gc:seconds` (one entry per stop-the-world phase: two a GC)."))
 	if a.idle.Seconds > 0 {
-		d = append(d, para{fmt.Sprintf("Idle baseline (the ramp's last %.0f s, all %d users connected, no SHAKE): %.2f cores, %.0f allocations a second, about %.0f per `/metrics` scrape — "+
+		d = append(d, harness.Para(fmt.Sprintf("Idle baseline (the ramp's last %.0f s, all %d users connected, no SHAKE): %.2f cores, %.0f allocations a second, about %.0f per `/metrics` scrape — "+
 			"the scrape runs once a second throughout, so at -qps %d it adds about %.2f allocations per SHAKE to the figures above.",
-			a.idle.Seconds, cfg.users, a.idle.CPUCores, a.idle.AllocsPerSec, a.idle.ScrapeMallocs, cfg.qps, a.idle.AllocsPerSec/float64(cfg.qps))})
+			a.idle.Seconds, cfg.users, a.idle.CPUCores, a.idle.AllocsPerSec, a.idle.ScrapeMallocs, cfg.qps, a.idle.AllocsPerSec/float64(cfg.qps))))
 	}
 
 	if r := a.report; r != nil {
-		d = append(d, heading{2, "Whole run (report.json)"})
+		d = append(d, harness.H2("Whole run (report.json)"))
 		d = append(d, requestTable(r))
-		d = append(d, para{fmt.Sprintf("Errors: %s. Skipped (not connected) %d, dropped (backlog) %d. At most %d connections up; %d connects.",
-			errorList(r.Errors), r.Skipped, r.Backlog, r.ConnectionsMax, r.Connects)})
+		d = append(d, harness.Para(fmt.Sprintf("Errors: %s. Skipped (not connected) %d, dropped (backlog) %d. At most %d connections up; %d connects.",
+			errorList(r.Errors), r.Skipped, r.Backlog, r.ConnectionsMax, r.Connects)))
 		if r.Reconcile != nil {
-			d = append(d, para{"Reconciliation with the server's `/stats` — " + r.Reconcile.Summary()})
+			d = append(d, harness.Para("Reconciliation with the server's `/stats` — "+r.Reconcile.Summary()))
 		}
 	}
 
 	n, maxPause, forced := a.gcTotals()
-	d = append(d, heading{2, "Garbage collector (gctrace)"})
-	d = append(d, para{fmt.Sprintf("%d collections over the whole server run, %d of them forced (the two `heap?gc=1` snapshots around the CPU profile), longest stop-the-world %s; %d gctrace lines did not parse (another write landing in one). The lines are in `gctrace.txt`.",
-		n, forced, ms(maxPause), a.gcBad)})
+	d = append(d, harness.H2("Garbage collector (gctrace)"))
+	d = append(d, harness.Para(fmt.Sprintf("%d collections over the whole server run, %d of them forced (the two `heap?gc=1` snapshots around the CPU profile), longest stop-the-world %s; %d gctrace lines did not parse (another write landing in one). The lines are in `gctrace.txt`.",
+		n, forced, ms(maxPause), a.gcBad)))
 
-	d = append(d, heading{2, "Steady-phase captures"})
+	d = append(d, harness.H2("Steady-phase captures"))
 	c := a.caps
 	if !c.CPUFrom.IsZero() {
-		d = append(d, para{fmt.Sprintf("CPU profile t=%.1f–%.1f s; allocations between t=%.1f and %.1f s; runtime trace t=%.1f–%.1f s; %d goroutines (`goroutine.txt`).",
-			a.t(c.CPUFrom), a.t(c.CPUTo), a.t(c.AllocsFrom), a.t(c.AllocsTo), a.t(c.TraceFrom), a.t(c.TraceTo), c.Goroutines)})
+		d = append(d, harness.Para(fmt.Sprintf("CPU profile t=%.1f–%.1f s; allocations between t=%.1f and %.1f s; runtime trace t=%.1f–%.1f s; %d goroutines (`goroutine.txt`).",
+			a.t(c.CPUFrom), a.t(c.CPUTo), a.t(c.AllocsFrom), a.t(c.AllocsTo), a.t(c.TraceFrom), a.t(c.TraceTo), c.Goroutines)))
 	}
-	var fl links
+	var fl harness.Links
 	for _, f := range flames {
-		fl = append(fl, struct{ href, text, note string }{f.File, "Flame graph: " + f.Title, "`" + f.Cmd + "`"})
+		fl = append(fl, harness.Link{Href: f.File, Text: "Flame graph: " + f.Title, Note: "`" + f.Cmd + "`"})
 	}
 	for _, f := range []struct{ file, note string }{
 		{"cpu.pprof", "`go tool pprof -top cpu.pprof`, or `make perf-open` for the web UI"},
@@ -155,7 +156,7 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 		{"goroutine.txt", "goroutines grouped by stack"},
 	} {
 		if _, err := os.Stat(filepath.Join(dir, f.file)); err == nil {
-			fl = append(fl, struct{ href, text, note string }{f.file, f.file, f.note})
+			fl = append(fl, harness.Link{Href: f.file, Text: f.file, Note: f.note})
 		}
 	}
 	if len(fl) > 0 {
@@ -163,29 +164,29 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	}
 	if p, err := readProfile(filepath.Join(dir, "cpu.pprof"), ""); err == nil {
 		if t, err := top(p, "cpu", 15); err == nil {
-			d = append(d, heading{3, "Top CPU (flat)"}, topTable(&t))
+			d = append(d, harness.H3("Top CPU (flat)"), topTable(&t))
 		}
 	}
 	if p, err := readProfile(filepath.Join(dir, "allocs.pprof"), filepath.Join(dir, "allocs-start.pprof")); err == nil {
 		if t, err := top(p, "alloc_space", 10); err == nil {
-			d = append(d, heading{3, "Top allocation sites during the CPU profile (alloc_space, flat)"}, topTable(&t))
+			d = append(d, harness.H3("Top allocation sites during the CPU profile (alloc_space, flat)"), topTable(&t))
 		}
 		if t, err := top(p, "alloc_objects", 10); err == nil {
-			d = append(d, heading{3, "Top allocation sites during the CPU profile (alloc_objects, flat)"}, topTable(&t))
+			d = append(d, harness.H3("Top allocation sites during the CPU profile (alloc_objects, flat)"), topTable(&t))
 		}
 	}
 
-	d = append(d, heading{2, "Charts"})
+	d = append(d, harness.H2("Charts"))
 	for _, ch := range charts {
-		d = append(d, image{src: ch.File, alt: ch.Title, caption: ch.Caption})
+		d = append(d, harness.Image{Src: ch.File, Alt: ch.Title, Caption: ch.Caption})
 	}
 
-	d = append(d, heading{2, "Commands"})
-	d = append(d, para{"Every step of this run as a command to run by hand, in order (also in `commands.txt`); the rendering steps after them."})
-	list, start := log.all()
+	d = append(d, harness.H2("Commands"))
+	d = append(d, harness.Para("Every step of this run as a command to run by hand, in order (also in `commands.txt`); the rendering steps after them."))
+	list, start := log.All()
 	var b strings.Builder
 	for _, st := range list {
-		fmt.Fprintf(&b, "# %s: %s\n%s\n", when(st.At, start), st.What, st.Cmd)
+		fmt.Fprintf(&b, "# %s: %s\n%s\n", harness.When(st.At, start), st.What, st.Cmd)
 	}
 	fmt.Fprintf(&b, "# after the run: the GC trace, the flame graphs, the profiles\n")
 	fmt.Fprintf(&b, "grep '^gc ' server.log >gctrace.txt\n")
@@ -194,8 +195,8 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	}
 	fmt.Fprintf(&b, "go tool trace trace.out\n")
 	fmt.Fprintf(&b, "make perf-open   # = go tool pprof -http=127.0.0.1:8081 <the latest perf/out/*/cpu.pprof>, serves until Ctrl-C\n")
-	d = append(d, code{b.String()})
-	d = append(d, para{thisRun(cfg)})
+	d = append(d, harness.Code(b.String()))
+	d = append(d, harness.Para(thisRun(cfg)))
 	return d
 }
 
@@ -253,8 +254,8 @@ func verdict(a *analysis, out *outcome) string {
 	return strings.Join(parts, " ")
 }
 
-func requestTable(r *loadclient.Report) table {
-	t := table{right: true, head: []string{"request", "sent", "answered", "lost", "unanswered", "status", "p50", "p90", "p99", "p99.9", "max"}}
+func requestTable(r *loadclient.Report) *harness.Table {
+	t := &harness.Table{Right: true, Head: []string{"request", "sent", "answered", "lost", "unanswered", "status", "p50", "p90", "p99", "p99.9", "max"}}
 	kinds := make([]string, 0, len(r.Requests))
 	for k := range r.Requests {
 		kinds = append(kinds, k)
@@ -275,8 +276,8 @@ func requestTable(r *loadclient.Report) table {
 			st = append(st, fmt.Sprintf("%s:%d", s, q.Status[s]))
 		}
 		l := q.Latency
-		t.rows = append(t.rows, []string{k, fmt.Sprint(q.Sent), fmt.Sprint(q.Answered), fmt.Sprint(q.Lost), fmt.Sprint(q.Unanswered),
-			strings.Join(st, " "), ms(time.Duration(l.P50)), ms(time.Duration(l.P90)), ms(time.Duration(l.P99)), ms(time.Duration(l.P999)), ms(time.Duration(l.Max))})
+		t.Add(k, fmt.Sprint(q.Sent), fmt.Sprint(q.Answered), fmt.Sprint(q.Lost), fmt.Sprint(q.Unanswered),
+			strings.Join(st, " "), ms(time.Duration(l.P50)), ms(time.Duration(l.P90)), ms(time.Duration(l.P99)), ms(time.Duration(l.P999)), ms(time.Duration(l.Max)))
 	}
 	return t
 }
@@ -294,8 +295,8 @@ func errorList(m map[string]uint64) string {
 	return strings.Join(parts, ", ")
 }
 
-func topTable(t *topList) table {
-	tb := table{right: true, head: []string{"function", "flat", "flat %", "cum", "cum %"}}
+func topTable(t *topList) *harness.Table {
+	tb := &harness.Table{Right: true, Head: []string{"function", "flat", "flat %", "cum", "cum %"}}
 	for _, e := range t.Entries {
 		p := func(v int64) string {
 			if t.Total == 0 {
@@ -303,7 +304,7 @@ func topTable(t *topList) table {
 			}
 			return fmt.Sprintf("%.1f %%", 100*float64(v)/float64(t.Total))
 		}
-		tb.rows = append(tb.rows, []string{"`" + shortFunc(e.Func) + "`", t.format(e.Flat), p(e.Flat), t.format(e.Cum), p(e.Cum)})
+		tb.Add("`"+shortFunc(e.Func)+"`", t.format(e.Flat), p(e.Flat), t.format(e.Cum), p(e.Cum))
 	}
 	return tb
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
 )
@@ -32,40 +30,42 @@ type outcome struct {
 
 // run is one perf run; the error says what kept it from measuring.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	dir, path, err := harness.RunDir(cfg.Out, "")
+	r, err := harness.NewRun(cfg.Out, "", "perf", stdout, stderr)
 	if err != nil {
 		return err
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(stdout, "perf: "+format+"\n", args...) }
-	say("%d users, phases %s, shake campaign %d/s, send campaign %d/s × %d recipients; files in %s/", cfg.users, cfg.plan(), cfg.shakeRate, cfg.sendRate, cfg.recipients, dir)
-	log := &steps{}
+	dir, path := r.Dir, r.Path
+	r.Say("%d users, phases %s, shake campaign %d/s, send campaign %d/s × %d recipients; files in %s/", cfg.users, cfg.plan(), cfg.camps.Shake, cfg.camps.Send, cfg.camps.Recipients, dir)
+	log := &r.Steps
 	var out outcome
 
+	// The server's GC trace goes to its log; its echo leaves those lines out.
 	serverStart := time.Now()
-	srv, err := startServer(ctx, &cfg, strings.Fields(cfg.ServerFlags), path("server.log"), stderr)
+	srv, err := r.StartServer(ctx, "server.log", harness.ServerConfig{
+		Bin: cfg.Server(), Args: strings.Fields(cfg.ServerFlags), Env: []string{"GODEBUG=" + strings.TrimPrefix(os.Getenv("GODEBUG")+",gctrace=1", ",")},
+		Echo: dropGCTrace{stderr}, StartTimeout: 15 * time.Second,
+	})
 	if err != nil {
 		return err
 	}
 	defer srv.Kill() // on every early return; after Stop it only waits
-	log.add(serverStart, "start the server, its GC trace (GODEBUG=gctrace=1) and log in server.log", "GODEBUG=gctrace=1 "+srv.CommandLine(), 0)
-	say("server pid %d serving %s, admin %s", srv.PID, srv.Listen, srv.Admin.URL)
-	smp := startSampler(ctx, srv)
-	log.add(time.Now(), "every second until the server stops: its RSS, its CPU time (utime+stime, 1/100 s) and its metrics",
+	r.Say("server pid %d serving %s, admin %s", srv.PID, srv.Listen, srv.Admin.URL)
+	smp := harness.StartSampler(ctx, srv, harness.SecondsAt(500*time.Millisecond), harness.SampleOptions{}, nil)
+	r.Step("every second until the server stops: its RSS, its CPU time (utime+stime, 1/100 s) and its metrics",
 		fmt.Sprintf("while sleep 1; do grep VmRSS /proc/%d/status; awk '{print $14+$15}' /proc/%d/stat; curl -s %s/metrics >>%s; done",
-			srv.PID, srv.PID, srv.Admin.URL, path("metrics.log")), 0)
+			srv.PID, srv.PID, srv.Admin.URL, path("metrics.log")))
 
 	// Bounded: the plan, the client's grace, its reconciliation.
-	client, err := harness.StartClient(ctx, srv, harness.ClientConfig{
-		Bin: filepath.Join(cfg.Bin, "loadclient"), Dir: dir, Users: cfg.users, Phases: cfg.plan(),
+	client, err := r.StartClient(ctx, srv, harness.ClientConfig{
+		Bin: cfg.Client(), Users: harness.Users(cfg.users), Phases: cfg.plan(), Aligned: true,
 		Source: cfg.Source, More: cfg.ClientFlags, Grace: 15 * time.Second, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
 		return err
 	}
 	start := client.Start
-	log.setStart(start)
-	smp.client.Store(int64(client.Cmd.Process.Pid))
-	log.add(client.Launched, "run the load client (live line every second in loadclient.log)", client.CommandLine(), 0)
+	log.SetStart(start)
+	smp.SetClient(client.PID())
 
 	// The campaigns and the captures, each at its time; cut short if the
 	// client ends early.
@@ -74,17 +74,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	ph := cfg.phases()
 	var wg sync.WaitGroup
 	var caps captures
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		out.campErr = startCampaigns(stepCtx, srv.Admin, &cfg, start, ph, log)
-	}()
-	go func() {
-		defer wg.Done()
+	wg.Go(func() { out.campErr = startCampaigns(stepCtx, srv.Admin, &cfg, start, ph, log) })
+	wg.Go(func() {
 		at := start.Add(time.Duration(ph[1].From*float64(time.Second)) + cfg.settle)
-		caps, out.captureErr = capture(stepCtx, srv.Admin.URL, &cfg, at, dir, log)
-	}()
-	out.clientErr = <-client.Done
+		caps, out.captureErr = capture(stepCtx, srv.Admin, &cfg, at, dir, log)
+	})
+	out.clientErr = client.Wait()
 	cancelSteps()
 	wg.Wait()
 
@@ -95,82 +90,42 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{"/campaigns", "campaigns.json", "the campaigns after the run"},
 		{"/metrics", "metrics.txt", "the metrics after the run"},
 	} {
-		if err := fetch(ctx, srv.Admin.URL+f.url, path(f.file), 30*time.Second); err != nil {
-			say("%v", err)
+		if err := srv.Admin.Fetch(ctx, f.url, path(f.file), 30*time.Second); err != nil {
+			r.Say("%v", err)
 		}
-		log.add(time.Now(), f.what, fmt.Sprintf("curl -sS -o %s %s%s", path(f.file), srv.Admin.URL, f.url), 0)
+		r.Step(f.what, fmt.Sprintf("curl -sS -o %s %s%s", path(f.file), srv.Admin.URL, f.url))
 	}
 	t0 := time.Now()
 	out.serverCode, out.serverErr = srv.Stop(30 * time.Second)
 	out.stopped = time.Since(t0)
-	log.add(t0, fmt.Sprintf("stop the server: it drains and exits %d", out.serverCode), fmt.Sprintf("kill -TERM %d", srv.PID), out.stopped)
-	say("server: SIGTERM, exit status %d after %v", out.serverCode, out.stopped.Round(time.Millisecond))
+	log.Add(t0, fmt.Sprintf("stop the server: it drains and exits %d", out.serverCode), fmt.Sprintf("kill -TERM %d", srv.PID), out.stopped)
+	r.Say("server: SIGTERM, exit status %d after %v", out.serverCode, out.stopped.Round(time.Millisecond))
 
 	a := &analysis{cfg: &cfg, start: start, serverStart: serverStart, phases: ph, samples: samples, caps: caps}
-	var errs []error
-	if err := a.load(dir); err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{a.load(client)}
 	if a.report != nil {
 		out.startSkew = a.report.Start.Sub(start).Seconds()
 		if out.startSkew != 0 {
-			say("the load client started %+.3fs from the expected second; the figures use its start", out.startSkew)
+			r.Say("the load client started %+.3fs from the expected second; the figures use its start", out.startSkew)
 			a.start = a.report.Start
 		}
 	}
 	a.compute()
-	if err := writeSamples(path("samples.csv"), samples, a.start); err != nil {
-		errs = append(errs, err)
-	}
-	if err := writeCommands(path("commands.txt"), log); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, writeSamples(path("samples.csv"), samples, a.start), r.WriteCommands())
 	flames, err := renderFlames(a, dir, stderr)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, err)
 	charts, err := renderCharts(a, dir)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, err)
 	rep := buildReport(a, &out, dir, flames, charts, log)
-	if err := os.WriteFile(path("report.md"), []byte(rep.markdown()), 0o644); err != nil {
-		errs = append(errs, err)
-	}
-	if err := os.WriteFile(path("report.html"), []byte(rep.html("hongbao perf "+filepath.Base(dir))), 0o644); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, os.WriteFile(path("report.md"), []byte(rep.Markdown()), 0o644),
+		os.WriteFile(path("report.html"), []byte(rep.HTML("hongbao perf "+filepath.Base(dir))), 0o644))
 	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, summaryTable(a).markdown())
+	fmt.Fprint(stdout, summaryTable(a).Markdown())
 	if out.clientErr != nil {
-		say("the load client reported a failure (%v): see loadclient.log and the report", out.clientErr)
+		r.Say("the load client reported a failure (%v): see loadclient.log and the report", out.clientErr)
 	}
-	say("report: %s (and report.md); flame graphs, charts, profiles and commands.txt beside it", path("report.html"))
+	r.Say("report: %s (and report.md); flame graphs, charts, profiles and commands.txt beside it", path("report.html"))
 	return errors.Join(append(errs, out.captureErr, out.campErr, out.serverErr)...)
-}
-
-// startServer starts the server with GODEBUG=gctrace=1 added to its
-// environment. harness.Start passes on this process's environment, so the
-// variable is set here for the moment of the start only; the load client
-// and the rest of this process do not trace.
-func startServer(ctx context.Context, cfg *config, args []string, log string, stderr io.Writer) (*harness.Server, error) {
-	old, had := os.LookupEnv("GODEBUG")
-	godebug := "gctrace=1"
-	if old != "" {
-		godebug = old + ",gctrace=1"
-	}
-	os.Setenv("GODEBUG", godebug)
-	defer func() {
-		if had {
-			os.Setenv("GODEBUG", old)
-		} else {
-			os.Unsetenv("GODEBUG")
-		}
-	}()
-	return harness.Start(ctx, harness.ServerConfig{
-		Bin: filepath.Join(cfg.Bin, "server"), Args: args, Log: log,
-		Echo: dropGCTrace{stderr}, StartTimeout: 15 * time.Second,
-	})
 }
 
 // dropGCTrace passes on the server's echoed warnings but not its gctrace
@@ -187,7 +142,7 @@ func (d dropGCTrace) Write(p []byte) (int, error) {
 // startCampaigns starts the shake campaign when the steady phase starts (to
 // run until the end) and the send campaign when the send phase starts (for
 // that phase).
-func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, start time.Time, ph []phase, log *steps) error {
+func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, start time.Time, ph []phase, log *harness.Steps) error {
 	steady, send, end := ph[1].From, ph[2].From, ph[len(ph)-1].To
 	shakeSecs, sendSecs := int(end-steady), int(ph[2].To-send)
 	for _, c := range []struct {
@@ -196,10 +151,10 @@ func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, start ti
 		q    url.Values
 		what string
 	}{
-		{steady, "shake", harness.ShakeCampaign(cfg.shakeRate, shakeSecs),
-			fmt.Sprintf("shake campaign: %d envelopes a second for %d s, 1..200 fen", cfg.shakeRate, shakeSecs)},
-		{send, "send", harness.SendCampaign(cfg.sendRate, sendSecs, cfg.recipients),
-			fmt.Sprintf("send campaign: %d system group envelopes a second for %d s, %d recipients each", cfg.sendRate, sendSecs, cfg.recipients)},
+		{steady, "shake", harness.ShakeCampaign(cfg.camps.Shake, shakeSecs),
+			fmt.Sprintf("shake campaign: %d envelopes a second for %d s, 1..200 fen", cfg.camps.Shake, shakeSecs)},
+		{send, "send", harness.SendCampaign(cfg.camps.Send, sendSecs, cfg.camps.Recipients),
+			fmt.Sprintf("send campaign: %d system group envelopes a second for %d s, %d recipients each", cfg.camps.Send, sendSecs, cfg.camps.Recipients)},
 	} {
 		select {
 		case <-ctx.Done():
@@ -208,7 +163,7 @@ func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, start ti
 		}
 		t0 := time.Now()
 		_, err := a.StartCampaign(c.kind, c.q)
-		log.add(t0, c.what, fmt.Sprintf("curl -sS -XPOST '%s/campaigns/%s?%s'", a.URL, c.kind, c.q.Encode()), 0)
+		log.Add(t0, c.what, fmt.Sprintf("curl -sS -XPOST '%s/campaigns/%s?%s'", a.URL, c.kind, c.q.Encode()), 0)
 		if err != nil {
 			return err
 		}
@@ -217,39 +172,21 @@ func startCampaigns(ctx context.Context, a *harness.Admin, cfg *config, start ti
 }
 
 // load reads the files the run left: the client's timeline and report, the
-// server's GC trace.
-func (a *analysis) load(dir string) error {
-	var errs []error
-	if f, err := os.Open(filepath.Join(dir, "timeline.csv")); err != nil {
-		errs = append(errs, err)
-	} else {
-		a.timeline, err = runlog.ParseTimeline(f)
-		f.Close()
-		errs = append(errs, err)
+// server's GC trace, which it also writes to gctrace.txt.
+func (a *analysis) load(client *harness.Client) error {
+	var errs [3]error
+	a.timeline, errs[0] = harness.ReadTimeline(client.Timeline)
+	a.report, errs[1] = client.ReadReport()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(client.Report), "server.log"))
+	if err != nil {
+		return errors.Join(append(errs[:2], err)...)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "report.json")); err != nil {
-		errs = append(errs, err)
-	} else {
-		var r loadclient.Report
-		if err := json.Unmarshal(b, &r); err != nil {
-			errs = append(errs, fmt.Errorf("report.json: %w", err))
-		} else {
-			a.report = &r
+	a.gcs, a.gcBad, errs[2] = runlog.ParseGCTrace(bytes.NewReader(b))
+	var gc bytes.Buffer
+	for line := range bytes.Lines(b) {
+		if bytes.HasPrefix(line, []byte("gc ")) {
+			gc.Write(line)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "server.log")); err != nil {
-		errs = append(errs, err)
-	} else {
-		a.gcs, a.gcBad, err = runlog.ParseGCTrace(bytes.NewReader(b))
-		errs = append(errs, err)
-		// gctrace.txt: grep '^gc ' server.log
-		var gc bytes.Buffer
-		for line := range bytes.Lines(b) {
-			if bytes.HasPrefix(line, []byte("gc ")) {
-				gc.Write(line)
-			}
-		}
-		errs = append(errs, os.WriteFile(filepath.Join(dir, "gctrace.txt"), gc.Bytes(), 0o644))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs[:], os.WriteFile(filepath.Join(filepath.Dir(client.Report), "gctrace.txt"), gc.Bytes(), 0o644))...)
 }

@@ -1,22 +1,11 @@
-// Command pingbench measures PING round trips a second through the server:
-// -conns logged-in connections, each keeping -inflight PINGs outstanding
-// (closed loop: every PONG sends the next PING at once) for -duration after
-// a warm-up. It runs the server once per -ingress mode with the same flags
-// and prints round trips a second, latency percentiles and the CPU time of
-// the server and of this client over the measured window.
-//
-// The client is lean so that it is not what limits the figure: -loops
-// goroutines (default 1), each an epoll loop over its share of the
-// connections with golang.org/x/sys/unix, one read and one write per
-// connection per round, no allocation per frame.
-//
-// Run it from the module root after make build; -help lists the flags.
+// Command pingbench measures PING round trips a second through the server,
+// epoll against netpoll ingress: -conns connections of its own, each
+// keeping -inflight PINGs outstanding in a closed loop on lean epoll loops,
+// so that the client is not what limits the figure. -help lists the flags.
 package main
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 	"time"
@@ -56,49 +45,25 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server binary (make build)")
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the table and the server logs into `dir`/pingbench-<time>/")
 	fs.StringVar(&c.server, "server-flags", "", "more server `flags`, space-separated, the same for every mode")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: pingbench [flags]
-
--count times, for each -ingress mode in turn, starts bin/server on 127.0.0.1 with
-its default flags (and -server-flags), logs in -conns connections, runs the closed
-PING loop for -warmup and then -duration, checks that every PING got its PONG and
-stops the server with SIGTERM, expecting exit status 0. Then it prints a Markdown
-table of each mode's median run by round trips a second, with the range over the
-runs: round trips a second, PING latency (from the PING's write to its PONG's
-read), and CPU over the window from /proc/PID/stat for the server and getrusage
-for this client. Run nothing else heavy at the same time: client and server share
-the machine's cores.
-
-Flags:
+	harness.Usage(fs, `-count times for each -ingress mode in turn: bin/server, -conns logged-in connections, the
+closed PING loop for -warmup then -duration, every PONG checked, SIGTERM → exit 0. A Markdown
+table of each mode's median run: round trips a second, latency from the PING's write to its
+PONG, CPU of the server (/proc/PID/stat), this client (getrusage) and the rest of the machine.
 `)
-		fs.PrintDefaults()
-	}
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
-	var errs []error
-	if c.conns < 1 || c.conns > 19000 {
-		errs = append(errs, fmt.Errorf("-conns=%d: want 1..19000 (the open-files limit of 20,000 per process)", c.conns))
-	}
-	if c.inflight < 1 || c.inflight > maxInflight {
-		errs = append(errs, fmt.Errorf("-inflight=%d: want 1..%d", c.inflight, maxInflight))
-	}
-	if c.duration <= 0 || c.duration > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("-duration=%v: want more than 0 and at most 10m", c.duration))
-	}
-	if c.warmup < 0 || c.warmup > time.Minute {
-		errs = append(errs, fmt.Errorf("-warmup=%v: want 0..1m", c.warmup))
-	}
-	if c.count < 1 || c.count > 100 {
-		errs = append(errs, fmt.Errorf("-count=%d: want 1..100", c.count))
-	}
-	if c.loops < 1 || c.loops > 64 || c.loops > c.conns {
-		errs = append(errs, fmt.Errorf("-loops=%d: want 1..64 and at most -conns", c.loops))
-	}
+	var bad harness.Problems
+	bad.If(c.conns < 1 || c.conns > 19000, "-conns=%d: want 1..19000 (the open-files limit of 20,000 per process)", c.conns)
+	bad.If(c.inflight < 1 || c.inflight > maxInflight, "-inflight=%d: want 1..%d", c.inflight, maxInflight)
+	bad.If(c.duration <= 0 || c.duration > 10*time.Minute, "-duration=%v: want more than 0 and at most 10m", c.duration)
+	bad.If(c.warmup < 0 || c.warmup > time.Minute, "-warmup=%v: want 0..1m", c.warmup)
+	bad.If(c.count < 1 || c.count > 100, "-count=%d: want 1..100", c.count)
+	bad.If(c.loops < 1 || c.loops > 64 || c.loops > c.conns, "-loops=%d: want 1..64 and at most -conns", c.loops)
 	var err error
 	c.modes, c.sources, err = harness.ParseModesSources(modes, sources)
-	errs = append(errs, err)
-	return c, errors.Join(errs...)
+	bad.Add(err)
+	return c, bad.Err()
 }
 
 func main() { harness.Main("pingbench", parseFlags, nil, run) }

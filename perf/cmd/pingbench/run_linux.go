@@ -33,17 +33,18 @@ type result struct {
 }
 
 func run(ctx context.Context, cfg config) error {
-	dir := filepath.Join(cfg.out, "pingbench-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	run, err := harness.NewRun(cfg.out, "pingbench-", "pingbench", os.Stdout, os.Stderr)
+	if err != nil {
 		return err
 	}
+	dir := run.Dir
 	runs := map[string][]result{}
 	for i := range cfg.count {
 		for _, mode := range cfg.modes {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			r, err := bench(ctx, cfg, mode, filepath.Join(dir, fmt.Sprintf("server-%s-%d.log", mode, i+1)))
+			r, err := bench(ctx, cfg, run, mode, fmt.Sprintf("server-%s-%d.log", mode, i+1))
 			if err != nil {
 				return fmt.Errorf("-ingress %s, run %d: %w", mode, i+1, err)
 			}
@@ -63,17 +64,15 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Fprintf(w, "\nCommand: pingbench %s\n\n", strings.Join(os.Args[1:], " "))
 	writeTable(w, results)
 	fmt.Printf("\npingbench: table and server logs in %s/\n", dir)
-	return nil
+	return run.WriteCommands()
 }
 
 // bench runs one server with -ingress mode through the closed PING loop.
-func bench(ctx context.Context, cfg config, mode, log string) (r result, err error) {
+func bench(ctx context.Context, cfg config, run *harness.Run, mode, log string) (r result, err error) {
 	r = result{mode: mode, conns: cfg.conns, inflight: cfg.inflight, loops: cfg.loops, window: cfg.duration,
 		hist: new(loadclient.LatencyHistogram)}
-	srv, err := harness.Start(ctx, harness.ServerConfig{
-		Bin:  filepath.Join(cfg.bin, "server"),
-		Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...),
-		Log:  log, Echo: os.Stderr,
+	srv, err := run.StartServer(ctx, log, harness.ServerConfig{
+		Bin: filepath.Join(cfg.bin, "server"), Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...),
 	})
 	if err != nil {
 		return r, err
@@ -182,18 +181,16 @@ func summarize(rs []result) summary {
 }
 
 func writeTable(w io.Writer, rs []summary) {
-	fmt.Fprintln(w, "| ingress | conns × in flight | round trips/s (median of runs) | range | p50 | p99 | p99.9 | max | server CPU (cores) | client CPU (cores) | rest of machine (cores) | server CPU per round trip |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	t := &harness.Table{Right: true, Head: []string{"ingress", "conns × in flight", "round trips/s (median of runs)", "range", "p50", "p99", "p99.9", "max",
+		"server CPU (cores)", "client CPU (cores)", "rest of machine (cores)", "server CPU per round trip"}}
 	for _, r := range rs {
 		rest := max(r.busy-r.server-r.client, 0)
-		fmt.Fprintf(w, "| %s | %d × %d | %.0f | %.0f–%.0f (%d runs) | %s | %s | %s | %s | %s | %s | %s | %.2f µs |\n",
-			r.mode, r.conns, r.inflight, r.rate(), r.minR, r.maxR, r.runs,
+		t.Add(r.mode, fmt.Sprintf("%d × %d", r.conns, r.inflight), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.0f–%.0f (%d runs)", r.minR, r.maxR, r.runs),
 			ms(r.hist.Quantile(0.5)), ms(r.hist.Quantile(0.99)), ms(r.hist.Quantile(0.999)), ms(r.hist.Max()),
 			cores(r.server, r.window), cores(r.client, r.window), cores(rest, r.window),
-			float64(r.server.Microseconds())/max(float64(r.pongs), 1))
+			fmt.Sprintf("%.2f µs", float64(r.server.Microseconds())/max(float64(r.pongs), 1)))
 	}
+	io.WriteString(w, t.Markdown())
 	fmt.Fprintf(w, "\nLatencies and CPU are the median run's. CPU from /proc/PID/stat (server) and getrusage (client, %d epoll loop(s)) over the %v window; the machine has %d cores shared with everything else (rest of machine = /proc/stat busy − server − client).\n",
-		rs[0].loops, rs[0].window, numCPU())
+		rs[0].loops, rs[0].window, runtime.NumCPU())
 }
-
-func numCPU() int { return runtime.NumCPU() }

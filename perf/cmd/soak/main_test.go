@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"hongbao/perf/internal/flagtest"
+	"hongbao/perf/internal/harness"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -45,12 +46,12 @@ func TestLeastSquares(t *testing.T) {
 // samples in the ramp, after the load or failed are left out.
 func TestTrends(t *testing.T) {
 	start := time.Unix(1_000_000, 0)
-	var ss []sample
+	var ss []harness.Sample
 	for i := -3; i <= 13; i++ { // every 30 s from the ramp to past a 6-minute load
 		at := start.Add(time.Duration(i) * 30 * time.Second)
-		s := sample{At: at, RSS: int64(100<<20 + float64(i)*0.5*(1<<20)), Goroutines: 170, FDs: int64(10 + 2*(i%3%2))}
+		s := harness.Sample{At: at, RSS: int64(100<<20 + float64(i)*0.5*(1<<20)), FDs: int64(10 + 2*(i%3%2)), Metrics: map[string]float64{"go_goroutines": 170}}
 		if i < 0 || i == 5 || i > 12 {
-			s.RSS, s.Goroutines = 1<<40, 1<<20 // must not count
+			s.RSS, s.Metrics["go_goroutines"] = 1<<40, 1<<20 // must not count
 		}
 		if i == 5 {
 			s.Err = io.ErrUnexpectedEOF

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"hongbao/perf/internal/harness"
 )
 
 // summary is what soak prints at the end: the slopes, the load and the
@@ -32,13 +34,11 @@ func (o *outcome) loadText() string {
 		r.Users, r.Connects, r.Churned, float64(r.Churned)/(o.cfg.ramp+o.cfg.duration).Seconds(), r.ConnectionsMax, sh.Sent, sh.Answered,
 		float64(sh.Answered)/o.cfg.duration.Seconds(), sh.Lost, sh.Unanswered)
 	fmt.Fprintf(&b, "SHAKE latency p50 %s, p99 %s, p99.9 %s, max %s; %d ENVELOPE pushes, OPEN answered %d of %d;\n",
-		ms(sh.Latency.P50), ms(sh.Latency.P99), ms(sh.Latency.P999), ms(sh.Latency.Max), r.Pushes["ENVELOPE"], op.Answered, op.Sent)
+		harness.Ms(sh.Latency.P50), harness.Ms(sh.Latency.P99), harness.Ms(sh.Latency.P999), harness.Ms(sh.Latency.Max), r.Pushes["ENVELOPE"], op.Answered, op.Sent)
 	fmt.Fprintf(&b, "errors: connect %d, reset %d, timeout %d, protocol %d, overload %d; skipped while reconnecting %d.\n",
 		r.Errors["connect"], r.Errors["reset"], r.Errors["timeout"], r.Errors["protocol"], r.Errors["overload"], r.Skipped)
 	return b.String()
 }
-
-func ms(ns int64) string { return fmt.Sprintf("%.2f ms", float64(ns)/1e6) }
 
 // reconcileText gives the reconciliation, the ledger checks and the exit.
 func (o *outcome) reconcileText() string {
@@ -61,13 +61,7 @@ func (o *outcome) reconcileText() string {
 		b.WriteString("\nReconciliation: none (no report from the load client)\n")
 	}
 	b.WriteString("Ledger:\n")
-	for _, c := range o.checks {
-		verdict := "ok"
-		if c.Left != c.Right {
-			verdict = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
-		}
-		fmt.Fprintf(&b, "  %-62s %14d = %-14d %s\n", c.Name, c.Left, c.Right, verdict)
-	}
+	harness.WriteChecks(&b, o.checks, 14)
 	if st := o.stats; st != nil {
 		fmt.Fprintf(&b, "  shake: %d requests, %d got (%d fen), %d empty, %d overloaded; group envelopes: %d created, %d shares opened (%d fen), %d skipped\n",
 			st.Shake.Requests, st.Shake.Got, st.Shake.GotAmount, st.Shake.Empty, st.Shake.Overload,
@@ -81,9 +75,9 @@ func (o *outcome) reconcileText() string {
 func (o *outcome) markdown() string {
 	c := o.cfg
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Soak %s\n\n", strings.TrimPrefix(o.dirName(), "soak-"))
+	fmt.Fprintf(&b, "# Soak %s\n\n", strings.TrimPrefix(filepath.Base(o.run.Dir), "soak-"))
 	fmt.Fprintf(&b, "%d users, %d SHAKE/s for %v after a %v ramp at 0, churn %g reconnects/s, shake campaign %d/s, send campaign %d/s × %d recipients, server flags %q; server pid %d sampled every %v",
-		c.users, c.qps, c.duration, c.ramp, c.churn, c.shakeRate, c.sendRate, c.recipients, strings.Join(o.serverArgs, " "), o.serverPID, c.interval)
+		c.users, c.qps, c.duration, c.ramp, c.churn, c.camps.Shake, c.camps.Send, c.camps.Recipients, strings.Join(o.serverArgs, " "), o.serverPID, c.interval)
 	if c.gc {
 		b.WriteString(" (each heap reading after a forced collection: live heap)")
 	}
@@ -113,20 +107,15 @@ func (o *outcome) markdown() string {
 		if s.Err != nil {
 			rate += " (error: " + s.Err.Error() + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f | %d | %d | %d | %d | %s | %s |\n", since(s.At, o.loadStart),
-			float64(s.RSS)/(1<<20), float64(s.HeapInuse)/(1<<20), float64(s.StackInuse)/(1<<20), s.Goroutines, s.FDs, s.Threads, s.Conns, rate, cpu)
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f | %.0f | %d | %.0f | %.0f | %s | %s |\n", since(s.At, o.loadStart),
+			float64(s.RSS)/(1<<20), s.Metric("go_memstats_heap_inuse_bytes")/(1<<20), s.Metric("go_memstats_stack_inuse_bytes")/(1<<20),
+			s.Metric("go_goroutines"), s.FDs, s.Metric("go_threads"), s.Metric("hongbao_connections"), rate, cpu)
 	}
 	b.WriteString("\n## Commands\n\n```sh\n")
-	steps := append([]step(nil), o.steps...)
-	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Before(steps[j].At) })
+	steps, _ := o.run.Steps.All()
 	for _, s := range steps {
 		fmt.Fprintf(&b, "# %s\n%s\n", s.What, s.Cmd)
 	}
 	b.WriteString("```\n\nFiles: samples.csv (every sample), commands.txt, server.log, loadclient.log, report.json and timeline.csv (the load client's), stats.json, campaigns.json.\n")
 	return b.String()
-}
-
-func (o *outcome) dirName() string {
-	i := strings.LastIndexAny(o.dir, `/\`)
-	return o.dir[i+1:]
 }

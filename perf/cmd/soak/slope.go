@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"hongbao/perf/internal/harness"
 )
 
 // leastSquares returns the slope of the least-squares line through the
@@ -66,7 +68,7 @@ type trend struct {
 // trends computes each followed figure's slopes over the samples taken
 // during the load (from loadStart for dur) and over its second half.
 // Samples that failed are left out.
-func trends(samples []sample, loadStart time.Time, dur time.Duration) []trend {
+func trends(samples []harness.Sample, loadStart time.Time, dur time.Duration) []trend {
 	half := dur.Minutes() / 2
 	var out []trend
 	for _, m := range followed {
@@ -78,7 +80,7 @@ func trends(samples []sample, loadStart time.Time, dur time.Duration) []trend {
 			if s.Err != nil || x < 0 || x > dur.Minutes() {
 				continue
 			}
-			y := float64(m.value(s)) / m.scale
+			y := m.value(s) / m.scale
 			xs, ys = append(xs, x), append(ys, y)
 			if x >= half {
 				xs2, ys2 = append(xs2, x), append(ys2, y)

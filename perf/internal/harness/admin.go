@@ -2,11 +2,13 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"hongbao/perf/internal/runlog"
@@ -186,4 +188,33 @@ func (a *Admin) Metrics() (map[string]float64, error) {
 		return nil, err
 	}
 	return runlog.ParseMetrics(bytes.NewReader(body))
+}
+
+// Fetch GETs path into file, waiting at most timeout (a CPU profile takes
+// its seconds).
+func (a *Admin) Fetch(ctx context.Context, path, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("GET %s: %s: %s", a.URL+path, resp.Status, bytes.TrimSpace(body))
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("GET %s: %w", a.URL+path, err)
+	}
+	return f.Close()
 }

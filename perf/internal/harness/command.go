@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"net"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -17,4 +19,38 @@ func Command(ctx context.Context, grace time.Duration, name string, args ...stri
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = grace
 	return cmd
+}
+
+// withEnv returns the environment with env added: later entries win, so
+// env overrides what this process has.
+func withEnv(env []string) []string {
+	if len(env) == 0 {
+		return nil // inherit
+	}
+	return append(os.Environ(), env...)
+}
+
+// spawn runs start through wrap (a tool's hook around fork, e.g. a timer
+// slack the child inherits), or as it is.
+func spawn(wrap func(func() error) error, start func() error) error {
+	if wrap == nil {
+		return start()
+	}
+	return wrap(start)
+}
+
+// FreePorts returns n distinct loopback addresses whose ports nothing
+// listened on a moment ago, for the load clients' -control: all are held
+// until the last is found.
+func FreePorts(n int) ([]string, error) {
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out, nil
 }

@@ -109,3 +109,35 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// Problems collects what is wrong with a command line, to report all at
+// once.
+type Problems []error
+
+// If adds the problem when bad holds.
+func (p *Problems) If(bad bool, format string, args ...any) {
+	if bad {
+		*p = append(*p, fmt.Errorf(format, args...))
+	}
+}
+
+// Add adds errors; nil ones are none.
+func (p *Problems) Add(errs ...error) {
+	for _, err := range errs {
+		if err != nil {
+			*p = append(*p, err)
+		}
+	}
+}
+
+// Err is every problem joined, nil for none.
+func (p Problems) Err() error { return errors.Join(p...) }
+
+// Usage makes fs's -help print "usage: <name> [flags]", about, and the
+// flags.
+func Usage(fs *flag.FlagSet, about string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\nFlags:\n", fs.Name(), about)
+		fs.PrintDefaults()
+	}
+}

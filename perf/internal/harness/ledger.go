@@ -1,7 +1,11 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -79,9 +83,13 @@ type Ledger struct {
 	Checks             []LedgerCheck
 }
 
-// SettledLedger reads /stats and /campaigns until LedgerChecks hold or wait
+// SettledLedger reads /stats and /campaigns until the checks hold or wait
 // passes: the stages may still be passing the last events of a run on.
-func (a *Admin) SettledLedger(wait time.Duration) (Ledger, error) {
+// checks nil: LedgerChecks.
+func (a *Admin) SettledLedger(wait time.Duration, checks func(*Stats, []Campaign) []LedgerCheck) (Ledger, error) {
+	if checks == nil {
+		checks = LedgerChecks
+	}
 	var l Ledger
 	for deadline := time.Now().Add(wait); ; time.Sleep(50 * time.Millisecond) {
 		var err error
@@ -91,9 +99,42 @@ func (a *Admin) SettledLedger(wait time.Duration) (Ledger, error) {
 		if l.Campaigns, l.RawCamps, err = a.Campaigns(); err != nil {
 			return l, err
 		}
-		l.Checks = LedgerChecks(&l.Stats, l.Campaigns)
+		l.Checks = checks(&l.Stats, l.Campaigns)
 		if len(FailedChecks(l.Checks)) == 0 || time.Now().After(deadline) {
 			return l, nil
 		}
+	}
+}
+
+// Settle is the ledger after a run: once the load client's connections are
+// gone (within wait) and, with campaigns, the campaigns done, the
+// SettledLedger. The error joins what did not settle.
+func (a *Admin) Settle(wait time.Duration, campaigns bool, checks func(*Stats, []Campaign) []LedgerCheck) (Ledger, error) {
+	var errs []error
+	if _, err := a.WaitConnections(0, false, wait); err != nil {
+		errs = append(errs, fmt.Errorf("after the client left: %w", err))
+	}
+	if campaigns {
+		errs = append(errs, a.WaitCampaigns(wait))
+	}
+	l, err := a.SettledLedger(2*time.Second, checks)
+	return l, errors.Join(append(errs, err)...)
+}
+
+// Write writes the ledger's bodies to stats.json and campaigns.json of dir.
+func (l *Ledger) Write(dir string) error {
+	return errors.Join(os.WriteFile(filepath.Join(dir, "stats.json"), l.RawStats, 0o644),
+		os.WriteFile(filepath.Join(dir, "campaigns.json"), l.RawCamps, 0o644))
+}
+
+// WriteChecks prints each check as a line of a table whose figures are
+// width wide.
+func WriteChecks(w io.Writer, cs []LedgerCheck, width int) {
+	for _, c := range cs {
+		verdict := "ok"
+		if !c.OK() {
+			verdict = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
+		}
+		fmt.Fprintf(w, "  %-62s %*d = %-*d %s\n", c.Name, width, c.Left, width, c.Right, verdict)
 	}
 }

@@ -7,40 +7,38 @@ import (
 
 // Memory is a server's memory at one moment, after a forced collection.
 type Memory struct {
-	RSS        int64 // VmRSS
-	HeapInuse  int64 // go_memstats_heap_inuse_bytes
-	StackInuse int64 // go_memstats_stack_inuse_bytes
-	Goroutines int64 // go_goroutines
+	RSS        int64 `json:"rss"`                   // VmRSS
+	HeapInuse  int64 `json:"heap_inuse,omitempty"`  // go_memstats_heap_inuse_bytes
+	StackInuse int64 `json:"stack_inuse,omitempty"` // go_memstats_stack_inuse_bytes
 	// HeapFree is heap the runtime has freed but not yet returned to the
-	// OS (go_memstats_heap_idle_bytes − go_memstats_heap_released_bytes):
-	// still resident, so part of RSS but not of HeapInuse.
-	HeapFree int64
-	Kernel   Kernel
+	// OS (heap_idle − heap_released): resident, so in RSS but not HeapInuse.
+	HeapFree   int64  `json:"heap_free,omitempty"`
+	Goroutines int64  `json:"goroutines,omitempty"`
+	System     System `json:"-"`
 	// Scrape is how long GET /metrics took: metrics.WriteProcessMetrics
 	// lists /proc/self/fd, so it grows with the connections.
-	Scrape time.Duration
+	Scrape time.Duration `json:"scrape_ns,omitempty"`
 }
 
 // HeapStacks is the Go heap in use plus the goroutine stacks.
 func (m Memory) HeapStacks() int64 { return m.HeapInuse + m.StackInuse }
 
-// ReadMemory reads the kernel's figures, then collects garbage in the server
-// (Admin.GC) and reads its RSS and its Go memory from /metrics (what
-// metrics.WriteProcessMetrics exports). The kernel comes first because a
-// /metrics scrape lists /proc/self/fd, which fills the kernel's dentry and
-// proc inode caches with about 0.9 KiB per descriptor that no socket needs.
+// ReadMemory reads the machine (slab caches included), then ReadGoMemory.
+// The machine comes first because a /metrics scrape lists /proc/self/fd,
+// which fills the kernel's dentry and proc inode caches with about 0.9 KiB
+// per descriptor that no socket needs.
 func ReadMemory(s *Server) (Memory, error) {
-	k, err := ReadKernel()
+	sys, err := ReadSystem(true)
 	if err != nil {
 		return Memory{}, err
 	}
 	m, err := ReadGoMemory(s)
-	m.Kernel = k
+	m.System = sys
 	return m, err
 }
 
-// ReadGoMemory is ReadMemory without the kernel's figures: it collects
-// garbage in the server and reads its RSS and its Go memory from /metrics.
+// ReadGoMemory collects garbage in the server and reads its RSS and its Go
+// memory from /metrics (what metrics.WriteProcessMetrics exports).
 func ReadGoMemory(s *Server) (Memory, error) {
 	var m Memory
 	if err := s.Admin.GC(); err != nil {

@@ -144,54 +144,97 @@ func MachineBusy() (time.Duration, error) {
 	return busy, nil
 }
 
-// Kernel is the kernel's memory that sockets account to: Slab from
-// /proc/meminfo, the TCP line of /proc/net/sockstat, and the slab caches
-// (readable by root only; nil otherwise).
-type Kernel struct {
-	Slab        int64            // bytes
-	TCPInUse    int64            // sockets
-	TCPMemPages int64            // pages of socket buffers
-	Caches      map[string]int64 // slab cache → bytes (num_objs × objsize)
+// System is the machine at one moment: /proc/meminfo, the TCP line of
+// /proc/net/sockstat, the connection tracker's count, the CPUs' busy time
+// and the slab caches (readable by root only; nil otherwise).
+type System struct {
+	At           time.Time
+	MemTotal     int64 // bytes
+	MemAvailable int64
+	Slab         int64
+	SReclaimable int64
+	SUnreclaim   int64
+	TCP          map[string]int64 // inuse, orphan, tw, alloc, mem (pages)
+	Conntrack    int64            // -1: no connection tracker
+	Busy         time.Duration    // MachineBusy
+	Caches       map[string]int64 // slab cache → bytes (num_objs × objsize); with slabinfo only
 }
 
-// ReadKernel reads the kernel's figures now.
-func ReadKernel() (Kernel, error) {
-	var k Kernel
+// ReadSystem reads the machine now; with slabinfo also /proc/slabinfo,
+// which is slow on a machine with a million sockets.
+func ReadSystem(slabinfo bool) (System, error) {
+	s := System{At: time.Now(), Conntrack: -1}
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
-		return k, err
+		return s, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Slab:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				k.Slab = kb << 10
-			}
+	m := parseMeminfo(b)
+	for name, p := range map[string]*int64{"MemTotal": &s.MemTotal, "MemAvailable": &s.MemAvailable, "Slab": &s.Slab,
+		"SReclaimable": &s.SReclaimable, "SUnreclaim": &s.SUnreclaim} {
+		v, ok := m[name]
+		if !ok {
+			return s, fmt.Errorf("/proc/meminfo: no %s", name)
 		}
+		*p = v
 	}
-	b, err = os.ReadFile("/proc/net/sockstat")
-	if err != nil {
-		return k, err
+	if b, err = os.ReadFile("/proc/net/sockstat"); err != nil {
+		return s, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	s.TCP = parseSockstat(b)
+	if b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_count"); err == nil {
+		s.Conntrack, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	}
+	s.Busy, _ = MachineBusy()
+	if slabinfo {
+		s.Caches = readSlabinfo()
+	}
+	return s, nil
+}
+
+// parseMeminfo reads /proc/meminfo's "Name: N kB" lines into bytes.
+func parseMeminfo(b []byte) map[string]int64 {
+	m := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		name, rest, _ := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(f) == 2 && f[1] == "kB" {
+			v <<= 10
+		}
+		m[name] = v
+	}
+	return m
+}
+
+// parseSockstat reads the "TCP:" line of /proc/net/sockstat: inuse, orphan,
+// tw, alloc and mem (pages).
+func parseSockstat(b []byte) map[string]int64 {
+	m := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
 		rest, ok := strings.CutPrefix(line, "TCP:")
 		if !ok {
 			continue
 		}
-		f := strings.Fields(rest) // inuse N orphan N tw N alloc N mem N
+		f := strings.Fields(rest)
 		for i := 0; i+1 < len(f); i += 2 {
-			v, _ := strconv.ParseInt(f[i+1], 10, 64)
-			switch f[i] {
-			case "inuse":
-				k.TCPInUse = v
-			case "mem":
-				k.TCPMemPages = v
+			if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
+				m[f[i]] = v
 			}
 		}
 	}
-	k.Caches = readSlabinfo()
-	return k, nil
+	return m
+}
+
+// CountFDs counts the open descriptors of process pid.
+func CountFDs(pid int) (int64, error) {
+	names, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return int64(len(names)), err
 }
 
 // readSlabinfo returns each slab cache's size, or nil when /proc/slabinfo
@@ -226,7 +269,7 @@ type CacheGrowth struct {
 }
 
 // TopCaches returns the n slab caches that grew most from a to b.
-func TopCaches(a, b Kernel, n int) []CacheGrowth {
+func TopCaches(a, b System, n int) []CacheGrowth {
 	var out []CacheGrowth
 	for name, v := range b.Caches {
 		if d := v - a.Caches[name]; d > 0 {
@@ -245,7 +288,7 @@ var SocketCaches = []string{"TCP", "sock_inode_cache", "filp", "eventpoll_epi", 
 
 // SocketSlab returns how much SocketCaches grew from a to b, and false when
 // /proc/slabinfo could not be read.
-func SocketSlab(a, b Kernel) (int64, bool) {
+func SocketSlab(a, b System) (int64, bool) {
 	if a.Caches == nil || b.Caches == nil {
 		return 0, false
 	}

@@ -20,9 +20,11 @@ func TestProcfs(t *testing.T) {
 	if _, err := MachineBusy(); err != nil {
 		t.Errorf("MachineBusy: %v", err)
 	}
-	k, err := ReadKernel()
-	if err != nil || k.Slab <= 0 {
-		t.Errorf("ReadKernel = %+v, %v; want Slab > 0", k.Slab, err)
+	if s, err := ReadSystem(false); err != nil || s.MemTotal <= 0 || s.MemAvailable <= 0 || s.Slab <= 0 || s.TCP == nil {
+		t.Errorf("ReadSystem = %+v, %v", s, err)
+	}
+	if n, err := CountFDs(pid); err != nil || n < 3 {
+		t.Errorf("CountFDs(self) = %d, %v; want stdio at least", n, err)
 	}
 	if _, err := CPUTime(-1); err == nil {
 		t.Error("CPUTime(-1): no error")
@@ -76,5 +78,22 @@ func TestRunDelay(t *testing.T) {
 		if _, err := runDelay([]byte(bad)); err == nil {
 			t.Errorf("runDelay(%q): no error", bad)
 		}
+	}
+}
+
+func TestParseMeminfo(t *testing.T) {
+	m := parseMeminfo([]byte("MemTotal:       24684096 kB\nMemAvailable:   24187284 kB\nSlab:             214300 kB\nSUnreclaim:        30188 kB\nHugePages_Total:       0\nbad line\n"))
+	want := map[string]int64{"MemTotal": 24684096 << 10, "MemAvailable": 24187284 << 10, "Slab": 214300 << 10, "SUnreclaim": 30188 << 10, "HugePages_Total": 0}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %d; want %d", k, m[k], v)
+		}
+	}
+	if len(m) != len(want) {
+		t.Errorf("parsed %v; want %v", m, want)
+	}
+	s := parseSockstat([]byte("sockets: used 13\nTCP: inuse 1 orphan 0 tw 2 alloc 3 mem 8\nUDP: inuse 0 mem 5\n"))
+	if s["inuse"] != 1 || s["tw"] != 2 || s["alloc"] != 3 || s["mem"] != 8 || len(s) != 5 {
+		t.Errorf("parseSockstat = %v", s)
 	}
 }

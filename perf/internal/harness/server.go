@@ -1,10 +1,11 @@
-// Package harness is what the perf tools share: it starts a hongbao server
-// binary on loopback ports of the kernel's choosing and stops it, talks to its
-// admin API, reads what /proc says about a process, and opens logged-in
-// client connections with plain syscalls.
+// Package harness is the scenario every perf tool runs, written once: start
+// servers (or a cluster of gateways) on loopback ports of the kernel's
+// choosing, bring users up with the load client or connections of the
+// tool's own, start campaigns, sample the server (/metrics, /proc), stop,
+// reconcile the ledger and write the report and commands.txt.
 //
 // Every process it starts is bounded: Stop sends SIGTERM and kills after a
-// timeout, and on Linux the server also gets SIGKILL when the tool that
+// timeout, and on Linux a child also gets SIGKILL when the tool that
 // started it dies (Pdeathsig), so an interrupted tool leaves nothing behind.
 package harness
 
@@ -37,6 +38,8 @@ type ServerConfig struct {
 	Echo io.Writer
 	// StartTimeout bounds the wait for the "serving" line (default 10 s).
 	StartTimeout time.Duration
+	Env          []string                 // added to the environment (GOMAXPROCS=2, GODEBUG=gctrace=1)
+	Spawn        func(func() error) error // wraps the fork (a timer slack the child inherits); nil: none
 }
 
 // Server is a running server process. Its methods are safe for concurrent use.
@@ -44,9 +47,9 @@ type Server struct {
 	PID    int
 	Listen string // the client address, host:port
 	Admin  *Admin
+	Log    string // the file that gets its log
 
 	cmd     *exec.Cmd
-	log     string        // the file that gets its log
 	done    chan struct{} // closed once the process has exited and its log is flushed
 	waitErr error         // set before done is closed
 	stopped sync.Once
@@ -82,6 +85,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	cmd := exec.Command(cfg.Bin, args...)
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.Env = withEnv(cfg.Env)
 	var logw io.Writer = io.Discard
 	var logf *os.File
 	if cfg.Log != "" {
@@ -94,7 +98,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	cmd.Stdout = pw
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cfg.Spawn, cmd.Start); err != nil {
 		if logf != nil {
 			logf.Close()
 		}
@@ -103,7 +107,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		}
 		return nil, fmt.Errorf("cannot start %s: %w", cfg.Bin, err)
 	}
-	s := &Server{PID: cmd.Process.Pid, cmd: cmd, log: cfg.Log, done: make(chan struct{})}
+	s := &Server{PID: cmd.Process.Pid, Log: cfg.Log, cmd: cmd, done: make(chan struct{})}
 	ready := make(chan serving, 1)
 	scanned := make(chan struct{})
 	go func() { // copy the log, find the serving line, echo warnings
@@ -174,7 +178,7 @@ func orNone(log string) string {
 // flags Start gave it, in the background, its output to the log file, and
 // as a comment the addresses the kernel chose and the pid.
 func (s *Server) CommandLine() string {
-	log := s.log
+	log := s.Log
 	if log == "" {
 		log = os.DevNull
 	}
@@ -215,4 +219,29 @@ func (s *Server) Stop(timeout time.Duration) (code int, err error) {
 func (s *Server) Kill() {
 	s.stopped.Do(func() { s.cmd.Process.Kill() })
 	<-s.done
+}
+
+// LogLine decodes into v the last line of the JSON log at path whose msg
+// is msg ("recovered", "stopped"), and fails when there is none.
+func LogLine(path, msg string, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var last []byte
+	for sc.Scan() {
+		var m struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Msg == msg {
+			last = append(last[:0], sc.Bytes()...)
+		}
+	}
+	if last == nil {
+		return fmt.Errorf("%s has no %q line", path, msg)
+	}
+	return json.Unmarshal(last, v)
 }

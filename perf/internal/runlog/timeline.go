@@ -25,31 +25,15 @@ type Second struct {
 	Opened     float64 // OPENs answered ok a second
 	Pushes     float64 // ENVELOPE pushes a second
 	P50, P99   time.Duration
-	P999       time.Duration // 0 unless the timeline has a p99_9_ms column
-	Errors     int64         // every err_* column added up
+	P999       time.Duration
+	Errors     int64 // every err_* column added up
 	Skipped    int64
 }
 
 // timelineColumns are the columns ParseTimeline needs; others are ignored, so
 // a client that adds a column does not break it.
 var timelineColumns = []string{"t_s", "up", "connecting", "target_qps", "sent_qps", "answered_qps",
-	"envelopes_got_per_s", "opened_per_s", "pushes_per_s", "p50_ms", "p99_ms", "skipped"}
-
-// optionalColumns are read when the timeline has them: the load client
-// writes no per-second p99.9 (only p50 and p99); a timeline with a p99_9_ms
-// column fills Second.P999.
-var optionalColumns = []string{"p99_9_ms"}
-
-// HasP999 reports whether the rows came from a timeline with a p99_9_ms
-// column.
-func HasP999(rows []Second) bool {
-	for i := range rows {
-		if rows[i].P999 > 0 {
-			return true
-		}
-	}
-	return false
-}
+	"envelopes_got_per_s", "opened_per_s", "pushes_per_s", "p50_ms", "p99_ms", "p99_9_ms", "skipped"}
 
 // ParseTimeline reads the CSV that loadclient -timeline writes, by column
 // name.
@@ -100,10 +84,7 @@ func ParseTimeline(r io.Reader) ([]Second, error) {
 			T: num("t_s"), Up: int64(num("up")), Connecting: int64(num("connecting")),
 			Target: num("target_qps"), Sent: num("sent_qps"), Answered: num("answered_qps"),
 			Got: num("envelopes_got_per_s"), Opened: num("opened_per_s"), Pushes: num("pushes_per_s"),
-			P50: ms("p50_ms"), P99: ms("p99_ms"), Skipped: int64(num("skipped")),
-		}
-		if _, ok := col[optionalColumns[0]]; ok {
-			s.P999 = ms(optionalColumns[0])
+			P50: ms("p50_ms"), P99: ms("p99_ms"), P999: ms("p99_9_ms"), Skipped: int64(num("skipped")),
 		}
 		for _, i := range errCols {
 			s.Errors += int64(num(head[i]))

@@ -28,20 +28,19 @@ type RunFlags struct {
 }
 
 // Add defines the flags on fs for tool, whose runs land in
-// -out/<prefix><time>/; examples adds an example to the -server-flags and
-// -client-flags help.
-func (r *RunFlags) Add(fs *flag.FlagSet, tool, prefix string, examples bool) {
+// -out/<prefix><time>/.
+func (r *RunFlags) Add(fs *flag.FlagSet, tool, prefix string) {
 	r.tool = tool
-	serverEg, clientEg := "", ""
-	if examples {
-		serverEg, clientEg = ` (e.g. "-sets 8 -wait yield")`, ` (e.g. "-loops 1")`
-	}
-	fs.StringVar(&r.Source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`: several, so that no source address runs out of ports")
+	fs.StringVar(&r.Source, "source", "127.0.0.2-127.0.0.20", "the load client's -source `addresses`: several, so that no source address runs out of ports (empty: the kernel's choice)")
 	fs.StringVar(&r.Bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
 	fs.StringVar(&r.Out, "out", filepath.Join("perf", "out"), "write the run into `dir`/"+prefix+"<time>/")
-	fs.StringVar(&r.ServerFlags, "server-flags", "", "more server `flags`, space-separated"+serverEg+"; -listen, -admin and -log-format are "+tool+"'s")
-	fs.StringVar(&r.ClientFlags, "client-flags", "", "more load client `flags`, space-separated"+clientEg)
+	fs.StringVar(&r.ServerFlags, "server-flags", "", "more server `flags`, space-separated (e.g. \"-sets 8 -wait yield\"); -listen, -admin and -log-format are "+tool+"'s")
+	fs.StringVar(&r.ClientFlags, "client-flags", "", "more load client `flags`, space-separated (e.g. \"-loops 1\")")
 }
+
+// Server and Client are the binaries.
+func (r *RunFlags) Server() string { return filepath.Join(r.Bin, "server") }
+func (r *RunFlags) Client() string { return filepath.Join(r.Bin, "loadclient") }
 
 // Validate reports what is wrong with these flags and with a run of users
 // connections sending group envelopes of recipients shares: users must be
@@ -60,8 +59,10 @@ func (r *RunFlags) Validate(users, recipients int) error {
 	if recipients < 1 || recipients > 100 {
 		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", recipients)
 	}
-	if _, err := ParseLoopbackSources(r.Source); err != nil {
-		errs = append(errs, err)
+	if r.Source != "" {
+		if _, err := ParseLoopbackSources(r.Source); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, f := range strings.Fields(r.ServerFlags) {
 		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"hongbao/internal/transport"
 	"hongbao/ring"
-	"hongbao/transport"
 )
 
 // event is what the tests push through a chain. Stage i sets marks[i] to the

@@ -1,0 +1,241 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cluster is a NATS server and the gateway processes of the real server
+// binary over it, on loopback.
+type Cluster struct {
+	Bin     string   // the server binary
+	Sets    int      // -sets of every gateway
+	Timeout string   // -cluster-timeout
+	Extra   []string // more server flags
+	Dir     string   // logs: gateway<i>.log (restarts: gateway<i>.<n>.log)
+	Echo    io.Writer
+	// NATS starts a NATS server on port (0: a free one) and returns its
+	// port and how to stop it: the embedded one of internal/embednats,
+	// injected so that tools without a cluster do not link it.
+	NATS func(port int) (int, func(), error)
+
+	natsPort int
+	natsStop func()
+	Gateways []*Gateway
+}
+
+// Gateway is one gateway: its node number, its journal (kept across a
+// restart) and its running process, nil while it is down.
+type Gateway struct {
+	Node     int
+	Data     string
+	Srv      *Server
+	restarts int
+}
+
+// Start starts NATS and n gateways and waits until every gateway sees
+// every other up.
+func (c *Cluster) Start(ctx context.Context, n int) error {
+	if err := c.StartNATS(); err != nil {
+		return err
+	}
+	for i := range n {
+		data, err := os.MkdirTemp("", fmt.Sprintf("hongbao-gw%d-", i))
+		if err != nil {
+			return err
+		}
+		c.Gateways = append(c.Gateways, &Gateway{Node: i, Data: data})
+	}
+	for i := range n {
+		if err := c.start(ctx, i); err != nil {
+			return err
+		}
+	}
+	return c.WaitUp(15 * time.Second)
+}
+
+func (c *Cluster) start(ctx context.Context, i int) error {
+	g := c.Gateways[i]
+	name := fmt.Sprintf("gateway%d.log", i)
+	if g.restarts > 0 {
+		name = fmt.Sprintf("gateway%d.%d.log", i, g.restarts)
+	}
+	args := []string{"-nats", c.NATSURL(), "-node", fmt.Sprintf("%d/%d", i, len(c.Gateways)), "-sets", strconv.Itoa(c.Sets), "-data", g.Data}
+	if c.Timeout != "" {
+		args = append(args, "-cluster-timeout", c.Timeout)
+	}
+	srv, err := Start(ctx, ServerConfig{Bin: c.Bin, Args: append(args, c.Extra...),
+		Log: filepath.Join(c.Dir, name), Echo: c.Echo, StartTimeout: 20 * time.Second})
+	if err != nil {
+		return fmt.Errorf("gateway %d: %w", i, err)
+	}
+	g.Srv = srv
+	return nil
+}
+
+// NATSURL is the NATS server's address.
+func (c *Cluster) NATSURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort) }
+
+// Kill sends SIGKILL to gateway i and waits for it to exit.
+func (c *Cluster) Kill(i int) {
+	if g := c.Gateways[i]; g.Srv != nil {
+		g.Srv.Kill()
+		g.Srv = nil
+	}
+}
+
+// Restart starts gateway i again on the same -data.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	c.Gateways[i].restarts++
+	return c.start(ctx, i)
+}
+
+// StopNATS shuts the NATS server down.
+func (c *Cluster) StopNATS() {
+	if c.natsStop != nil {
+		c.natsStop()
+		c.natsStop = nil
+	}
+}
+
+// StartNATS starts NATS, on the port it had if it ran before, retrying
+// while that port is not free yet.
+func (c *Cluster) StartNATS() error {
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var port int
+		var stop func()
+		if port, stop, err = c.NATS(c.natsPort); err == nil {
+			c.natsPort, c.natsStop = port, stop
+			return nil
+		}
+	}
+	return err
+}
+
+// Stop stops every running gateway with SIGTERM, then NATS; it returns
+// the gateways that did not exit 0.
+func (c *Cluster) Stop(timeout time.Duration) error {
+	var bad []string
+	for _, g := range c.Gateways {
+		if g.Srv != nil {
+			if _, err := g.Srv.Stop(timeout); err != nil {
+				bad = append(bad, fmt.Sprintf("gateway %d: %v", g.Node, err))
+			}
+			g.Srv = nil
+		}
+	}
+	c.StopNATS()
+	if len(bad) > 0 {
+		return fmt.Errorf("%s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// Cleanup kills what still runs and removes the journals.
+func (c *Cluster) Cleanup() {
+	for _, g := range c.Gateways {
+		if g.Srv != nil {
+			g.Srv.Kill()
+		}
+		os.RemoveAll(g.Data)
+	}
+	c.StopNATS()
+}
+
+// Admin returns gateway i's admin API.
+func (c *Cluster) Admin(i int) *Admin { return c.Gateways[i].Srv.Admin }
+
+// allUp reports whether every gateway's GET /cluster shows every gateway
+// up with its address.
+func (c *Cluster) allUp() bool {
+	for _, g := range c.Gateways {
+		if g.Srv == nil {
+			return false
+		}
+		var m struct {
+			NATS     bool `json:"nats_connected"`
+			Gateways []struct {
+				Addr string `json:"addr"`
+				Up   bool   `json:"up"`
+			} `json:"gateways"`
+		}
+		b, err := g.Srv.Admin.Get("/cluster")
+		if err != nil || json.Unmarshal(b, &m) != nil || !m.NATS || len(m.Gateways) != len(c.Gateways) {
+			return false
+		}
+		for _, gw := range m.Gateways {
+			if !gw.Up || gw.Addr == "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// WaitUp waits until every gateway sees every other up.
+func (c *Cluster) WaitUp(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		if c.allUp() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateways do not all see each other up after %v", timeout)
+		}
+	}
+}
+
+// ClusterStats is GET /cluster/stats: the summed ledger and who answered.
+type ClusterStats struct {
+	Stats
+	Gateways int   `json:"gateways"`
+	Missing  []int `json:"missing"`
+}
+
+// ReadClusterStats reads GET /cluster/stats.
+func ReadClusterStats(a *Admin) (ClusterStats, error) {
+	var st ClusterStats
+	b, err := a.Get("/cluster/stats")
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	return st, err
+}
+
+// Crossings are a gateway's hongbao_cluster_* series and its goroutines,
+// from /metrics.
+type Crossings struct {
+	Sent, Received, Messages, TimedOut, Late, Misrouted, Malformed, PublishErrors float64
+	InFlight, Up, NATS, Goroutines                                                float64
+}
+
+// ReadCrossings reads a gateway's Crossings.
+func ReadCrossings(a *Admin) (Crossings, error) {
+	m, err := a.Metrics()
+	return Crossings{
+		Sent: m["hongbao_cluster_events_sent_total"], Received: m["hongbao_cluster_events_received_total"],
+		Messages: m["hongbao_cluster_messages_sent_total"], TimedOut: m["hongbao_cluster_crossings_timed_out_total"],
+		Late: m["hongbao_cluster_answers_late_total"], Misrouted: m["hongbao_cluster_misrouted_total"],
+		Malformed: m["hongbao_cluster_malformed_total"], PublishErrors: m["hongbao_cluster_publish_errors_total"],
+		InFlight: m["hongbao_cluster_crossings_in_flight"], Up: m["hongbao_cluster_gateways_up"],
+		NATS: m["hongbao_cluster_nats_connected"], Goroutines: m["go_goroutines"],
+	}, err
+}
+
+// Logins sums the logged-in connections of the running gateways.
+func (c *Cluster) Logins() int64 {
+	var n int64
+	for _, g := range c.Gateways {
+		if g.Srv != nil {
+			n += g.Srv.Admin.Logins()
+		}
+	}
+	return n
+}
