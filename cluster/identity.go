@@ -67,6 +67,16 @@ func (n *Node) peerSender(subject string) (int, bool) {
 	return node, ok && node < n.o.Nodes && node != n.o.Node
 }
 
+// Permissions are what the NATS user of gateway node needs, under subject
+// prefix: publish on its own subjects only; subscribe to every heartbeat
+// and request, and to the events and answers sent to it. An operator's
+// nats-server configuration gives each gateway these (deploy/nats).
+func Permissions(prefix string, node int) (publish, subscribe []string) {
+	gw, me := prefix+".gw.", strconv.Itoa(node)
+	return []string{gw + me + ".>"},
+		[]string{gw + "*." + subBeat, gw + "*." + subAsk + ".>", gw + "*." + subEvents + "." + me, gw + "*." + subAnswer + "." + me}
+}
+
 // Auth is how a gateway proves who it is to NATS. Any one of Creds, NKey or
 // User (with Password) names its user; a client certificate (Cert, Key) can
 // do so too, where the NATS server maps certificates to users. CA makes the

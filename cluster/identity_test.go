@@ -5,10 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/valyala/bytebufferpool"
 
@@ -157,6 +160,31 @@ func deployConf(t *testing.T) string {
 
 func gatewayAuth(node int) Auth {
 	return Auth{User: "gw" + string(rune('0'+node)), Password: "pw" + string(rune('0'+node))}
+}
+
+// TestDeployPermissionsMatch: the users of deploy/'s configuration have
+// exactly the permissions the gateways need (Permissions), no more.
+func TestDeployPermissionsMatch(t *testing.T) {
+	o, err := natsserver.ProcessConfigFile(deployConf(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Users) != 3 {
+		t.Fatalf("%d users in the configuration; want one for each of 3 gateways", len(o.Users))
+	}
+	for _, u := range o.Users {
+		node, err := strconv.Atoi(strings.TrimPrefix(u.Username, "gw"))
+		if err != nil || u.Permissions == nil || u.Permissions.Publish == nil || u.Permissions.Subscribe == nil {
+			t.Fatalf("user %q: not gw<node> with publish and subscribe permissions", u.Username)
+		}
+		pub, sub := Permissions("hongbao", node)
+		if got := u.Permissions.Publish.Allow; !slices.Equal(got, pub) || len(u.Permissions.Publish.Deny) > 0 {
+			t.Errorf("%s may publish on %q; want %q", u.Username, got, pub)
+		}
+		if got := u.Permissions.Subscribe.Allow; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(sub))) {
+			t.Errorf("%s may subscribe to %q; want %q", u.Username, got, sub)
+		}
+	}
 }
 
 // TestDeployedPermissions: with deploy/'s configuration a client without

@@ -186,6 +186,12 @@ func (s *netConn) loggedIn() {
 	ent.own = s.own
 	e.conns[s.ic] = ent
 	e.mu.Unlock()
+	if ent.kick != 0 && s.own {
+		// Kept (Bare) and kicked: CloseIdle waits for it, so its goroutine
+		// must still wake to write the ERROR and close.
+		s.setReadDeadline(time.Unix(1, 0))
+		return
+	}
 	s.setReadDeadline(time.Time{})
 }
 

@@ -5,7 +5,7 @@
 // connection is logged in it writes nothing to it: its refusals and ERRORs go
 // to the SET's egress as events (bare mode, -pipeline=none, aside).
 //
-// The decisions that measurements settled are in docs/DESIGN.md, by the
+// The decisions that measurements settled are in docs/DESIGN.md under the
 // titles these comments give in parentheses.
 //
 // # Shape (ModeEpoll, Linux)

@@ -188,6 +188,9 @@ func (c *Config) Fill() {
 	if c.Procs == 0 {
 		c.Procs = 1
 	}
+	if c.AdminToken == "" {
+		c.AdminToken = os.Getenv(AdminTokenEnv)
+	}
 	if c.Reconcile == "" {
 		c.Reconcile = ReconcileOff
 		if c.Admin != "" {
@@ -351,7 +354,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.Float64Var(&c.ChurnRate, "churn", 0, "connection churn: reconnects a second (`rate`), the whole run, each a random logged-in user with nothing in flight closing its connection and connecting again at once (within -connect-rate); not errors, and the reconciliation stays exact")
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats, read before the run and after it")
-	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin (visible in ps: prefer $"+AdminTokenEnv+", the server's own)")
 	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several). Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")

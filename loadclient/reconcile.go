@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// AdminTokenEnv is where the admin token comes from without -admin-token: the server's own
+// variable, so that neither shows it in ps.
+const AdminTokenEnv = "HONGBAO_ADMIN_TOKEN"
+
 // -reconcile modes.
 const (
 	ReconcileStrict  = "strict"   // every figure's change over the run equal to the client's

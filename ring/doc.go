@@ -47,19 +47,18 @@
 // as on the ring's goroutine. The ring's goroutine, when it holds the claim,
 // runs at most fusedTurn (256) events and yields before it claims again, so
 // that a busy ring passes back to the producers that run it rather than
-// staying on a goroutine that waits for a P behind them (two interleaved
-// pairs at 45,000 SHAKE/s on a VM whose other tenants held it 92–99 % busy:
-// client p99 0.45 and 0.62 s against 1.1 and 1.8 s without the turn, the
-// server's p99 alike: a hint, not a ranking).
+// staying on a goroutine that waits for a P behind them (docs/DESIGN.md, A
+// turn for the ring's own goroutine).
 //
 // # Rejected designs
 //
 // go-disruptor's WaitStrategy hooks (Gate, Idle, Reserve) are called without a
 // way to re-check the barrier after announcing a park, so a blocking wait on
 // them either loses wake-ups or polls on a timer (its default sleeps 500 ns
-// when idle and 1 ns when the ring is full: 1,024 idle handlers use two cores). Channels between stages cost a lock and often a goroutine switch per
-// hand-off and cannot hand a consumer a batch. Both are kept as benchmark peers
-// (ring_timing_test.go).
+// when idle and 1 ns when the ring is full, so idle handlers burn the
+// cores). Channels between stages cost a lock and often a goroutine switch
+// per hand-off and cannot hand a consumer a batch. Both are kept as
+// benchmark peers (ring_timing_test.go; docs/DESIGN.md, Our own ring).
 //
 // # Sequences
 //

@@ -22,10 +22,9 @@ const (
 
 // Defaults for WaitPark: a short spin catches the next event of a busy
 // stream without a park; a few yields before parking keep hundreds of
-// draining rings from spinning the CPU away. The server overrides Yields
-// (server.DefaultYields: none): its SETs see an event a millisecond or so,
-// which no yield catches, and 5 interleaved runs at 30,000 QPS measured its
-// CPU per request 4.8 % lower without them.
+// draining rings from spinning the CPU away. A user whose stages see an
+// event only every millisecond or so gains nothing from yields, and may set
+// none (docs/DESIGN.md, No yields before a SET parks).
 const (
 	DefaultSpins  = 64
 	DefaultYields = 8

@@ -87,11 +87,9 @@ const (
 	DefaultSets    = 32   // many more shards than cores, so one busy SET never serializes the whole load
 	DefaultRing    = 2048 // per SET: 2048 × 128-byte events = 256 KiB, 8 MiB for 32 SETs
 	DefaultPending = 256 << 10
-	// DefaultYields: a waiting SET parks right after its spin. At ~1,000
-	// requests a second per SET the next one is a millisecond away, and the
-	// ring's default 8 runtime.Gosched rounds only cost scheduler work: at
-	// 30,000 QPS over 19,000 connections, server CPU per SHAKE 4.8 % lower
-	// (median of 5 interleaved 15 s runs, 939 vs 986 ticks), p99 no worse.
+	// DefaultYields: a waiting SET parks right after its spin: at ~1,000
+	// requests a second per SET the next one is a millisecond away, which no
+	// yield catches (docs/DESIGN.md, No yields before a SET parks).
 	DefaultYields   = -1
 	DefaultShares   = 100
 	DefaultTotal    = 20000
@@ -103,21 +101,17 @@ const (
 	// second cost ~25 MB for it, where keeping them for the whole TTL (24 h)
 	// would cost gigabytes.
 	DefaultRetention = 10 * time.Minute
-	// DefaultShedDelay: over 10× a typical second's SHAKE p99 at 30,000
-	// SHAKE/s over 19,000 connections (1.7–3.5 ms), whose worse seconds (up
-	// to 88 ms) pass within the interval of 2 × ShedDelay unrefused: nothing
-	// was refused at that load. And half the 100 ms the answers should stay
-	// under past capacity, leaving the other half to the rings and writes.
+	// DefaultShedDelay: well over a typical second's SHAKE p99 at a load the
+	// server carries, and half the 100 ms the answers should stay under past
+	// capacity (docs/DESIGN.md, Shedding by delay).
 	DefaultShedDelay = 50 * time.Millisecond
-	// DefaultStages: with 32 SETs on 2 cores, stages gain nothing from
-	// overlapping and every wake-up costs; fused measured 0.88× the server
-	// CPU per SHAKE of pipelined at 30,000 QPS and a lower p99 at 60,000
-	// (make perf-compare, README).
+	// DefaultStages: with many more SETs than cores, stages gain nothing
+	// from overlapping and every wake-up costs (docs/DESIGN.md, Fused
+	// stages).
 	DefaultStages = "fused"
-	// DefaultLoopWait: an idle epoll loop blocks in a raw epoll_wait. Parked
-	// in the netpoller it had the lower SHAKE p99 at 45,000/s where other
-	// processes took the CPU in bursts, and the higher one, at up to 1.21×
-	// the CPU per SHAKE, where they did not (ingress/doc.go, Blocking).
+	// DefaultLoopWait: an idle epoll loop blocks in a raw epoll_wait; parked
+	// in the netpoller it won only where other processes took the CPU in
+	// bursts (docs/DESIGN.md, Idle loops block in epoll_wait).
 	DefaultLoopWait = "syscall"
 	// DefaultSendRate, DefaultSendBurst: a person sends a red envelope every
 	// few seconds at most; 10 a second with 20 at once leaves any client

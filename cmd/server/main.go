@@ -1,7 +1,7 @@
 // Command server is the hongbao red-envelope server: one process serving the
 // clients' TCP connections (docs/PROTOCOL.md) and the admin HTTP API
 // (docs/ADMIN.md), alone or as a gateway of a cluster over NATS. -help lists
-// its flags and their defaults; README.md says how to run it. The work is
+// its flags and their defaults; docs/OPERATING.md says how to run it. The work is
 // package server's: main parses the flags, starts the server and shuts it
 // down gracefully on SIGTERM or SIGINT.
 package main

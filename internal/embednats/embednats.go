@@ -23,6 +23,24 @@ type Server struct {
 // every client.
 func Start(port int) (*Server, error) { return start(&server.Options{}, port) }
 
+// User is a user of the embedded server: its password and the subjects it
+// may publish and subscribe to.
+type User struct {
+	Name, Password     string
+	Publish, Subscribe []string
+}
+
+// StartUsers runs a NATS server that lets in users only, each with its
+// permissions, on 127.0.0.1:port (0: a free port).
+func StartUsers(port int, users []User) (*Server, error) {
+	o := &server.Options{}
+	for _, u := range users {
+		o.Users = append(o.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: u.Publish}, Subscribe: &server.SubjectPermission{Allow: u.Subscribe}}})
+	}
+	return start(o, port)
+}
+
 // StartConfig runs a NATS server with the accounts, users and permissions
 // of the nats-server configuration file conf (deploy/nats), on
 // 127.0.0.1:port (0: a free port) whatever the file listens on.

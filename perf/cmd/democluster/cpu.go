@@ -53,7 +53,10 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	sides = append(sides, s...)
 
 	// A cluster of 2 gateways, twice the users and the rate.
-	cl := newCluster(&cfg, dir, perGW*2, stderr)
+	cl, err := newCluster(&cfg, dir, perGW*2, 2, stderr)
+	if err != nil {
+		return err
+	}
 	defer cl.Cleanup()
 	if err := cl.Start(ctx, 2); err != nil {
 		return err

@@ -106,7 +106,12 @@ func startFailRun(t *testing.T) *failRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	cl := &harness.Cluster{Bin: srvBin, Sets: failSets, Timeout: failBound.String(), Extra: []string{"-loops", "1", "-ring", "1024"}, Dir: dir, NATS: startNATS}
+	id, err := newIdentities(dir, failGateways)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &harness.Cluster{Bin: srvBin, Sets: failSets, Timeout: failBound.String(), Extra: []string{"-loops", "1", "-ring", "1024"}, Dir: dir,
+		NATS: id.startNATS, Auth: id.args}
 	t.Cleanup(func() {
 		cl.Cleanup()
 		if t.Failed() {

@@ -9,14 +9,18 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"hongbao/cluster"
 	"hongbao/internal/embednats"
 	"hongbao/perf/internal/harness"
 )
@@ -148,18 +152,53 @@ func main() {
 	})
 }
 
-// newCluster is the cluster of a run: the server binary, the gateways'
-// flags, NATS inside this process.
-func newCluster(cfg *config, dir string, sets int, echo io.Writer) *harness.Cluster {
+// newCluster is the cluster of a run of gateways: the server binary, the
+// gateways' flags, NATS inside this process with a user per gateway.
+func newCluster(cfg *config, dir string, sets, gateways int, echo io.Writer) (*harness.Cluster, error) {
+	id, err := newIdentities(dir, gateways)
+	if err != nil {
+		return nil, err
+	}
 	return &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(),
-		Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: startNATS}
+		Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: id.startNATS, Auth: id.args}, nil
 }
 
-// startNATS runs NATS inside this process (internal/embednats).
-func startNATS(port int) (int, func(), error) {
-	ns, err := embednats.Start(port)
+// identities are the gateways' NATS users, as an operator's configuration
+// makes them (deploy/nats/nats-server.conf): one per gateway, allowed its
+// own subjects only (cluster.Permissions), each with a fresh password in a
+// file of the run's directory. They outlive a NATS restart.
+type identities struct {
+	users []embednats.User
+	files []string
+}
+
+func newIdentities(dir string, n int) (*identities, error) {
+	id := &identities{}
+	for node := range n {
+		pass := make([]byte, 16)
+		rand.Read(pass)
+		pub, sub := cluster.Permissions("hongbao", node)
+		u := embednats.User{Name: fmt.Sprintf("gw%d", node), Password: hex.EncodeToString(pass), Publish: pub, Subscribe: sub}
+		f := filepath.Join(dir, u.Name+".nats-password")
+		if err := os.WriteFile(f, []byte(u.Password+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		id.users, id.files = append(id.users, u), append(id.files, f)
+	}
+	return id, nil
+}
+
+// startNATS runs NATS inside this process (internal/embednats), letting in
+// the gateways' users only.
+func (id *identities) startNATS(port int) (int, func(), error) {
+	ns, err := embednats.StartUsers(port, id.users)
 	if err != nil {
 		return 0, nil, err
 	}
 	return ns.Port, ns.Stop, nil
+}
+
+// args are the flags that give gateway node its identity.
+func (id *identities) args(node int) []string {
+	return []string{"-nats-user", id.users[node].Name, "-nats-password-file", id.files[node]}
 }

@@ -36,7 +36,10 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	dir := r.Dir
 	sets := cfg.sets &^ 1 // even: user u's gateway is u mod 2
-	cl := newCluster(&cfg, dir, sets, stderr)
+	cl, err := newCluster(&cfg, dir, sets, 2, stderr)
+	if err != nil {
+		return err
+	}
 	defer cl.Cleanup()
 	if err := cl.Start(ctx, 2); err != nil {
 		return err

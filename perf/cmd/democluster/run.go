@@ -57,7 +57,10 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	ramp, dur := cfg.ramp.Round(time.Second), cfg.duration.Round(time.Second)
 	r.Say("%d gateways, %d SETs, %d users, %d SHAKE/s for %v after a %v ramp; SEND %v/s, CHAT %v/s; files in %s/",
 		cfg.gateways, cfg.sets, cfg.users, cfg.qps, dur, ramp, cfg.sendRate, cfg.chatRate, r.Dir)
-	cl := newCluster(&cfg, r.Dir, cfg.sets, stderr)
+	cl, err := newCluster(&cfg, r.Dir, cfg.sets, cfg.gateways, stderr)
+	if err != nil {
+		return err
+	}
 	defer cl.Cleanup()
 	if err := cl.Start(ctx, cfg.gateways); err != nil {
 		return err

@@ -25,6 +25,8 @@ type Cluster struct {
 	// port and how to stop it: the embedded one of internal/embednats,
 	// injected so that tools without a cluster do not link it.
 	NATS func(port int) (int, func(), error)
+	// Auth gives the flags of gateway node's NATS identity, if any.
+	Auth func(node int) []string
 
 	natsPort int
 	natsStop func()
@@ -70,6 +72,9 @@ func (c *Cluster) start(ctx context.Context, i int) error {
 	args := []string{"-nats", c.NATSURL(), "-node", fmt.Sprintf("%d/%d", i, len(c.Gateways)), "-sets", strconv.Itoa(c.Sets), "-data", g.Data}
 	if c.Timeout != "" {
 		args = append(args, "-cluster-timeout", c.Timeout)
+	}
+	if c.Auth != nil {
+		args = append(args, c.Auth(i)...)
 	}
 	srv, err := Start(ctx, ServerConfig{Bin: c.Bin, Args: append(args, c.Extra...),
 		Log: filepath.Join(c.Dir, name), Echo: c.Echo, StartTimeout: 20 * time.Second})
