@@ -19,41 +19,41 @@ type counter struct{ n atomic.Int64 }
 
 func (c *counter) Handle(b event.Batch) { c.n.Add(b.Hi - b.Lo + 1) }
 
-// pair joins nodes 0 and 1 of a cluster of two SETs over ns: node 0 sends
-// into SET 1 through its link; node 1's SET 1 counts what arrives.
-func pair(tb testing.TB, ns *embednats.Server) (from *Node, bus0 *event.Bus, got *counter) {
+// pair joins nodes 0 and 1 of a cluster of two SETs over ns, each with the
+// identity auth gives it (nil: none): SET i runs on node i and counts what
+// arrives in got[i]; bus[i] is node i's.
+func pair(tb testing.TB, ns *embednats.Server, auth func(node int) Auth) (nodes [2]*Node, bus [2]*event.Bus, got [2]*counter) {
 	tb.Helper()
-	join := func(node int) *Node {
-		n, err := Join(Options{URL: ns.URL(), Node: node, Nodes: 2, Sets: 2, Timeout: time.Second, Ring: 4096}, "test")
+	for i := range nodes {
+		o := Options{URL: ns.URL(), Node: i, Nodes: 2, Sets: 2, Timeout: time.Second, Ring: 4096}
+		if auth != nil {
+			o.Auth = auth(i)
+		}
+		n, err := Join(o, "test")
 		if err != nil {
 			tb.Fatal(err)
 		}
 		n.SetAddrs("127.0.0.1:1", "")
-		return n
+		nodes[i], got[i] = n, new(counter)
 	}
-	n0, n1 := join(0), join(1)
-	got = new(counter)
-	idle := new(counter)
-	local := func(h ring.Handler[event.Event]) *event.Ring { return localRing(tb, h) }
-	bus0 = event.NewBus([]event.Transport{local(idle), n0.Remote(1)}, 0)
-	bus0.SetRemote(func(set int) event.Transport { return n0.Remote(set) })
-	bus1 := event.NewBus([]event.Transport{n1.Remote(0), local(got)}, 0)
-	bus1.SetRemote(func(set int) event.Transport { return n1.Remote(set) })
-	for _, x := range []struct {
-		n *Node
-		b *event.Bus
-	}{{n0, bus0}, {n1, bus1}} {
-		if err := x.n.Start(x.b, nil); err != nil {
+	for i, n := range nodes {
+		rings := make([]event.Transport, 2)
+		rings[i], rings[1-i] = localRing(tb, got[i]), n.Remote(1-i)
+		bus[i] = event.NewBus(rings, 0)
+		bus[i].SetRemote(func(set int) event.Transport { return n.Remote(set) })
+	}
+	for i, n := range nodes {
+		if err := n.Start(bus[i], nil); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	tb.Cleanup(func() {
-		n0.Close()
-		n1.Close()
-		bus0.Close()
-		bus1.Close()
+		for i := range nodes {
+			nodes[i].Close()
+			bus[i].Close()
+		}
 	})
-	return n0, bus0, got
+	return nodes, bus, got
 }
 
 // localRing is a SET's ring run by h, started.
@@ -87,8 +87,8 @@ func pushEvent(user uint32, env uint64) event.Event {
 func BenchmarkCrossing(b *testing.B) {
 	for _, burst := range []int{64, 1} {
 		b.Run(fmt.Sprintf("burst=%d", burst), func(b *testing.B) {
-			_, bus, got := pair(b, embednats.StartTest(b))
-			r := bus.Ring(1)
+			_, bus, got := pair(b, embednats.StartTest(b), nil)
+			r := bus[0].Ring(1)
 			var ru0, ru1 syscall.Rusage
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			b.ResetTimer()
@@ -104,11 +104,11 @@ func BenchmarkCrossing(b *testing.B) {
 				}
 				r.Publish(lo, hi)
 				sent += n
-				for burst == 1 && got.n.Load() < int64(sent) {
+				for burst == 1 && got[1].n.Load() < int64(sent) {
 					runtime.Gosched()
 				}
 			}
-			for got.n.Load() < int64(b.N) {
+			for got[1].n.Load() < int64(b.N) {
 				time.Sleep(50 * time.Microsecond)
 			}
 			b.StopTimer()
@@ -121,24 +121,24 @@ func BenchmarkCrossing(b *testing.B) {
 
 // TestCrossingDelivers: every event sent reaches the other gateway's SET once.
 func TestCrossingDelivers(t *testing.T) {
-	from, bus, got := pair(t, embednats.StartTest(t))
+	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
 	const n = 10000
-	r := bus.Ring(1)
+	r := bus[0].Ring(1)
 	for i := range n {
 		seq, _ := r.Claim(1)
 		*r.At(seq) = pushEvent(1, uint64(i)+1)
 		r.Publish(seq, seq)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for got.n.Load() < n && time.Now().Before(deadline) {
+	for got[1].n.Load() < n && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // nothing more may come
-	if g := got.n.Load(); g != n {
-		m := &from.M
+	if g := got[1].n.Load(); g != n {
+		m := &nodes[0].M
 		t.Fatalf("%d events arrived; want %d (sent %d in %d messages, %d publish errors)", g, n, m.Sent.Load(), m.Messages.Load(), m.PublishErrors.Load())
 	}
-	if m := from.M.Messages.Load(); m >= n {
+	if m := nodes[0].M.Messages.Load(); m >= n {
 		t.Errorf("%d messages for %d events: not batched", m, n)
 	}
 }
@@ -147,21 +147,21 @@ func TestCrossingDelivers(t *testing.T) {
 // envelope's gateway at once and again after each of resendAfter, and no
 // more: a cancel written into a NATS connection that just died is lost.
 func TestCancelSentAgain(t *testing.T) {
-	from, _, got := pair(t, embednats.StartTest(t))
-	from.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0) // user of SET 0 here, envelope of SET 1 there
+	nodes, _, got := pair(t, embednats.StartTest(t), nil)
+	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0) // user of SET 0 here, envelope of SET 1 there
 	now := time.Now().UnixNano()
 	arrived := func(want int64) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); got.n.Load() < want && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < want && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(20 * time.Millisecond) // nothing more may come
-		if g := got.n.Load(); g != want {
+		if g := got[1].n.Load(); g != want {
 			t.Fatalf("%d cancels reached the envelope's gateway; want %d", g, want)
 		}
 	}
 	for i, at := range []int64{now, now + int64(resendAfter[0]) + 1e8, now + int64(resendAfter[0]+resendAfter[1]) + 2e8, now + int64(time.Hour)} {
-		if _, ok := from.expire(at, nil); !ok {
+		if _, ok := nodes[0].expire(at, nil); !ok {
 			t.Fatal("expire: the rings are closing")
 		}
 		arrived(int64(min(i+1, 1+len(resendAfter))))

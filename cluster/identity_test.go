@@ -239,7 +239,8 @@ func TestJoinRefusesLoosePermissions(t *testing.T) {
 // batch claiming another sender reach nothing and are counted.
 func TestForgeriesDropped(t *testing.T) {
 	ns := embednats.StartTestConfig(t, deployConf(t))
-	g0, _, got := authPair(t, ns)
+	nodes, _, counted := pair(t, ns, gatewayAuth)
+	g0, got := nodes[0], counted[0]
 	opts, _ := gatewayAuth(1).options()
 	nc, err := nats.Connect(ns.URL(), opts...)
 	if err != nil {
@@ -301,37 +302,4 @@ func TestForgeriesDropped(t *testing.T) {
 	if g0.Conflict() || len(g0.Peers()) != 2 {
 		t.Errorf("after a forged heartbeat: conflict %v, peers %v; want none, [0 1]", g0.Conflict(), g0.Peers())
 	}
-}
-
-// authPair is pair over ns with deploy/'s users: gateway 0 (returned) runs
-// SET 0 and counts what arrives there.
-func authPair(t *testing.T, ns *embednats.Server) (*Node, *Node, *counter) {
-	t.Helper()
-	join := func(node int) *Node {
-		n, err := Join(Options{URL: ns.URL(), Node: node, Nodes: 2, Sets: 2, Timeout: time.Second, Ring: 4096, Auth: gatewayAuth(node)}, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.SetAddrs("127.0.0.1:1", "")
-		return n
-	}
-	n0, n1 := join(0), join(1)
-	got := new(counter)
-	bus0 := event.NewBus([]event.Transport{localRing(t, got), n0.Remote(1)}, 0)
-	bus1 := event.NewBus([]event.Transport{n1.Remote(0), localRing(t, new(counter))}, 0)
-	for _, x := range []struct {
-		n *Node
-		b *event.Bus
-	}{{n0, bus0}, {n1, bus1}} {
-		if err := x.n.Start(x.b, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		n0.Close()
-		n1.Close()
-		bus0.Close()
-		bus1.Close()
-	})
-	return n0, n1, got
 }
