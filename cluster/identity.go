@@ -77,6 +77,53 @@ func Permissions(prefix string, node int) (publish, subscribe []string) {
 		[]string{gw + "*." + subBeat, gw + "*." + subAsk + ".>", gw + "*." + subEvents + "." + me, gw + "*." + subAnswer + "." + me}
 }
 
+// JetStreamPermissions are what the NATS user of gateway node needs under
+// -journal jetstream: Permissions, and for its journal connection the
+// journal's stream <prefix>_journal (subjects <prefix>.j.>, see jsjournal),
+// the ownership bucket <prefix>_owners (OpenOwners) and the snapshot bucket
+// <prefix>_snapshots, every API subject narrowed to those three streams and
+// the API's answers on this gateway's own inboxes (InboxPrefix) only. They
+// are the subjects nats.go's jetstream package uses for what a gateway does:
+// create, update and read the streams; append (a publish acknowledged to an
+// inbox); read a subject's last message (the journal's by STREAM.MSG.GET,
+// the buckets' by DIRECT.GET, as their streams allow direct gets); ordered
+// consumers, created and deleted, pulled from on the journal and pushed to
+// an inbox on the buckets, whose flow control is answered on $JS.FC (in the
+// NATS server's v1 and v2 forms: unanswered, a bucket's watch stops once 2
+// MiB are outstanding); purges of the journal and of the snapshots' chunks.
+// No $JS.ACK: every consumer is ordered and acknowledges nothing. Every
+// gateway may append to every SET's subject and change every ownership
+// record, as any may take any SET over: in this mode a gateway's
+// credentials speak for the whole journal (docs/CLUSTER.md, Failover).
+func JetStreamPermissions(prefix string, node int) (publish, subscribe []string) {
+	publish, subscribe = Permissions(prefix, node)
+	journal, owners, snaps := prefix+"_journal", "KV_"+prefix+"_owners", "OBJ_"+prefix+"_snapshots"
+	api := "$JS.API."
+	publish = append(publish,
+		prefix+".j.>",
+		"$KV."+prefix+"_owners.>",
+		"$O."+prefix+"_snapshots.>",
+		api+"INFO", // the account's JetStream, asked before a bucket is made
+	)
+	for _, s := range []string{journal, owners, snaps} {
+		publish = append(publish,
+			api+"STREAM.CREATE."+s, api+"STREAM.UPDATE."+s, api+"STREAM.INFO."+s,
+			api+"CONSUMER.CREATE."+s+".>", // <stream>.<consumer>[.<filter>]
+			api+"CONSUMER.DELETE."+s+".*")
+	}
+	publish = append(publish,
+		api+"STREAM.MSG.GET."+journal,
+		api+"STREAM.PURGE."+journal,
+		api+"CONSUMER.MSG.NEXT."+journal+".*",
+		api+"STREAM.PURGE."+snaps)
+	for _, s := range []string{owners, snaps} {
+		publish = append(publish,
+			api+"DIRECT.GET."+s+".>", // <stream>.<subject>: the last message on a subject
+			"$JS.FC."+s+".>", "$JS.FC.*.*."+s+".>")
+	}
+	return publish, append(subscribe, InboxPrefix(prefix, node)+".>")
+}
+
 // Auth is how a gateway proves who it is to NATS. Any one of Creds, NKey or
 // User (with Password) names its user; a client certificate (Cert, Key) can
 // do so too, where the NATS server maps certificates to users. CA makes the

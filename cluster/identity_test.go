@@ -162,26 +162,56 @@ func gatewayAuth(node int) Auth {
 	return Auth{User: "gw" + string(rune('0'+node)), Password: "pw" + string(rune('0'+node))}
 }
 
-// TestDeployPermissionsMatch: the users of deploy/'s configuration have
-// exactly the permissions the gateways need (Permissions), no more.
+// TestDeployPermissionsMatch: the users of deploy/'s configurations have
+// exactly the permissions the gateways need, no more: Permissions in
+// nats-server.conf, JetStreamPermissions in nats-server-js.conf, which is
+// besides one of three clustered JetStream servers syncing every write.
 func TestDeployPermissionsMatch(t *testing.T) {
-	o, err := natsserver.ProcessConfigFile(deployConf(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Run("nats-server.conf", func(t *testing.T) {
+		o, err := natsserver.ProcessConfigFile(deployConf(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.JetStream || len(o.Routes) > 0 {
+			t.Errorf("JetStream %v, %d routes; want a single server without JetStream", o.JetStream, len(o.Routes))
+		}
+		checkUsers(t, o, Permissions)
+	})
+	t.Run("nats-server-js.conf", func(t *testing.T) {
+		o, err := natsserver.ProcessConfigFile(jsDeployConf(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.JetStream || !o.SyncAlways || o.StoreDir == "" || o.ServerName != "nats0" {
+			t.Errorf("JetStream %v, synced always %v, store %q, server_name %q; want JetStream syncing every write, the store and name from the environment",
+				o.JetStream, o.SyncAlways, o.StoreDir, o.ServerName)
+		}
+		if len(o.Routes) != 3 || o.Cluster.Name == "" || o.Cluster.Username == "" || o.Cluster.Password != "rpw" {
+			t.Errorf("routes %v, cluster %q, route user %q: want 3 routes from the environment, a named cluster, routes authorized",
+				o.Routes, o.Cluster.Name, o.Cluster.Username)
+		}
+		checkUsers(t, o, JetStreamPermissions)
+	})
+}
+
+// checkUsers checks that o's users are gw0, gw1 and gw2, each with exactly
+// what perms gives its node.
+func checkUsers(t *testing.T, o *natsserver.Options, perms func(string, int) ([]string, []string)) {
+	t.Helper()
 	if len(o.Users) != 3 {
 		t.Fatalf("%d users in the configuration; want one for each of 3 gateways", len(o.Users))
 	}
+	sorted := func(s []string) []string { return slices.Sorted(slices.Values(s)) }
 	for _, u := range o.Users {
 		node, err := strconv.Atoi(strings.TrimPrefix(u.Username, "gw"))
 		if err != nil || u.Permissions == nil || u.Permissions.Publish == nil || u.Permissions.Subscribe == nil {
 			t.Fatalf("user %q: not gw<node> with publish and subscribe permissions", u.Username)
 		}
-		pub, sub := Permissions("hongbao", node)
-		if got := u.Permissions.Publish.Allow; !slices.Equal(got, pub) || len(u.Permissions.Publish.Deny) > 0 {
+		pub, sub := perms("hongbao", node)
+		if got := u.Permissions.Publish.Allow; !slices.Equal(sorted(got), sorted(pub)) || len(u.Permissions.Publish.Deny) > 0 {
 			t.Errorf("%s may publish on %q; want %q", u.Username, got, pub)
 		}
-		if got := u.Permissions.Subscribe.Allow; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(sub))) {
+		if got := u.Permissions.Subscribe.Allow; !slices.Equal(sorted(got), sorted(sub)) || len(u.Permissions.Subscribe.Deny) > 0 {
 			t.Errorf("%s may subscribe to %q; want %q", u.Username, got, sub)
 		}
 	}

@@ -150,7 +150,7 @@ func (n *Node) receive(m *nats.Msg) {
 		}
 		n.M.Received.Add(1)
 		set := n.target(&ev)
-		if set < 0 || set >= n.o.Sets || !n.Owns(set) {
+		if set < 0 || set >= n.o.Sets || !n.bus.IsLocal(set) { // runs here now: its route is local
 			n.M.Misrouted.Add(1)
 			release(&ev)
 			continue

@@ -33,7 +33,15 @@ type Options struct {
 	Ring    int           // slots of each link's ring
 	Subject string        // the prefix of every subject: one NATS account can hold several clusters
 	Auth    Auth          // this gateway's identity on NATS
-	Logger  *slog.Logger
+	// Owners, where SETs fail over (the journal on JetStream), says which
+	// node runs a SET now (-1: none); nil: the SETs s with s mod Nodes == I
+	// are gateway I's for good.
+	Owners func(set int) int
+	// Lease is how long a gateway may go unheard before it counts as down
+	// (0: four heartbeats): where SETs fail over, the others then take its
+	// SETs.
+	Lease  time.Duration
+	Logger *slog.Logger
 }
 
 // DefaultTimeout is the bound on a crossing's answer.
@@ -108,8 +116,16 @@ type peer struct {
 // NATS server without credentials anyone can announce as many as it likes.
 const maxOdd = 64
 
-// up: ready and heard from within downAfter.
-func (p peer) up() bool { return p.Ready && time.Since(p.seen) < downAfter }
+// up: ready and heard from within after.
+func (p peer) up(after time.Duration) bool { return p.Ready && time.Since(p.seen) < after }
+
+// downAfter is how long a gateway may go unheard before it counts as down.
+func (o *Options) downAfter() time.Duration {
+	if o.Lease > 0 {
+		return o.Lease
+	}
+	return downAfter
+}
 
 // Metrics count the crossings, for /metrics.
 type Metrics struct {
@@ -135,8 +151,13 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Owner returns the node that runs set.
-func (o *Options) Owner(set int) int { return set % o.Nodes }
+// Owner returns the node that runs set, -1 for none (a SET between owners).
+func (o *Options) Owner(set int) int {
+	if o.Owners != nil {
+		return o.Owners(set)
+	}
+	return set % o.Nodes
+}
 
 // Join connects to NATS, listens to the cluster's heartbeats for a moment
 // and refuses to join a cluster of another shape or one whose node number
@@ -296,7 +317,16 @@ func (n *Node) checkJoin() error {
 // Remote returns the link that carries the events of set when another
 // gateway runs it, nil when this one does: set.Options.Remote.
 func (n *Node) Remote(set int) event.Transport {
-	if l := n.links[n.o.Owner(set)]; l != nil {
+	if owner := n.o.Owner(set); owner >= 0 {
+		return n.Link(owner)
+	}
+	return nil
+}
+
+// Link returns the transport of the link to node, nil for this one: where
+// the events of the SETs it runs go.
+func (n *Node) Link(node int) event.Transport {
+	if l := n.links[node]; l != nil {
 		return l.ring
 	}
 	return nil
@@ -358,12 +388,15 @@ func (n *Node) Owns(set int) bool { return n.o.Owner(set) == n.o.Node }
 // retries later rather than connect to a gateway that is gone.
 func (n *Node) OwnerAddr(set int) string {
 	owner := n.o.Owner(set)
+	if owner < 0 {
+		return "" // between owners: the client retries
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if owner == n.o.Node {
 		return n.o.Addr
 	}
-	if p, ok := n.peers[owner]; ok && p.up() {
+	if p, ok := n.peers[owner]; ok && p.up(n.o.downAfter()) {
 		return p.Addr
 	}
 	return ""
@@ -374,7 +407,7 @@ func (n *Node) OwnerAddr(set int) string {
 // error that /healthz reports while it lasts.
 func (n *Node) Conflict() bool {
 	at := n.conflictNs.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) < downAfter
+	return at != 0 && time.Since(time.Unix(0, at)) < n.o.downAfter()
 }
 
 // GatewayStatus is one gateway in GET /cluster.
@@ -408,14 +441,16 @@ func (n *Node) Map() Map {
 	defer n.mu.Unlock()
 	for node := range n.o.Nodes {
 		g := GatewayStatus{Node: node, Sets: []int{}}
-		for s := node; s < n.o.Sets; s += n.o.Nodes {
-			g.Sets = append(g.Sets, s)
+		for s := range n.o.Sets {
+			if n.o.Owner(s) == node {
+				g.Sets = append(g.Sets, s)
+			}
 		}
 		if node == n.o.Node {
 			g.Addr, g.Admin, g.Up, g.Self = n.o.Addr, n.o.Admin, true, true
 		} else if p, ok := n.peers[node]; ok {
 			age := now.Sub(p.seen)
-			g.Addr, g.Admin, g.Up, g.LastSeenS = p.Addr, p.Admin, p.Ready && age < downAfter, age.Seconds()
+			g.Addr, g.Admin, g.Up, g.LastSeenS = p.Addr, p.Admin, p.Ready && age < n.o.downAfter(), age.Seconds()
 		}
 		m.Gateways = append(m.Gateways, g)
 	}
@@ -430,7 +465,7 @@ func (n *Node) up(node int) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	p, ok := n.peers[node]
-	return ok && p.up()
+	return ok && p.up(n.o.downAfter())
 }
 
 // Leave prepares a gateway that is shutting down, its clients gone, to
@@ -497,6 +532,22 @@ func (n *Node) Peers() []int {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// Heard returns the nodes heard from within the lease, ready or not (still
+// starting, or leaving), this one included: where SETs fail over, the
+// gateways that keep theirs.
+func (n *Node) Heard() []int {
+	out := []int{n.o.Node}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for node, p := range n.peers {
+		if node != n.o.Node && time.Since(p.seen) < n.o.downAfter() {
+			out = append(out, node)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Options returns the node's options.

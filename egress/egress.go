@@ -175,8 +175,12 @@ func (e *Egress) Handle(b event.Batch) {
 				e.disconnect(c)
 			}
 		case event.KShutdown:
+			code := proto.ErrCodeShuttingDown
+			if ev.Code != 0 {
+				code = ev.Code // ERROR 9: the SET moved to another gateway
+			}
 			for c := range e.conns {
-				e.fatal(c, proto.ErrCodeShuttingDown)
+				e.fatal(c, code)
 			}
 			e.endDrains(math.MaxInt64) // the server is going: no waiting for slow readers
 		case event.KAnswer:
@@ -227,7 +231,8 @@ func (e *Egress) Journal(j *journal.Journal) { e.j = j }
 
 // ungate writes the held money answers whose records are now durable, in
 // the order they came, and returns the longest latency it observed. Once the
-// journal has failed, none will be: each is answered overloaded instead, and
+// journal has failed (or the record's group: fenced, failed), none will be:
+// each is answered overloaded instead, and
 // what it reported goes back as if it had not been written.
 func (e *Egress) ungate() (slowest int64) {
 	failed := e.j.Failed()
@@ -236,7 +241,7 @@ func (e *Egress) ungate() (slowest int64) {
 	for i := range e.gated {
 		ev := &e.gated[i]
 		switch {
-		case failed:
+		case failed || e.j.Lost(ev.JPID, ev.JPos): // the journal, or the SET's group on JetStream, lost it
 			e.refuse(ev)
 		case !e.j.Durable(ev.JPID, ev.JPos):
 			kept = append(kept, *ev)

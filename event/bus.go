@@ -32,30 +32,44 @@ var _ Transport = (*Ring)(nil)
 // In a cluster the Bus spans every SET of the cluster: a SET this gateway
 // does not run has, as its transport, the link to the gateway that does
 // (package cluster), which carries the events published into it there.
+// Where SETs move between gateways, Route changes a SET's transport while
+// producers publish: each claim reads the route once, so an event goes
+// whole to the transport it was claimed on.
 type Bus struct {
-	rings    []Transport
-	headroom int           // slots a request must leave free (see PublishRequest)
-	held     []atomic.Bool // per SET: a stage of it holds events back (Outbox)
-	local    []int         // the SETs run here, ascending
-	remote   []bool        // per SET: its transport is a link to another gateway
+	routes   []atomic.Pointer[route]
+	headroom int                   // slots a request must leave free (see PublishRequest)
+	held     []atomic.Bool         // per SET: a stage of it holds events back (Outbox)
+	local    atomic.Pointer[[]int] // the SETs run here, ascending; replaced whole by Route
+
+	// A view of RunningBus: its parent's routes, each fused ring wrapped
+	// for one producer; views[set] caches the wrapper of the route it was
+	// made for.
+	parent *Bus
+	mark   func(set int)
+	views  []view
+}
+
+// route is where a SET's events go.
+type route struct {
+	t      Transport
+	remote bool // a link to the gateway that runs the SET
 }
 
 // NewBus wraps the SETs' rings (or other transports). A request is refused
 // while fewer than headroom slots of its ring would stay free, keeping that
 // room for answers; headroom equal to the ring size refuses every request.
 func NewBus[R Transport](rings []R, headroom int) *Bus {
-	ts := make([]Transport, len(rings))
+	b := &Bus{routes: make([]atomic.Pointer[route], len(rings)), headroom: headroom, held: make([]atomic.Bool, len(rings))}
+	local := make([]int, len(rings))
 	for i, r := range rings {
 		if headroom < 0 || headroom > r.Size() {
 			panic("BUG: event: headroom outside 0..ring size")
 		}
-		ts[i] = r
-	}
-	local := make([]int, len(rings))
-	for i := range local {
+		b.routes[i].Store(&route{t: r})
 		local[i] = i
 	}
-	return &Bus{rings: ts, headroom: headroom, held: make([]atomic.Bool, len(rings)), local: local, remote: make([]bool, len(rings))}
+	b.local.Store(&local)
+	return b
 }
 
 // SetRemote makes the SETs for which remote returns a transport run
@@ -63,31 +77,74 @@ func NewBus[R Transport](rings []R, headroom int) *Bus {
 // runs them), which may serve several SETs. Call it before anything is
 // published.
 func (b *Bus) SetRemote(remote func(set int) Transport) {
-	b.local = b.local[:0]
-	for set := range b.rings {
+	for set := range b.routes {
 		if t := remote(set); t != nil {
-			b.rings[set], b.remote[set] = t, true
-		} else {
-			b.local = append(b.local, set)
+			b.routes[set].Store(&route{t: t, remote: true})
 		}
 	}
+	b.relist()
+}
+
+// Route makes set's events go to t from now on: a transport run here, or
+// (remote) a link to the gateway that runs the SET. What was claimed on the
+// transport before still goes there; the old transport is its owner's to
+// drain and close.
+func (b *Bus) Route(set int, t Transport, remote bool) {
+	if remote && t == nil {
+		panic("BUG: event: a remote route without a transport")
+	}
+	b.routes[set].Store(&route{t: t, remote: remote})
+	b.relist()
+}
+
+// relist makes Local the SETs whose route is local.
+func (b *Bus) relist() {
+	var local []int
+	for set := range b.routes {
+		if !b.routes[set].Load().remote {
+			local = append(local, set)
+		}
+	}
+	b.local.Store(&local)
 }
 
 // Local returns the SETs run here, ascending: every SET outside a cluster.
-// The caller must not change it.
-func (b *Bus) Local() []int { return b.local }
+// The caller must not change it; Route replaces it rather than change it.
+func (b *Bus) Local() []int {
+	if b.parent != nil {
+		return b.parent.Local()
+	}
+	return *b.local.Load()
+}
 
 // IsLocal reports whether set runs here.
-func (b *Bus) IsLocal(set int) bool { return !b.remote[set] }
+func (b *Bus) IsLocal(set int) bool { return !b.root().routes[set].Load().remote }
+
+// root is the bus a view was made of, or b.
+func (b *Bus) root() *Bus {
+	if b.parent != nil {
+		return b.parent
+	}
+	return b
+}
+
+// ring is set's transport as this bus publishes into it: a view's wrapper
+// of a fused ring.
+func (b *Bus) ring(set int) Transport {
+	if b.parent == nil {
+		return b.routes[set].Load().t
+	}
+	return b.viewOf(set)
+}
 
 // Sets is the number of SETs.
-func (b *Bus) Sets() int { return len(b.rings) }
+func (b *Bus) Sets() int { return len(b.root().routes) }
 
-// Ring returns SET set's ring (its transport).
-func (b *Bus) Ring(set int) Transport { return b.rings[set] }
+// Ring returns SET set's ring (its transport) as this bus publishes into it.
+func (b *Bus) Ring(set int) Transport { return b.ring(set) }
 
 // SETOf returns the SET that owns user: everything about a user lives there.
-func (b *Bus) SETOf(user uint32) int { return int(user % uint32(len(b.rings))) }
+func (b *Bus) SETOf(user uint32) int { return int(user % uint32(len(b.root().routes))) }
 
 // Slot is a claimed, unpublished slot of one SET's ring.
 type Slot struct {
@@ -104,7 +161,7 @@ func (s Slot) Publish() { s.ring.Publish(s.seq, s.seq) }
 // ClaimRequest claims a slot for a new request in set's ring, failing (false)
 // when the ring is nearly full: the caller answers "overloaded" instead.
 func (b *Bus) ClaimRequest(set int) (Slot, bool) {
-	r := b.rings[set]
+	r := b.ring(set)
 	seq, err := r.TryClaimLeaving(1, b.headroom)
 	if err != nil {
 		return Slot{}, false
@@ -115,7 +172,7 @@ func (b *Bus) ClaimRequest(set int) (Slot, bool) {
 // ClaimAnswer claims a slot in set's ring for an answer or other event that
 // must not be refused for overload; it fails only when the ring is full.
 func (b *Bus) ClaimAnswer(set int) (Slot, bool) {
-	r := b.rings[set]
+	r := b.ring(set)
 	seq, err := r.TryClaim(1)
 	if err != nil {
 		return Slot{}, false
@@ -125,11 +182,12 @@ func (b *Bus) ClaimAnswer(set int) (Slot, bool) {
 
 // MarkHeld records that a stage of set holds events back; the ticker then
 // sends set a KTick so the stage retries even if no other event comes.
-func (b *Bus) MarkHeld(set int) { b.held[set].Store(true) }
+func (b *Bus) MarkHeld(set int) { b.root().held[set].Store(true) }
 
 // Tick sends a KTick to every SET marked held and clears the marks. A SET
 // whose ring is full is left marked: it is busy and will retry by itself.
 func (b *Bus) Tick() {
+	b = b.root()
 	for set := range b.held {
 		if !b.held[set].Load() || !b.held[set].CompareAndSwap(true, false) {
 			continue
@@ -152,11 +210,12 @@ func (b *Bus) Tick() {
 // such traffic land. Call it once the ticker has stopped: it ticks the SETs
 // whose stages hold events itself. It reports whether the rings settled.
 func (b *Bus) Settle(deadline time.Time) bool {
+	b = b.root()
 	for quiet := 0; quiet < 3; {
 		b.Tick()
 		busy := false
-		for _, set := range b.local {
-			if b.rings[set].Len() > 0 || b.held[set].Load() {
+		for _, set := range b.Local() {
+			if b.ring(set).Len() > 0 || b.held[set].Load() {
 				busy = true
 				break
 			}
@@ -177,9 +236,10 @@ func (b *Bus) Settle(deadline time.Time) bool {
 // Close closes every ring run here, letting each drain, and returns the
 // first error. The links to other gateways are their owner's to close.
 func (b *Bus) Close() error {
+	b = b.root()
 	var first error
-	for _, set := range b.local {
-		if err := b.rings[set].Close(); err != nil && first == nil {
+	for _, set := range b.Local() {
+		if err := b.ring(set).Close(); err != nil && first == nil {
 			first = err
 		}
 	}

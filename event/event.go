@@ -35,7 +35,7 @@ const (
 	KReturn     // egress → its own SET: shake envelope Env of Amount goes back to the pool
 	KSystemSend // campaign → SET: a system group envelope of Total fen, N recipients picked in this SET
 	KTick       // timer → SET: nothing to do but retry what a stage holds back
-	KShutdown   // server → SET: egress sends ERROR 8 to every connection of the SET and cuts it off
+	KShutdown   // server → SET: egress sends ERROR 8 (or Code) to every connection of the SET and cuts it off
 	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
@@ -68,7 +68,7 @@ const OutCap = 32
 type Event struct {
 	Kind   Kind
 	Status uint8  // answer status decided upstream
-	Code   uint8  // ERROR code for KFatal
+	Code   uint8  // ERROR code for KFatal, and KShutdown's when not 8
 	OutLen uint8  // bytes of Out in use
 	N      uint16 // count: SEND recipients, deal size, shares
 	JPID   uint16 // with JPos: the journal producer whose record the answer reports

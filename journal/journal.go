@@ -48,6 +48,24 @@ type Options struct {
 	// it (Cuts lists them), and rewrites the checkpoint; a producer whose
 	// snapshot mark was cut is marked again (Replay).
 	Repair bool
+
+	// Sink, when not nil, takes the place of the segment files (Dir, the
+	// checkpoint, Rotate, Replay and RemoveBefore are unused): each round
+	// is one message per group it touched, all in flight at once, each
+	// appended only if its group's last message is still the one this
+	// writer knows of. Groups start closed: Reopen opens one.
+	Sink Sink
+	// OnFenced runs on the writer's goroutine when a group's message was
+	// refused because another writer appended to it: the group is fenced,
+	// nothing of it becomes durable here again until a Reopen, and the
+	// server drops its SET. It must not block or call Reopen or Release.
+	OnFenced func(group int)
+	// OnGroupFailed runs on the writer's goroutine when a group's message
+	// failed otherwise (a timeout, the sink unavailable): what it held may
+	// or may not have been stored, so nothing of the group becomes durable
+	// until it is reloaded and reopened. It must not block or call Reopen
+	// or Release.
+	OnGroupFailed func(group int, err error)
 }
 
 const (
@@ -69,6 +87,11 @@ const (
 type Journal struct {
 	o         Options
 	producers []*Producer
+	groups    []*group // in the order their first producer registered
+
+	// The writer's, with a sink: a round's batches and their groups.
+	batches     []Batch
+	batchGroups []*group
 
 	// What Open found, for Replay and Start.
 	segs     []segment // oldest first
@@ -85,10 +108,12 @@ type Journal struct {
 	roundStart time.Time   // when the last round began gathering
 	pacer      *time.Timer // waits out RoundEvery after a round
 
-	started bool // Start ran: Close waits for the writer
+	started bool        // Start ran: Close waits for the writer
+	running atomic.Bool // the writer's goroutine serves ctl
 	idle    atomic.Bool
 	wake    chan struct{}
 	rotReq  chan chan rotated
+	ctl     chan groupCtl
 	stop    chan struct{}
 	done    chan struct{}
 
@@ -141,28 +166,36 @@ func Open(o Options) (*Journal, error) {
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}
+	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		rotReq: make(chan chan rotated), ctl: make(chan groupCtl), ckWake: make(chan struct{}, 1), ckDone: make(chan struct{}),
+		round: make([]byte, RoundHeaderLen, 64<<10)}
+	j.cond = sync.NewCond(&j.mu)
+	if o.Sink != nil {
+		return j, nil
+	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		rotReq: make(chan chan rotated), ckWake: make(chan struct{}, 1), ckDone: make(chan struct{}),
-		round: make([]byte, RoundHeaderLen, 64<<10)}
-	j.cond = sync.NewCond(&j.mu)
 	if err := j.open(); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
-// Start opens a new segment and starts the writer and the checkpoint's
-// goroutine.
+// Start opens a new segment (with a sink: checks that each group's round
+// fits one message) and starts the writer and the checkpoint's goroutine.
 func (j *Journal) Start() error {
-	if err := j.rotate(); err != nil {
+	if j.o.Sink != nil {
+		if err := j.startSink(); err != nil {
+			return err
+		}
+	} else if err := j.rotate(); err != nil {
 		return err
 	}
 	j.started = true
+	j.running.Store(true)
 	go j.loop()
-	if j.o.CheckpointEvery > 0 {
+	if j.o.CheckpointEvery > 0 && j.o.Sink == nil {
 		go j.checkpointLoop()
 	} else {
 		close(j.ckDone)
@@ -182,7 +215,9 @@ func (j *Journal) Close() error {
 	if j.started {
 		<-j.done
 		<-j.ckDone
-		err = j.Checkpoint()
+		if j.o.Sink == nil {
+			err = j.Checkpoint()
+		}
 	}
 	if j.seg != nil {
 		err = errors.Join(err, j.seg.Close())
@@ -197,15 +232,17 @@ func (j *Journal) Close() error {
 	return errors.Join(j.Err(), err)
 }
 
-// Wait blocks until producer pid's records up to pos are durable, or the
-// journal fails (its error). Any goroutine may call it.
+// Wait blocks until producer pid's records up to pos are durable, or they
+// never will be: the journal's error, or with a sink a *GroupError (its
+// group fenced, failed or not open here, or the records appended before its
+// last Reopen). Any goroutine may call it.
 func (j *Journal) Wait(pid uint16, pos uint64) error {
 	p := j.producers[pid]
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for !p.Durable(pos) {
-		if j.failed.Load() {
-			return j.err
+		if err := j.lostErr(p, pos); err != nil {
+			return err
 		}
 		j.cond.Wait()
 	}
@@ -232,11 +269,14 @@ func (j *Journal) Err() error {
 	return j.err
 }
 
-// Lag is the bytes published and not yet durable, over every producer.
+// Lag is the bytes published and not yet durable, over every producer of
+// an open group.
 func (j *Journal) Lag() uint64 {
 	var lag uint64
 	for _, p := range j.producers {
-		lag += p.pub.Load() - min(p.durable.Load(), p.pub.Load())
+		if p.g.state.Load() == groupOpen {
+			lag += p.pub.Load() - min(p.durable.Load(), p.pub.Load())
+		}
 	}
 	return lag
 }

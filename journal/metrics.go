@@ -16,6 +16,10 @@ type Metrics struct {
 	// What Open cut: torn tails, repairs (each cut, segment moved aside or
 	// file found missing), and the bytes and records they held.
 	TornCuts, Repairs, CutBytes, CutRecords atomic.Uint64
+	// With a sink: messages acknowledged, groups fenced, groups failed
+	// otherwise. A round's publish-to-last-ack time is in the fsync
+	// histogram.
+	Messages, Fenced, GroupFailures atomic.Uint64
 }
 
 // FsyncBuckets is the fsync latency histogram's bucket count.

@@ -18,9 +18,11 @@ import (
 // reports every position durable.
 type Producer struct {
 	j       *Journal
+	g       *group
 	id      uint16
-	buf     []byte
+	buf     []byte // nil until its group first opens, with a sink
 	mask    uint64
+	room    uint64 // the ring's bytes while its group may append (0: none yet)
 	tail    uint64 // appended; owned by the producer's goroutine
 	scratch []byte
 
@@ -28,16 +30,36 @@ type Producer struct {
 	pub     atomic.Uint64 // published to the writer: whole records up to here
 	_       [56]byte
 	durable atomic.Uint64 // written and synced: the ring is free up to here
-	_       [56]byte
+	// floor: no position at or under it becomes durable (0 but after its
+	// group's Reopen, which drops what was appended before).
+	floor atomic.Uint64
+	_     [48]byte
+
+	mark [2]markAt // its last durable snapshot marks, newest first (under j.mu; with a sink)
 }
 
-// Producer registers a new producer; all are registered before Start.
-func (j *Journal) Producer() *Producer {
+// Producer registers a new producer in the cluster group (ClusterGroup);
+// all are registered before Start.
+func (j *Journal) Producer() *Producer { return j.ProducerIn(ClusterGroup) }
+
+// ProducerIn registers a new producer in group (a SET's index, or
+// ClusterGroup); all are registered before Start. Without a sink groups
+// change nothing: every producer's records share each round. With one, the
+// producer's ring is allocated when its group first opens (Reopen): until
+// then it costs nothing and drops what it is given.
+func (j *Journal) ProducerIn(group int) *Producer {
 	if len(j.producers) >= 1<<16 || uint64(len(j.producers)+1)*uint64(j.o.RingBytes) > math.MaxUint32-RoundHeaderLen {
 		panic("BUG: journal: more than 65,536 producers, or their rings past a round's 4 GiB")
 	}
-	p := &Producer{j: j, id: uint16(len(j.producers)), buf: make([]byte, j.o.RingBytes),
-		mask: uint64(j.o.RingBytes - 1), scratch: make([]byte, 0, 512)}
+	if j.running.Load() {
+		panic("BUG: journal: a producer registered after Start")
+	}
+	g := j.groupOf(group)
+	p := &Producer{j: j, g: g, id: uint16(len(j.producers)), mask: uint64(j.o.RingBytes - 1), scratch: make([]byte, 0, 512)}
+	if j.o.Sink == nil {
+		p.buf, p.room = make([]byte, j.o.RingBytes), uint64(j.o.RingBytes)
+	}
+	g.producers = append(g.producers, p)
 	j.producers = append(j.producers, p)
 	j.marks = append(j.marks, 0)
 	return p
@@ -59,12 +81,14 @@ func (p *Producer) Append(typ uint8, payload []byte) uint64 {
 		return 0
 	}
 	n := uint64(Size(len(payload)))
-	if n > uint64(len(p.buf)) || len(payload) > MaxPayload {
+	if n > uint64(p.j.o.RingBytes) || len(payload) > MaxPayload {
 		panic("BUG: journal: record larger than the producer's ring")
 	}
-	for spins := 0; p.tail+n-p.durable.Load() > uint64(len(p.buf)); spins++ {
-		if p.j.Failed() {
-			return p.tail + n // past anything the writer will mark durable
+	for spins := 0; p.tail+n-p.durable.Load() > p.room; spins++ {
+		if p.Failed() {
+			// Past anything the writer will mark durable; under the
+			// floor a Reopen sets.
+			return p.tail + n
 		}
 		p.Publish()
 		if spins < 16 {
@@ -99,10 +123,13 @@ func (p *Producer) Publish() {
 	p.j.kick()
 }
 
-// Durable tells whether the records up to pos are on disk. Any goroutine may
-// ask.
+// Durable tells whether the records up to pos are on disk (with a sink:
+// acknowledged). Any goroutine may ask. A position handed out before its
+// group's last Reopen is never durable.
 func (p *Producer) Durable(pos uint64) bool {
-	return p == nil || p.durable.Load() >= pos
+	// durable before floor: a Reopen stores the floor first, so that an
+	// old position is never taken for durable against the new durable.
+	return p == nil || pos == 0 || p.durable.Load() >= pos && pos > p.floor.Load()
 }
 
 // Wait blocks until the records up to pos are on disk, or the journal fails
@@ -116,6 +143,23 @@ func (p *Producer) Wait(pos uint64) error {
 	return p.j.Wait(p.id, pos)
 }
 
-// Failed tells whether the journal failed: nothing appended will become
-// durable, so money may not be handed out. False for the nil Producer.
-func (p *Producer) Failed() bool { return p != nil && p.j.Failed() }
+// Failed tells whether the journal failed or, with a sink, the producer's
+// group is not open (fenced, failed, or not opened here): nothing appended
+// will become durable, so money may not be handed out. False for the nil
+// Producer.
+func (p *Producer) Failed() bool {
+	return p != nil && (p.j.failed.Load() || p.g.state.Load() != groupOpen)
+}
+
+// Group is the group the producer belongs to.
+func (p *Producer) Group() int { return p.g.id }
+
+// gather appends the ring's bytes from position from to pub to b.
+func (p *Producer) gather(b []byte, from, pub uint64) []byte {
+	lo, hi := from&p.mask, pub&p.mask
+	if pub-from == uint64(len(p.buf)) || hi <= lo {
+		b = append(b, p.buf[lo:]...)
+		return append(b, p.buf[:hi]...)
+	}
+	return append(b, p.buf[lo:hi]...)
+}

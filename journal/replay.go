@@ -40,6 +40,9 @@ type From struct {
 // stops at fn's first error. A producer's records come in the order it
 // appended them.
 func (j *Journal) Replay(from From, fn func(Record) error) error {
+	if j.o.Sink != nil {
+		return errSink
+	}
 	marked := map[uint16]bool{}
 	inner := fn
 	fn = func(r Record) error {

@@ -136,6 +136,9 @@ func oldFormat(dir string, names []string) error {
 // so that it never names a segment removed; they go oldest first, the
 // directory synced after each, so that a crash leaves no gap.
 func (j *Journal) RemoveBefore(segment uint64) error {
+	if j.o.Sink != nil {
+		return errSink
+	}
 	if err := j.Checkpoint(); err != nil {
 		return err
 	}

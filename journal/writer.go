@@ -14,15 +14,18 @@ import (
 func (j *Journal) loop() {
 	defer close(j.done)
 	for {
-		if j.commit() {
-			j.pace()
-			continue
-		}
+		// Between any two rounds, so that a steady load never starves a
+		// Rotate or a Reopen.
 		select {
 		case reply := <-j.rotReq:
 			j.rotateFor(reply)
-			continue
+		case c := <-j.ctl:
+			j.apply(c)
 		default:
+		}
+		if j.commit() {
+			j.pace()
+			continue
 		}
 		j.idle.Store(true)
 		if j.pending() && !j.failed.Load() {
@@ -35,6 +38,9 @@ func (j *Journal) loop() {
 		case reply := <-j.rotReq:
 			j.idle.Store(false)
 			j.rotateFor(reply)
+		case c := <-j.ctl:
+			j.idle.Store(false)
+			j.apply(c)
 		case <-j.stop:
 			for j.commit() {
 			}
@@ -54,11 +60,12 @@ func (j *Journal) kick() {
 	}
 }
 
-// pending tells whether a producer published what is not durable yet: the
-// writer asks after it said it sleeps, so that no Publish in between is lost.
+// pending tells whether a producer of an open group published what is not
+// durable yet: the writer asks after it said it sleeps, so that no Publish
+// in between is lost.
 func (j *Journal) pending() bool {
 	for _, p := range j.producers {
-		if p.pub.Load() != p.durable.Load() {
+		if p.pub.Load() != p.durable.Load() && p.g.state.Load() == groupOpen {
 			return true
 		}
 	}
@@ -91,20 +98,16 @@ func (j *Journal) commit() bool {
 	if j.failed.Load() {
 		return false
 	}
+	if j.o.Sink != nil {
+		return j.commitSink()
+	}
 	j.idle.Store(false)
 	b := j.round[:RoundHeaderLen]
 	for i, p := range j.producers {
 		pub, from := p.pub.Load(), p.durable.Load()
 		j.marks[i] = pub
-		if pub == from {
-			continue
-		}
-		lo, hi := from&p.mask, pub&p.mask
-		if pub-from == uint64(len(p.buf)) || hi <= lo {
-			b = append(b, p.buf[lo:]...)
-			b = append(b, p.buf[:hi]...)
-		} else {
-			b = append(b, p.buf[lo:hi]...)
+		if pub != from {
+			b = p.gather(b, from, pub)
 		}
 	}
 	j.round = b
@@ -180,6 +183,9 @@ type rotated struct {
 // record published after Rotate returns lands in it or a later one. A
 // snapshot starts so, and may then remove every segment before it.
 func (j *Journal) Rotate() (uint64, error) {
+	if j.o.Sink != nil {
+		return 0, errSink
+	}
 	reply := make(chan rotated, 1)
 	select {
 	case j.rotReq <- reply:
@@ -191,10 +197,10 @@ func (j *Journal) Rotate() (uint64, error) {
 }
 
 // rotateFor starts the new segment a Rotate asked for, on the writer's
-// goroutine, after a last round of what was published before.
+// goroutine, after a last round of what was published before. One round,
+// not until none is left: under a steady load there is always another.
 func (j *Journal) rotateFor(reply chan rotated) {
-	for j.commit() { // what was published before goes to the old segment
-	}
+	j.commit()
 	if err := j.Err(); err != nil {
 		reply <- rotated{err: err}
 		return

@@ -19,7 +19,7 @@ import (
 // Config is one load-client run. ParseFlags fills it from a command line; Fill gives every
 // unset field its default and Validate reports every problem, each naming its flag.
 type Config struct {
-	Servers        []string      // -server: client addresses of the server; user u uses Servers[(u−1) mod len]
+	Servers        []string      // -server: client addresses of the server; user u uses Servers[(u−1) mod len], the next after a failure
 	Users          Range         // -users: the run's users, each its own connection
 	TotalUsers     uint32        // -total-users: N of the global schedule over users 1..N; 0: Users.Last
 	QPS            uint32        // -qps: total SHAKEs a second of all users 1..N
@@ -38,7 +38,7 @@ type Config struct {
 	ChatSize       int           // -chat-size: text bytes per CHAT
 	ChurnRate      float64       // -churn: reconnects a second, the whole run
 	Control        string        // -control: HTTP address for /qps and /metrics; "" off
-	Admin          string        // -admin: the server's admin URL for /stats; "" no reconciliation
+	Admin          string        // -admin: the server's admin URLs for /stats, comma-separated, read in turn; "" no reconciliation
 	AdminToken     string        // -admin-token
 	Reconcile      string        // -reconcile: strict | at-least | off; "" strict with -admin, else off
 	Grace          time.Duration // -grace: the longest wait for answers in flight after the run
@@ -262,6 +262,9 @@ func (c *Config) Validate() error {
 	if c.ChatSize < 0 || c.ChatSize > proto.MaxChatText {
 		bad("chat-size", "%d is not in [0, %d]", c.ChatSize, proto.MaxChatText)
 	}
+	if c.Admin != "" && len(adminURLs(c.Admin)) == 0 {
+		bad("admin", "%q names no URL", c.Admin)
+	}
 	switch c.Reconcile {
 	case ReconcileStrict, ReconcileAtLeast:
 		if c.Admin == "" {
@@ -298,7 +301,7 @@ var hidden = map[string]bool{"child": true, "child-users": true, "start-ns": tru
 // -help it prints the usage to fs.Output() and returns flag.ErrHelp.
 func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	c := &Config{}
-	fs.Func("server", "server client `addresses`, comma-separated host:port; user u connects to the ((u-1) mod count)th (default "+DefaultServer+")", func(s string) error {
+	fs.Func("server", "server client `addresses`, comma-separated host:port: the gateways of a cluster, or one server; user u connects to the ((u-1) mod count)th, and after its connection fails to the next one in turn (default "+DefaultServer+")", func(s string) error {
 		c.Servers = nil
 		for _, a := range strings.Split(s, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -353,7 +356,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.IntVar(&c.ChatSize, "chat-size", DefaultChatSize, "text `bytes` of each CHAT, at most 1024")
 	fs.Float64Var(&c.ChurnRate, "churn", 0, "connection churn: reconnects a second (`rate`), the whole run, each a random logged-in user with nothing in flight closing its connection and connecting again at once (within -connect-rate); not errors, and the reconciliation stays exact")
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
-	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URL` (http://127.0.0.1:6060) for the reconciliation with GET /stats, read before the run and after it")
+	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URLs` (http://127.0.0.1:6060), comma-separated, for the reconciliation with GET /stats, read before the run and after it. Each read goes to the first that answers: list the admin URLs of several gateways, and one that died during the run does not stop the reconciliation")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin (visible in ps: prefer $"+AdminTokenEnv+", the server's own)")
 	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several). Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
@@ -434,8 +437,17 @@ func usage(fs *flag.FlagSet) {
 logs in, SHAKEs on the global open-loop schedule (-qps or -phases), opens every ENVELOPE pushed
 to it once, and optionally SENDs group envelopes and CHATs. It prints a live line every second
 and a summary at the end, and reconciles its money with the change of the server's /stats over
-the run (-admin). It exits non-zero on any connect, reset, timeout or protocol error and on a
-reconciliation mismatch.
+the run (-admin). It exits non-zero on any connect, reset, timeout or protocol error (but for
+refused connects and resets with -reconcile at-least) and on a reconciliation mismatch.
+
+A user whose connection fails (a connect refused or timed out, a reset or close, ERROR 8
+shutting down, ERROR 9 moved: its SET failed over to another gateway, no answer within
+-timeout) connects again after a backoff with jitter (100 ms doubling up to 1 s, ±25%), to the
+next -server address in turn (a gateway that died refuses for good), and LOGINs again. LOGIN_ACK
+3 sends it to the gateway it names; with no address (no owner yet) it tries again after the
+backoff. What was in flight on the failed connection counts as lost, never as answered. The
+summary and -report count the outages, the moves (ERROR 9), the reconnects and the redirects,
+and the longest time a user was without a connection.
 
 Flags:
 `)

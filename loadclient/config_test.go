@@ -85,6 +85,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	f([]string{"-send-total", "0"}, "-send-total", "0 is not at least 1 fen")
 	f([]string{"-server", ""}, "-server")
 	f([]string{"-sched", "fifo"}, "-sched")
+	f([]string{"-admin", " , "}, "-admin", "names no URL")
 }
 
 // TestHelp checks that -help explains every flag but the internal ones.

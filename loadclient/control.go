@@ -78,6 +78,10 @@ func updateMetrics(set *metrics.Set, c counters, target uint32) {
 	set.GetOrCreateCounter("loadclient_skipped_total").Set(c.Skipped)
 	set.GetOrCreateCounter("loadclient_churned_total").Set(c.Churned)
 	set.GetOrCreateCounter("loadclient_redirected_total").Set(c.Redirected)
+	set.GetOrCreateCounter("loadclient_outages_total").Set(c.Outages)
+	set.GetOrCreateCounter("loadclient_moved_total").Set(c.Moved)
+	set.GetOrCreateCounter("loadclient_reconnects_total").Set(c.Reconnects)
+	set.GetOrCreateGauge("loadclient_outage_max_seconds", nil).Set(float64(c.OutageMaxNs) / float64(time.Second))
 	set.GetOrCreateCounter("loadclient_shake_amount_total").Set(c.ShakeAmount)
 	set.GetOrCreateCounter("loadclient_open_amount_total").Set(c.OpenAmount)
 }

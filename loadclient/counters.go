@@ -44,7 +44,7 @@ var overloadStatus = [nReq]uint8{0xff, proto.ShakeOverloaded, proto.OpenOverload
 // Error classes.
 const (
 	errConnect  = iota // connect refused, unreachable, timed out
-	errReset           // an established connection dropped: EOF, reset, ERROR 8
+	errReset           // an established connection dropped: EOF, reset, ERROR 8, ERROR 9
 	errTimeout         // no answer (or no login) within -timeout; requests unanswered at the end
 	errProtocol        // a frame that breaks the protocol, an unsolicited answer, a login refused, ERROR 1-5
 	errOverload        // an overloaded status, ERROR 6
@@ -78,8 +78,16 @@ type counters struct {
 	Skipped    uint64                  // due while the user was not logged in: not sent
 	Churned    uint64                  // connections closed on purpose by -churn, to reconnect
 	Redirected uint64                  // LOGIN_ACK 3 followed: reconnects to the gateway it named
+	Moved      uint64                  // ERROR 9: the gateway no longer served the user's SET
+	Outages    uint64                  // logged-in connections that failed (not churned)
+	Reconnects uint64                  // logins that ended an outage
 	Backlog    uint64                  // dropped: the connection's unwritten output was over its limit
 	Pushes     [nPush]uint64
+
+	// OutageMaxNs is the longest a user was without a connection: from its logged-in
+	// connection's failure to its next login, or to the end of the sends. A maximum: add
+	// keeps the larger.
+	OutageMaxNs int64
 
 	// The end of the run (drainLocal): a loop told to hold opens no more pushes.
 	Unopened uint64 // ENVELOPE pushes that came while holding: not opened, no money
@@ -109,6 +117,10 @@ func (c *counters) add(o *counters) {
 	c.Skipped += o.Skipped
 	c.Churned += o.Churned
 	c.Redirected += o.Redirected
+	c.Moved += o.Moved
+	c.Outages += o.Outages
+	c.Reconnects += o.Reconnects
+	c.OutageMaxNs = max(c.OutageMaxNs, o.OutageMaxNs)
 	c.Backlog += o.Backlog
 	for p := range nPush {
 		c.Pushes[p] += o.Pushes[p]

@@ -111,14 +111,14 @@ func (l *loop) dial(c *uconn, idx uint32) {
 }
 
 // dialFailed closes fd (−1: none), counts a connect error, notes why and schedules a retry
-// at the default address (see drop).
+// elsewhere (see nextServer).
 func (l *loop) dialFailed(c *uconn, idx uint32, fd int, op string, err error) {
 	if fd >= 0 {
 		unix.Close(fd)
 	}
 	l.c.Errors[errConnect]++
 	l.errnoFailed(c, op, err)
-	c.gw = 0
+	l.nextServer(c)
 	l.retry(c, idx)
 }
 
@@ -146,7 +146,9 @@ func (l *loop) connected(c *uconn, idx uint32) {
 	l.sent(c, reqLogin)
 }
 
-// retry schedules a reconnect of c after an exponential backoff with ±25% jitter.
+// retry schedules a reconnect of c after an exponential backoff (backoffMin doubling up to
+// backoffMax) with ±25% jitter, so that the users of a gateway that failed do not all come
+// back in the same millisecond.
 func (l *loop) retry(c *uconn, idx uint32) {
 	if l.now >= l.endNs || c.state == stDead {
 		return

@@ -49,12 +49,21 @@
 // # Clusters
 //
 // A gateway that does not own a user answers its LOGIN with LOGIN_ACK 3 and the address of
-// the one that does (gateway_linux.go). The user connects there at once and from then on,
-// counted as redirected; a loop keeps the addresses in a table of at most 255 and a
-// connection one byte, its index (0: the -server address). A connect that fails at such an
-// address goes back to the -server address, which names the owner of the moment. LOGIN_ACK 3
-// with no usable address is a connect failure, "wrong gateway, owner unknown", retried at
-// the -server address after the backoff.
+// the one that does (gateway_linux.go). The user connects there at once, counted as
+// redirected; a loop keeps the addresses in a table of at most 255 and a connection one
+// byte, its index (0: a -server address). LOGIN_ACK 3 with no usable address is a connect
+// failure, "wrong gateway, owner unknown", retried after the backoff.
+//
+// SETs that fail over move users between gateways: the gateway that lost the user's SET
+// sends ERROR 9 (moved), one that died resets or refuses, one paused leaves requests
+// unanswered past -timeout. Whatever the failure, the connection's requests in flight count
+// as lost (never answered later: the next connection starts with none), and the user
+// reconnects after the backoff with jitter (uconn_linux.go): from a gateway it was sent to,
+// back to its -server address, which names the owner of the moment; from a -server address,
+// to the next in turn (uconn.srv), for a dead gateway's refuses for good. Each logged-in
+// connection that fails is an outage until the user's next login, a reconnect; the report
+// gives both counts, the moves, and the longest outage. The reconciliation reads the first
+// -admin URL that answers: given several gateways', it outlives any one of them.
 //
 // # -procs
 //

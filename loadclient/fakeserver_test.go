@@ -21,6 +21,7 @@ import (
 // less underReport once it has answered a SHAKE of the run. With loginStatus set it
 // refuses every LOGIN with that status instead; with redirect set, a LOGIN of a user it says
 // is owned elsewhere gets LOGIN_ACK 3 with the address it names, and the connection closes.
+// move hands every user to another gateway, as a failover of its SETs.
 type fakeServer struct {
 	t           *testing.T
 	ln          net.Listener
@@ -39,6 +40,8 @@ type fakeServer struct {
 	heldShakes   int64 // of shakes, those of hold: answered before the run
 	shakes       int64
 	shakeAmount  int64
+	shakesBy     map[uint32]int    // SHAKEs by user
+	moved        int               // ERROR 9 sent
 	byStampSec   map[int64]int     // SHAKEs by the second of their stamp
 	pushed       map[[2]uint64]int // (user, envelope) → ENVELOPE pushes
 	opened       map[[2]uint64]int // (user, envelope) → OPENs
@@ -75,6 +78,7 @@ func newFakeServer(t *testing.T, pushEvery int) *fakeServer {
 		conns: map[uint32]*fakeConn{}, all: map[net.Conn]bool{},
 		byStampSec: map[int64]int{}, pushed: map[[2]uint64]int{}, opened: map[[2]uint64]int{},
 		peers: map[string]int{}, redirected: map[uint32]int{}, loggedIn: map[uint32]int{},
+		shakesBy: map[uint32]int{},
 	}
 	s.admin = httptest.NewServer(http.HandlerFunc(s.stats))
 	go s.accept()
@@ -226,6 +230,33 @@ func (s *fakeServer) kill() {
 	s.admin.Close()
 }
 
+// move hands every user to the gateway at to, as a gateway whose SETs failed over: each
+// logged-in connection gets ERROR 9 and closes, and a LOGIN from then on is answered
+// LOGIN_ACK 3 naming to.
+func (s *fakeServer) move(to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.redirect = func(uint32) (string, bool) { return to, true }
+	for _, c := range s.conns {
+		c.write(proto.AppendError(nil, 0, proto.ErrCodeMoved))
+		c.nc.Close()
+		s.moved++
+	}
+}
+
+// shook returns how many of users first..last have SHAKEd here.
+func (s *fakeServer) shook(first, last uint32) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for u := first; u <= last; u++ {
+		if s.shakesBy[u] > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // dropAll closes every connection but keeps listening, as a server that cut its clients off.
 func (s *fakeServer) dropAll() {
 	s.mu.Lock()
@@ -335,6 +366,7 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 		amount := uint32(1 + s.shakes%97)
 		s.shakeAmount += int64(amount)
 		s.byStampSec[int64(f.Stamp/1e9)]++
+		s.shakesBy[user]++
 		out = proto.AppendShakeResult(out, f.Stamp, proto.ShakeGot, s.nextEnv, amount)
 		if s.pushEvery > 0 && s.shakes%int64(s.pushEvery) == 0 {
 			s.nextEnv++

@@ -10,9 +10,9 @@ import (
 )
 
 // Gateways: in a cluster a LOGIN to a gateway that does not own the user answers LOGIN_ACK 3
-// with the address of the one that does. The user connects there from then on. A loop keeps
-// the addresses it was sent to in a small table and each connection one byte, uconn.gw, its
-// index in it: 0 is the default, the -server address chosen by user.
+// with the address of the one that does. The user connects there until that connection fails.
+// A loop keeps the addresses it was sent to in a small table and each connection one byte,
+// uconn.gw, its index in it: 0 is a -server address (serverOf).
 
 // maxGateways bounds a loop's table: uconn.gw is a uint8 and 0 is the default.
 const maxGateways = 255
@@ -39,7 +39,7 @@ func (l *loop) target(c *uconn) (unix.Sockaddr, int) {
 		g := &l.gws[c.gw-1]
 		return g.sa, g.family
 	}
-	return l.servers[(c.user-1)%uint32(len(l.servers))], l.family
+	return l.servers[l.serverOf(c)], l.family
 }
 
 // targetAddr returns the address c connects to, for notes.
@@ -47,7 +47,14 @@ func (l *loop) targetAddr(c *uconn) netip.AddrPort {
 	if c.gw != 0 {
 		return l.gws[c.gw-1].addr
 	}
-	return l.plan.servers[(c.user-1)%uint32(len(l.plan.servers))]
+	return l.plan.servers[l.serverOf(c)]
+}
+
+// serverOf returns the index of the -server address c connects to with gw 0: its own,
+// (user−1) mod count, moved on by srv after failures.
+func (l *loop) serverOf(c *uconn) int {
+	n := uint32(len(l.servers))
+	return int(((c.user-1)%n + uint32(c.srv)%n) % n)
 }
 
 // gatewayOf returns the table index of the gateway at addr, adding it when new, or 0 and
@@ -82,16 +89,17 @@ func (l *loop) gatewayOf(addr []byte) (gw uint8, kind, why string) {
 }
 
 // redirect follows a LOGIN_ACK 3: c closes and connects to the gateway at addr, at once when
-// it came from the default address, after the backoff when a gateway it was sent to sent it
-// on (so that two gateways sending a user to each other cannot spin). An empty or unusable
-// address is a connect failure: c retries the default address after the backoff.
+// it came from a -server address, after the backoff when a gateway it was sent to sent it
+// on (so that two gateways sending a user to each other cannot spin). An empty address (no
+// owner yet, as while a SET fails over) or an unusable one is a connect failure: c retries
+// after the backoff elsewhere (nextServer).
 func (l *loop) redirect(c *uconn, idx uint32, addr []byte) {
 	gw, kind, why := l.gatewayOf(addr)
 	if gw == 0 {
 		l.connectFailed(c, kind, redirectRefusedBy, why)
 		l.closeConn(c, &l.c.Lost)
 		l.setState(c, stIdle)
-		c.gw = 0
+		l.nextServer(c)
 		l.c.Errors[errConnect]++
 		l.retry(c, idx)
 		return

@@ -27,8 +27,8 @@ const (
 	eventsLen    = 1024
 	sweepEvery   = 250 * time.Millisecond // timeout checks: a quarter of the finest useful timeout
 	backoffMin   = 100 * time.Millisecond
-	backoffMax   = 5 * time.Second
-	cmdIndex     = -1 // epoll data of the loop's eventfd
+	backoffMax   = time.Second // a user waits at most about this long past a failover; -connect-rate bounds the herd
+	cmdIndex     = -1          // epoll data of the loop's eventfd
 )
 
 // Loop commands.

@@ -125,6 +125,9 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 			class = errOverload
 		case proto.ErrCodeShuttingDown:
 			class = errReset
+		case proto.ErrCodeMoved: // the user's SET failed over: reconnect, and a LOGIN finds its owner
+			class = errReset
+			l.c.Moved++
 		case proto.ErrCodeLoginTimeout:
 			class = errTimeout
 		}
@@ -173,7 +176,7 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 			l.setState(c, stDead)
 			return false
 		}
-		c.fails = 0
+		l.loggedIn(c)
 		l.setState(c, stReady)
 	case reqShake:
 		if st == proto.ShakeGot {

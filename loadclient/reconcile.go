@@ -2,6 +2,7 @@ package loadclient
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +24,8 @@ const (
 // ReconcileReport compares the client's figures with the change of the server's over the run:
 // its /stats read before the run's first request (the baseline) and again after the drain, or
 // /cluster/stats when GET /cluster lists more than one gateway: the same figures summed over
-// the gateways that answered. A gateway that did not answer either read fails it.
+// the gateways that answered. A gateway that did not answer either read fails it. Each read
+// goes to the first -admin URL that answers, so that a dead gateway's does not stop it.
 //
 // Money the server held before the run is in the baseline, so the comparison is exact when
 // this run is the server's only client during the run: the server's totals count every
@@ -43,6 +45,7 @@ type ReconcileReport struct {
 	OK       bool             `json:"ok"`
 	Mode     string           `json:"mode,omitempty"`     // at-least; empty: strict
 	Endpoint string           `json:"endpoint,omitempty"` // what was read: /stats or /cluster/stats
+	Admin    string           `json:"admin,omitempty"`    // with several -admin URLs, the one read after the run
 	Gateways int              `json:"gateways,omitempty"` // /cluster/stats: the gateways summed after the run
 	Missing  []int            `json:"missing,omitempty"`  // /cluster/stats: the nodes that did not answer after the run
 	Baseline *Figures         `json:"baseline,omitempty"` // the server's figures before the run's first request
@@ -87,6 +90,9 @@ func (r *ReconcileReport) Summary() string {
 		from = append(from, fmt.Sprintf("%s, %d gateways", r.Endpoint, r.Gateways))
 	case r.Endpoint != "":
 		from = append(from, r.Endpoint)
+	}
+	if r.Admin != "" {
+		from = append(from, "from "+r.Admin)
 	}
 	if r.Baseline != nil {
 		from = append(from, "change since the baseline")
@@ -136,8 +142,9 @@ const (
 
 // serverStats is the part of GET /stats (or /cluster/stats) the reconciliation reads.
 type serverStats struct {
-	Gateways *int  `json:"gateways"` // /cluster/stats only: the gateways that answered
-	Missing  []int `json:"missing"`  // /cluster/stats only: the nodes that did not
+	Gateways *int   `json:"gateways"` // /cluster/stats only: the gateways that answered
+	Missing  []int  `json:"missing"`  // /cluster/stats only: the nodes that did not
+	from     string // the admin URL that answered
 
 	Shake struct {
 		Got           *int64 `json:"got"`
@@ -153,31 +160,63 @@ type serverStats struct {
 	} `json:"envelopes"`
 }
 
-// adminURL turns -admin into a base URL: a bare host:port is http.
-func adminURL(admin string) string {
-	if !strings.Contains(admin, "://") {
-		admin = "http://" + admin
+// adminURLs splits -admin into its base URLs: comma-separated, a bare host:port is http.
+func adminURLs(admin string) []string {
+	var out []string
+	for _, a := range strings.Split(admin, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		out = append(out, strings.TrimRight(a, "/"))
 	}
-	return strings.TrimRight(admin, "/")
+	return out
 }
 
-// adminGet reads GET path from the admin API: its status and at most 1 MiB of its body.
-func adminGet(cfg *Config, path string) (status int, body []byte, err error) {
-	req, err := http.NewRequest(http.MethodGet, adminURL(cfg.Admin)+path, nil)
+// adminGet reads GET path from the first admin URL of -admin that answers: its status, at
+// most 1 MiB of its body, and the URL that answered. One that cannot be reached or answers
+// 5xx gives way to the next, for the gateway it names may be the one that died; the last
+// one's answer stands.
+func adminGet(cfg *Config, path string) (status int, body []byte, from string, err error) {
+	urls := adminURLs(cfg.Admin)
+	var errs []error
+	for i, base := range urls {
+		status, body, err = adminGetOne(cfg, base, path)
+		last := i == len(urls)-1
+		switch {
+		case err == nil && (status < 500 || last):
+			return status, body, base, nil
+		case err == nil:
+			errs = append(errs, fmt.Errorf("%s%s answered %d %s", base, path, status, http.StatusText(status)))
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if len(urls) == 0 {
+		errs = append(errs, fmt.Errorf("-admin %q names no URL", cfg.Admin))
+	}
+	return 0, nil, "", fmt.Errorf("cannot read the server's %s: %w", path, errors.Join(errs...))
+}
+
+// adminGetOne reads GET path from the admin API at base.
+func adminGetOne(cfg *Config, base, path string) (status int, body []byte, err error) {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
-		return 0, nil, fmt.Errorf("-admin %q: %w", cfg.Admin, err)
+		return 0, nil, fmt.Errorf("-admin %q: %w", base, err)
 	}
 	if cfg.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("cannot read the server's %s: %w", path, err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, nil, fmt.Errorf("cannot read the server's %s: %w", path, err)
+		return 0, nil, fmt.Errorf("%s%s: %w", base, path, err)
 	}
 	return resp.StatusCode, body, nil
 }
@@ -185,7 +224,7 @@ func adminGet(cfg *Config, path string) (status int, body []byte, err error) {
 // statsPath asks GET /cluster which figures to read: /cluster/stats when it lists more than
 // one gateway, /stats when it lists one or answers 404 (a server on its own).
 func statsPath(cfg *Config) (string, error) {
-	status, body, err := adminGet(cfg, pathCluster)
+	status, body, _, err := adminGet(cfg, pathCluster)
 	if err != nil {
 		return "", err
 	}
@@ -210,14 +249,15 @@ func statsPath(cfg *Config) (string, error) {
 
 // fetchStats reads the server's figures from path, /stats or /cluster/stats.
 func fetchStats(cfg *Config, path string) (*serverStats, error) {
-	status, body, err := adminGet(cfg, path)
+	status, body, from, err := adminGet(cfg, path)
 	if err != nil {
 		return nil, err
 	}
+
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("server's %s answered %d %s: %.200s", path, status, http.StatusText(status), body)
 	}
-	var st serverStats
+	st := serverStats{from: from}
 	if err := json.Unmarshal(body, &st); err != nil {
 		return nil, fmt.Errorf("cannot parse the server's %s: %w", path, err)
 	}
@@ -287,9 +327,18 @@ func reconcile(cfg *Config, base *baseline, c *counters, drained bool) *Reconcil
 		return r
 	}
 	r.After = st.figures()
+	r.Admin = adminRead(cfg, st)
 	r.Checks = strictChecks(r.Baseline, r.After, c)
 	r.verdict()
 	return r
+}
+
+// adminRead returns the admin URL st was read from when -admin names several, else "".
+func adminRead(cfg *Config, st *serverStats) string {
+	if len(adminURLs(cfg.Admin)) > 1 {
+		return st.from
+	}
+	return ""
 }
 
 // strictChecks compares c with the change of the server's figures from before to after, each
@@ -356,6 +405,7 @@ func reconcileAtLeast(cfg *Config, r *ReconcileReport, c *counters) *ReconcileRe
 			return r
 		}
 		r.After = st.figures()
+		r.Admin = adminRead(cfg, st)
 		r.Checks = atLeastChecks(r.Baseline, st, c)
 		r.verdict()
 		if r.OK || time.Now().After(deadline) {

@@ -1,6 +1,8 @@
 package loadclient
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -90,5 +92,41 @@ func TestBaselineMissingGateways(t *testing.T) {
 	r.verdict()
 	if r.OK || !strings.Contains(r.Err, "gateway nodes [3] did not answer /cluster/stats before the run") {
 		t.Errorf("reconcile %+v; want a failure naming node 3 missing from the baseline", r)
+	}
+}
+
+// TestAdminInTurn checks that a read goes to the first -admin URL that answers: one that
+// refuses or answers 5xx gives way to the next, a 4xx is an answer, and when none answers
+// the error names each.
+func TestAdminInTurn(t *testing.T) {
+	serve := func(status int, body string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	gone := serve(http.StatusOK, "")
+	gone.Close()
+	busy, missing, ok := serve(http.StatusServiceUnavailable, "busy"), serve(http.StatusNotFound, "no"), serve(http.StatusOK, "yes")
+	host := strings.TrimPrefix(ok.URL, "http://") // a bare host:port is http
+	for _, tc := range []struct {
+		admin  string
+		status int
+		from   string
+	}{
+		{gone.URL + "," + busy.URL + ", " + host, http.StatusOK, ok.URL},
+		{missing.URL + "," + ok.URL, http.StatusNotFound, missing.URL},
+		{gone.URL + "," + busy.URL, http.StatusServiceUnavailable, busy.URL},
+	} {
+		status, _, from, err := adminGet(&Config{Admin: tc.admin}, "/stats")
+		if err != nil || status != tc.status || from != tc.from {
+			t.Errorf("-admin %s: %d from %s, %v; want %d from %s", tc.admin, status, from, err, tc.status, tc.from)
+		}
+	}
+	_, _, _, err := adminGet(&Config{Admin: busy.URL + "," + gone.URL}, "/stats")
+	if err == nil || !strings.Contains(err.Error(), busy.URL+"/stats answered 503") || !strings.Contains(err.Error(), strings.TrimPrefix(gone.URL, "http://")) {
+		t.Errorf("none answering: %v; want an error naming both", err)
 	}
 }

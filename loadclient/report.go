@@ -23,6 +23,10 @@ type Report struct {
 	Connects        uint64                    `json:"connects"`        // successful TCP connects
 	Churned         uint64                    `json:"churned"`         // connections closed on purpose (-churn) to reconnect
 	Redirected      uint64                    `json:"redirected"`      // LOGIN_ACK 3 followed to the gateway it named
+	Outages         uint64                    `json:"outages"`         // logged-in connections that failed (reset, closed, ERROR 8 or 9, timeout; not churned)
+	Moved           uint64                    `json:"moved"`           // of the outages, ERROR 9: the gateway no longer served the user's SET
+	Reconnects      uint64                    `json:"reconnects"`      // logins again after an outage; outages − reconnects were not back by the end
+	OutageMaxS      float64                   `json:"outage_max_s"`    // the longest a user was without a connection, failure to login (or to the end of the sends)
 	Requests        map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
 	Pushes          map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
 	Unopened        uint64                    `json:"pushes_unopened"` // ENVELOPE pushes after the client stopped opening at the end: no money
@@ -86,6 +90,10 @@ func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileRepo
 		Connects:        c.Connects,
 		Churned:         c.Churned,
 		Redirected:      c.Redirected,
+		Outages:         c.Outages,
+		Moved:           c.Moved,
+		Reconnects:      c.Reconnects,
+		OutageMaxS:      float64(c.OutageMaxNs) / float64(time.Second),
 		Requests:        map[string]*RequestReport{},
 		Pushes:          map[string]uint64{},
 		Unopened:        c.Unopened,
@@ -136,6 +144,10 @@ func (r *Report) WriteJSON(path string) error {
 func (r *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "\n%d users (%d processes), %.0fs from %s, %d connects (%d churned, %d redirected), at most %d up\n",
 		r.Users, r.Procs, r.Seconds, r.Start.Format(time.TimeOnly), r.Connects, r.Churned, r.Redirected, r.ConnectionsMax)
+	if r.Outages > 0 || r.Moved > 0 {
+		fmt.Fprintf(w, "reconnects: %d of %d connections that failed (%d moved: ERROR 9), %d not back by the end; the longest a user was without a connection %.3f s\n",
+			r.Reconnects, r.Outages, r.Moved, r.Outages-min(r.Reconnects, r.Outages), r.OutageMaxS)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "request\tsent\tanswered\tlost\tunanswered\tstatus\tp50\tp90\tp99\tp99.9\tmax\t")
 	for k := range nReq {

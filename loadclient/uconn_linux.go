@@ -24,6 +24,7 @@ const (
 const (
 	fDirty   uint8 = 1 << iota // on the loop's flush list this round
 	fBlocked                   // the last write stopped short: wait for EPOLLOUT
+	fDown                      // its logged-in connection failed and it has not logged in again: downAt holds when
 )
 
 // uconn is one user's connection, owned by its loop: 48 bytes (TestConnSize), so a loop of
@@ -35,9 +36,11 @@ type uconn struct {
 	state    uint8
 	flags    uint8
 	fails    uint8        // failed attempts since the last login: the backoff exponent
-	gw       uint8        // where it connects: 0 the default -server address, else l.gws[gw-1]
+	gw       uint8        // where it connects: 0 a -server address (see srv), else l.gws[gw-1]
 	inflight [nReq]uint16 // requests sent and not answered, by kind
+	srv      uint16       // with gw 0 it connects to -server address (user−1+srv) mod count: srv moves on at each failure
 	since    uint32       // loop ms: when the current wait began (connect, login, oldest answer)
+	downAt   uint32       // loop ms: when its logged-in connection failed, while fDown
 	in, out  *[]byte      // nil when empty
 }
 
@@ -68,16 +71,49 @@ func (l *loop) setState(c *uconn, s uint8) {
 }
 
 // drop closes c after an error of class, counts its requests in flight as lost and
-// schedules a reconnect, unless the run has ended. A connect that failed at a gateway a
-// LOGIN_ACK 3 named goes back to the default address, which knows the owner now.
+// schedules a reconnect elsewhere (nextServer) after the backoff, unless the run has ended.
+// A logged-in connection that fails starts an outage, which its next login ends; one dropped
+// for a timeout has been without service since its last answer.
 func (l *loop) drop(c *uconn, idx uint32, class int) {
 	l.c.Errors[class]++
+	if c.state == stReady {
+		c.flags |= fDown
+		c.downAt = l.nowMs
+		if class == errTimeout {
+			c.downAt = c.since
+		}
+		l.c.Outages++
+	}
 	l.closeConn(c, &l.c.Lost)
 	l.setState(c, stIdle)
-	if class == errConnect {
-		c.gw = 0
-	}
+	l.nextServer(c)
 	l.retry(c, idx)
+}
+
+// nextServer picks where c connects after a failure. From a gateway a LOGIN_ACK 3 named it
+// goes back to its -server address, which knows the owner of the moment; from a -server
+// address to the next one in turn, for a gateway that died refuses for good and any live one
+// answers LOGIN_ACK 3 with the owner.
+func (l *loop) nextServer(c *uconn) {
+	if c.gw != 0 {
+		c.gw = 0
+		return
+	}
+	if c.srv++; int(c.srv) >= len(l.servers) {
+		c.srv = 0
+	}
+}
+
+// loggedIn ends c's outage, if it had one: a reconnect, and the time it was without a
+// connection.
+func (l *loop) loggedIn(c *uconn) {
+	c.fails = 0
+	if c.flags&fDown == 0 {
+		return
+	}
+	c.flags &^= fDown
+	l.c.Reconnects++
+	l.c.OutageMaxNs = max(l.c.OutageMaxNs, int64(l.nowMs-c.downAt)*int64(time.Millisecond))
 }
 
 // closeConn closes c's socket, adds its requests in flight to count and returns its buffers.
@@ -98,7 +134,7 @@ func (l *loop) closeConn(c *uconn, count *[nReq]uint64) {
 		l.putBuf(c.out)
 		c.out = nil
 	}
-	c.flags = 0
+	c.flags &= fDown // an outage lasts across connections until a login ends it
 }
 
 // sweep drops the connections that waited too long: a connect, a login or an answer.
@@ -122,11 +158,16 @@ func (l *loop) sweep() {
 }
 
 // closeAll closes every connection at the end of the run; what is still in flight is
-// unanswered and counts as a timeout.
+// unanswered and counts as a timeout. A user not back from an outage was without a
+// connection until the end of the sends.
 func (l *loop) closeAll() {
 	before := l.c.Unanswered
+	endMs := uint32(max(0, min(l.endNs, l.now)-l.base) / int64(time.Millisecond))
 	for i := range l.conns {
 		c := &l.conns[i]
+		if c.flags&fDown != 0 && endMs > c.downAt {
+			l.c.OutageMaxNs = max(l.c.OutageMaxNs, int64(endMs-c.downAt)*int64(time.Millisecond))
+		}
 		l.closeConn(c, &l.c.Unanswered)
 		if c.state != stDead {
 			l.setState(c, stIdle)

@@ -172,6 +172,7 @@ const (
 	ErrCodeTooSlow      uint8 = 6 // output backlog over its limit
 	ErrCodeLoginTimeout uint8 = 7
 	ErrCodeShuttingDown uint8 = 8
+	ErrCodeMoved        uint8 = 9 // the gateway no longer serves the user's SET: reconnect and LOGIN again
 )
 
 // Frame is one decoded frame.

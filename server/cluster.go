@@ -87,6 +87,14 @@ func (o *Options) validateCluster(bad func(flag, format string, args ...any)) {
 	}
 }
 
+// natsPassword reads the password of -nats-user, "" without one.
+func (o *Options) natsPassword() (string, error) {
+	if o.NATSUser == "" {
+		return "", nil
+	}
+	return readSecret("", "nats-password-file", o.NATSPassFile, NATSPassEnv)
+}
+
 // natsAuth is this gateway's identity on NATS, with password.
 func (o *Options) natsAuth(password string) cluster.Auth {
 	return cluster.Auth{Creds: o.NATSCreds, NKey: o.NATSNKey, User: o.NATSUser, Password: password,
@@ -117,20 +125,21 @@ func (s *Server) joinCluster() error {
 		runtime.GOMAXPROCS(s.opts.Loops + 1)
 		s.log.Info("cluster: GOMAXPROCS raised above the epoll loops, so that NATS's goroutines always find a P", "gomaxprocs", s.opts.Loops+1, "loops", s.opts.Loops)
 	}
-	var pass string
-	if s.opts.NATSUser != "" {
-		var err error
-		if pass, err = readSecret("", "nats-password-file", s.opts.NATSPassFile, NATSPassEnv); err != nil {
-			return err
-		}
+	pass, err := s.opts.natsPassword()
+	if err != nil {
+		return err
 	}
 	token, err := s.opts.adminToken()
 	if err != nil {
 		return err
 	}
 	s.campaignKey = []byte(token)
-	node, err := cluster.Join(cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
-		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}, buildinfo.Read().Version)
+	co := cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
+		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}
+	if s.repl != nil {
+		co.Owners, co.Lease = s.repl.owners.Of, s.opts.Lease
+	}
+	node, err := cluster.Join(co, buildinfo.Read().Version)
 	if err != nil {
 		return err
 	}
@@ -204,8 +213,11 @@ func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
 		all = append(all, g.Stats)
 	}
 	out := ClusterStats{Stats: sumStats(all), Gateways: len(all), Missing: []int{}}
+	shares := s.shares()
 	for node := range s.node.Options().Nodes {
-		if !seen[node] {
+		// Where SETs fail over, a gateway that runs none (gone, or not
+		// started) holds no money: only one that runs SETs is missed.
+		if !seen[node] && (s.repl == nil || shares[node] > 0) {
 			out.Missing = append(out.Missing, node)
 		}
 	}
@@ -272,7 +284,9 @@ func (s *Server) redirect(set int) string {
 // each gateway deals its part (its SETs' share of the rate and the total)
 // over its own SETs, under the id the creating gateway gave, and journals
 // it as its own. Deals never cross, so every gateway recovers its part from
-// its own journal.
+// its own journal. Where SETs fail over (-journal jetstream) the parts
+// follow the ownership records at the campaign's start, and a part is not
+// journaled: it ends with its gateway, whose SETs keep what it dealt.
 
 // campaignOp is what a gateway tells the others of a campaign.
 type campaignOp struct {
@@ -280,6 +294,9 @@ type campaignOp struct {
 	From   int             `json:"from"`
 	ID     int             `json:"id"`
 	Params campaign.Params `json:"params,omitzero"`
+	// Shares are the SETs each gateway ran when the campaign was created:
+	// each deals its share of them, so that the parts add up to the whole.
+	Shares []int `json:"shares,omitempty"`
 }
 
 // signedOp carries a campaignOp with the proof that whoever sent it holds
@@ -326,21 +343,37 @@ func (s *Server) openCampaignOp(from int, data []byte) (campaignOp, string) {
 	return op, ""
 }
 
-// setsBefore is how many SETs nodes 0..node−1 own.
-func setsBefore(node, nodes, sets int) uint64 {
-	var n uint64
-	for j := range node {
-		n += uint64((sets - j + nodes - 1) / nodes)
+// shares is how many SETs each gateway runs: by the rule (s mod N), or
+// where SETs fail over by their ownership records of the moment.
+func (s *Server) shares() []int {
+	o := s.node.Options()
+	sh := make([]int, o.Nodes)
+	for set := range o.Sets {
+		if n := o.Owner(set); n >= 0 {
+			sh[n]++
+		}
 	}
-	return n
+	return sh
 }
 
 // partOf is node's part of campaign p: its SETs' share of the rate and the
-// total, rounded so that the parts add up to p's exactly. A part with
-// envelopes but a rate under 1 a second deals 1 a second.
-func partOf(p campaign.Params, node, nodes, sets int) campaign.Params {
-	lo, hi := setsBefore(node, nodes, sets), setsBefore(node+1, nodes, sets)
-	share := func(x uint64) uint64 { return x*hi/uint64(sets) - x*lo/uint64(sets) }
+// total (shares: the SETs of each gateway), rounded so that the parts add
+// up to p's exactly. A part with envelopes but a rate under 1 a second
+// deals 1 a second.
+func partOf(p campaign.Params, node int, shares []int) campaign.Params {
+	var lo, all uint64
+	for n, k := range shares {
+		if n < node {
+			lo += uint64(k)
+		}
+		all += uint64(k)
+	}
+	if all == 0 || node >= len(shares) {
+		p.Total, p.Rate = 0, 0
+		return p
+	}
+	hi := lo + uint64(shares[node])
+	share := func(x uint64) uint64 { return x*hi/all - x*lo/all }
 	p.Total, p.Rate = share(p.Total), share(p.Rate)
 	if p.Total > 0 && p.Rate == 0 {
 		p.Rate = 1
@@ -357,7 +390,8 @@ func (s *Server) startClusterCampaign(p campaign.Params) (campaign.Status, error
 		return campaign.Status{}, err
 	}
 	id := s.camps.ReserveID()
-	part := partOf(p, o.Node, o.Nodes, o.Sets)
+	shares := s.shares()
+	part := partOf(p, o.Node, shares)
 	st := campaign.Status{ID: id, Params: part, Started: time.Now(), Done: true, State: campaign.Finished}
 	if part.Total > 0 {
 		c, err := s.camps.StartAs(id, part)
@@ -366,7 +400,7 @@ func (s *Server) startClusterCampaign(p campaign.Params) (campaign.Status, error
 		}
 		st = c.Status()
 	}
-	if err := s.broadcastCampaign(campaignOp{Op: "start", From: o.Node, ID: id, Params: p}); err != nil {
+	if err := s.broadcastCampaign(campaignOp{Op: "start", From: o.Node, ID: id, Params: p, Shares: shares}); err != nil {
 		s.log.Error("cluster: the other gateways were not told of a campaign: only this gateway's part is dealt", "id", id, "err", err)
 	}
 	return st, nil
@@ -390,7 +424,11 @@ func (s *Server) campaignFromPeer(from int, data []byte) []byte {
 	o := s.node.Options()
 	switch op.Op {
 	case "start":
-		part := partOf(op.Params, o.Node, o.Nodes, o.Sets)
+		shares := op.Shares
+		if len(shares) != o.Nodes {
+			shares = s.shares()
+		}
+		part := partOf(op.Params, o.Node, shares)
 		if part.Total == 0 {
 			return nil // nothing for this gateway's SETs
 		}
@@ -405,4 +443,20 @@ func (s *Server) campaignFromPeer(from int, data []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// validateReplicated checks the flags of a cluster whose SETs fail over.
+func (o *Options) validateReplicated(bad func(flag, format string, args ...any)) {
+	if o.NATS == "" || o.Node == "" {
+		bad("journal", "jetstream needs -nats and -node I/N (N: the most gateways the cluster will have)")
+	}
+	if o.Replicas < 1 || o.Replicas > 5 {
+		bad("replicas", "%d is not in 1..5", o.Replicas)
+	}
+	if o.Lease < 500*time.Millisecond || o.Lease > time.Minute {
+		bad("lease", "%v is not in 500ms..1m (heartbeats come every 250 ms)", o.Lease)
+	}
+	if o.Name != "" && strings.ContainsAny(o.Name, " \t.*>") {
+		bad("name", "%q: no spaces, dots or wildcards", o.Name)
+	}
 }

@@ -63,22 +63,14 @@ func (s *Server) openJournal() error {
 		d.unlock()
 		return err
 	}
-	j, err := journal.Open(journal.Options{
+	j, err := journal.Open(s.journalHooks(journal.Options{
 		Dir:        filepath.Join(d.path, "journal"),
 		Sets:       s.opts.Sets,
 		Create:     s.opts.JournalCreate,
 		RoundEvery: s.opts.JournalRound,
 		Base:       d.snap.segment,
 		Repair:     s.opts.JournalRepair,
-		OnDurable: func() {
-			if s.bus != nil {
-				s.bus.Tick() // the SETs whose egress holds money answers look again
-			}
-		},
-		OnFail: func(err error) {
-			s.log.Error("journal failed: no money is handed out any more (SHAKE answers 2, SEND and OPEN overloaded); /healthz answers 503", "err", err)
-		},
-	})
+	}))
 	if err != nil {
 		d.unlock()
 		if d.snap.path != "" {
@@ -98,6 +90,19 @@ func (s *Server) openJournal() error {
 	return nil
 }
 
+// journalHooks sets what the journal tells the server, in either mode.
+func (s *Server) journalHooks(o journal.Options) journal.Options {
+	o.OnDurable = func() {
+		if s.bus != nil {
+			s.bus.Tick() // the SETs whose egress holds money answers look again
+		}
+	}
+	o.OnFail = func(err error) {
+		s.log.Error("journal failed: no money is handed out any more (SHAKE answers 2, SEND and OPEN overloaded); /healthz answers 503", "err", err)
+	}
+	return o
+}
+
 func (s *Server) closeJournal() error {
 	var err error
 	if s.journal != nil {
@@ -106,6 +111,12 @@ func (s *Server) closeJournal() error {
 			err = nil // logged when it happened (OnFail); /healthz said so since
 		}
 		s.journal = nil
+	}
+	if s.repl != nil {
+		if s.stopping.Load() {
+			s.repl.release() // its last rounds are durable: the others take over at once
+		}
+		s.repl.close()
 	}
 	s.dataDir.unlock()
 	s.dataDir = nil

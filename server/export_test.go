@@ -11,3 +11,6 @@ const SlowAnswerCategory = slowAnswerCategory
 
 // RedactArgs is what /debug/pprof/cmdline shows of a command line.
 var RedactArgs = redactArgs
+
+// Snapshot takes a snapshot now, as -snapshot-every does.
+func (s *Server) Snapshot() error { return s.snapshot() }

@@ -370,4 +370,30 @@ func (s *Server) writeCluster(e exposition) {
 		connected = 1
 	}
 	e.gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
+	if r := s.repl; r != nil {
+		r.writeMetrics(e)
+	}
+}
+
+// writeMetrics writes the replicated SETs' metrics (-journal jetstream).
+func (r *replicated) writeMetrics(e exposition) {
+	e.gauge("hongbao_cluster_sets_running", "SETs this gateway claimed, loaded and serves now (-journal jetstream).", int64(r.running()))
+	for _, c := range []struct {
+		name, help string
+		v          *atomic.Uint64
+	}{
+		{"takeovers", "SETs this gateway claimed and then served: at its start, or taken over from a gateway whose lease lapsed.", &r.takeovers},
+		{"claims_lost", "Claims of a SET another gateway made first (compare-and-set on its ownership record): that gateway serves it.", &r.claimsLost},
+		{"claim_failures", "Claims that did not get to serving: handed back when fencing the old owner failed; once the SET was being loaded, this gateway stops (exit status 3).", &r.takeFailures},
+		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
+	} {
+		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
+	}
+	e.family("hongbao_cluster_takeover_seconds", "gauge", "The last takeover's time from the claim to serving: fencing the old owner, loading the snapshot, replaying the records after it.")
+	fmt.Fprintf(e.w, "hongbao_cluster_takeover_seconds %g\n", float64(r.takeoverNs.Load())/1e9)
+	lost := int64(0)
+	if r.lostReason() != "" {
+		lost = 1
+	}
+	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over, or a journal round failed): it stops telling money and exits (status 3).", lost)
 }

@@ -77,6 +77,12 @@ func (s *Server) unhealthy() string {
 	if s.node != nil && s.node.Conflict() {
 		return "another gateway of the cluster announces this one's node number (-node): stop one of them"
 	}
+	if why := s.repl.lostReason(); why != "" {
+		return "this gateway lost a SET it ran and is stopping: " + why
+	}
+	if s.repl != nil && !s.repl.nc.IsConnected() {
+		return "JetStream unreachable: money answers wait for their journal round's acknowledgement; past its bound the gateway stops"
+	}
 	if err := s.journal.Err(); err != nil {
 		return fmt.Sprintf("the journal cannot make money durable, so none is handed out: %v", err)
 	}

@@ -58,7 +58,10 @@ type Options struct {
 	MaxLivePerUser  int           // -max-live-per-user
 	MaxEnvelopes    int           // -max-envelopes: live group envelopes, server-wide (SENDs answer 3, send campaigns wait)
 	Data            string        // -data: the directory of the journal and the snapshots
-	Journal         string        // -journal: on | off
+	Journal         string        // -journal: on | jetstream | off
+	Name            string        // -name: this gateway's name; "" gw<node>
+	Replicas        int           // -replicas: copies of the JetStream journal and records
+	Lease           time.Duration // -lease: a gateway not heard from for this long loses its SETs
 	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
 	JournalRound    time.Duration // -journal-round: least time between the starts of two journal rounds; 0: journal.DefaultRoundEvery, negative: none
 	JournalRepair   bool          // -journal-repair: a start on a damaged journal cuts it (keeping the cut bytes beside it) instead of refusing
@@ -78,6 +81,10 @@ type Options struct {
 	// JournalCreate, when set, opens the journal's segment files instead of
 	// the file system: tests inject write and sync failures with it.
 	JournalCreate func(path string) (journal.File, error)
+	// JetStreamAckWait, when set, bounds the wait for a journal round's
+	// acknowledgement on JetStream (jsjournal.DefaultAckWait): tests of an
+	// unavailable JetStream shorten it.
+	JetStreamAckWait time.Duration
 }
 
 // Defaults, each with its reason.
@@ -164,6 +171,12 @@ const (
 	// DefaultData is in the working directory, so that a server started
 	// without flags keeps its money across a restart.
 	DefaultData = "data"
+	// DefaultReplicas: a majority of three survives one NATS server down.
+	DefaultReplicas = 3
+	// DefaultLease: long enough that a GC pause or a NATS reconnect (100 ms)
+	// does not look like death, short enough that a dead gateway's users
+	// wait for it ~2 s at most (docs/DESIGN.md, The lease).
+	DefaultLease = 1500 * time.Millisecond
 	// DefaultSnapshotEvery bounds what a start replays to a minute of
 	// journal (at 60,000 SHAKE/s ~80 MB, a few seconds) and the journal kept
 	// on disk with it; a snapshot of the default -max-pool and
@@ -208,6 +221,8 @@ func (o *Options) Fill() {
 	fillZero(&o.MaxPool, DefaultMaxPool)
 	fillZero(&o.Data, DefaultData)
 	fillZero(&o.Journal, "on")
+	fillZero(&o.Replicas, DefaultReplicas)
+	fillZero(&o.Lease, DefaultLease)
 	fillZero(&o.SnapshotEvery, DefaultSnapshotEvery)
 }
 
@@ -270,8 +285,13 @@ func (o *Options) Validate() error {
 	case o.Egress == "frame" && o.Pipeline == "none":
 		bad("egress", "frame needs a pipeline with an egress stage: -pipeline=none answers in the ingress")
 	}
-	if o.Journal != "on" && o.Journal != "off" && o.Journal != "" {
-		bad("journal", "%q: want on, or off (nothing durable, for comparison)", o.Journal)
+	switch o.Journal {
+	case "on", "off", "", "jetstream":
+	default:
+		bad("journal", "%q: want on, jetstream (SETs that fail over, with -nats), or off (nothing durable, for comparison)", o.Journal)
+	}
+	if o.Journal == "jetstream" {
+		o.validateReplicated(bad)
 	}
 	if o.Journal != "off" && o.Pipeline != "none" && o.Data == "" && o.Journal != "" {
 		bad("data", "empty: the journal needs a directory (or -journal off)")
@@ -463,7 +483,13 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"it reports is on disk there, and a restart with the same -data recovers it. The default is in the\n"+
 		"working directory so that a server started without flags keeps its money; one server per directory")
 	fs.StringVar(&o.Journal, "journal", "on", "on: money is made durable under -data before it is answered (docs/PROTOCOL.md, Durability);\n"+
+		"jetstream (a cluster, with -nats): on NATS JetStream, replicated -replicas times, each SET owned by one gateway\n"+
+		"at a time and taken over by the others when its gateway's -lease lapses (docs/CLUSTER.md, Failover);\n"+
 		"off: nothing is written and a restart starts from an empty ledger (for comparison only: make perf-compare)")
+	fs.StringVar(&o.Name, "name", "", "-journal jetstream: this gateway's `name` in the ownership records and logs, unique in the cluster (default gw<node>)")
+	fs.IntVar(&o.Replicas, "replicas", DefaultReplicas, "-journal jetstream: copies JetStream keeps of the journal, the snapshots and the ownership records,\n"+
+		"1..5 (3 for a cluster of three NATS servers; 1 for a single one). A record is acknowledged once a majority has it")
+	fs.DurationVar(&o.Lease, "lease", DefaultLease, "-journal jetstream: a gateway not heard from for this long loses its SETs to the others (heartbeats every 250 ms)")
 	fs.BoolVar(&o.JournalRepair, "journal-repair", false, "start on a journal that is not whole (a bad round before its end, a segment or the checkpoint missing or cut short)\n"+
 		"by cutting it where it stops being whole, instead of refusing to start: every byte cut is kept in a file beside the\n"+
 		"segment (<segment>.cut-<unix time>) and each cut is logged. Money told to clients may be lost: restore from a copy first if there is one")

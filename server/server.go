@@ -66,6 +66,7 @@ type Server struct {
 	shutdownErr  error
 
 	node *cluster.Node // in a cluster (-nats): this gateway's membership; else nil
+	repl *replicated   // -journal jetstream: the replicated SETs; else nil
 	// campaignKey: the admin token, which signs the campaign messages this
 	// gateway sends and checks those it takes (signedOp); nil without one.
 	campaignKey []byte
@@ -107,13 +108,20 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 			"a user can be logged in on two of them at once and each /stats counts its own. Share a port for a restart hand-over only, or make them gateways of one cluster (-nats)")
 	}
 	if o.Pipeline != "none" {
-		if err := s.openJournal(); err != nil {
-			return nil, err
-		}
-		if o.NATS != "" {
-			if err := s.joinCluster(); err != nil {
-				s.closeJournal()
+		if o.Journal == "jetstream" {
+			// The ownership records first: joining, the node routes by them.
+			if err := s.joinReplicated(); err != nil {
 				return nil, err
+			}
+		} else {
+			if err := s.openJournal(); err != nil {
+				return nil, err
+			}
+			if o.NATS != "" {
+				if err := s.joinCluster(); err != nil {
+					s.closeJournal()
+					return nil, err
+				}
 			}
 		}
 		if err := s.buildSETs(); err != nil {
@@ -159,7 +167,9 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 			cc.Node, cc.Nodes = s.node.Options().Node, s.node.Options().Nodes
 		}
 		s.camps, err = campaign.NewRunner(s.bus, cc)
-		if err == nil {
+		if err == nil && s.repl != nil {
+			err = s.startReplicated()
+		} else if err == nil {
 			err = s.recover()
 		}
 		if err != nil {
@@ -192,7 +202,7 @@ func (s *Server) buildSETs() error {
 		}
 		s.slowTrace, so.SlowAnswer, so.SlowOver = t, t.slow, s.opts.TraceSlow
 	}
-	if s.node != nil {
+	if s.node != nil && s.repl == nil { // replicated, every SET is built here: any may come to run here
 		so.Remote = s.node.Remote
 	}
 	bus, sets, err := set.Build(s.opts.Sets, so)
@@ -250,6 +260,10 @@ func (s *Server) Start() error {
 			if err := s.startCluster(); err != nil {
 				return err
 			}
+		}
+		if s.repl != nil {
+			s.repl.claiming.Store(true)
+			go s.repl.claims()
 		}
 		s.ticking = true
 		go s.tick()
@@ -332,6 +346,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) shutdown(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.log.Info("shutting down", "conns", s.ing.Conns())
+	if s.repl != nil {
+		s.repl.stopClaims()
+	}
 	s.ing.StopAccepting()
 	if s.camps != nil {
 		s.camps.Close()
@@ -347,7 +364,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		for _, i := range s.bus.Local() {
 			r := s.bus.Ring(i)
 			if seq, err := r.Claim(1); err == nil {
-				*r.At(seq) = event.Event{Kind: event.KShutdown}
+				*r.At(seq) = event.Event{Kind: event.KShutdown, Code: s.shutdownCode()}
 				r.Publish(seq, seq)
 			}
 		}
@@ -397,6 +414,9 @@ stop:
 		errs = append(errs, s.bus.Close())
 	}
 	errs = append(errs, s.closeCluster())
+	if why := s.repl.lostReason(); why != "" {
+		errs = append(errs, &LostError{Why: why})
+	}
 	if err := s.journal.Err(); err != nil {
 		// Logged when it happened; the exit status says so too, for whoever
 		// runs the server under a supervisor.

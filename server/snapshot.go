@@ -112,6 +112,12 @@ func loadSnapshot(dir string, sets int) (loadedSnapshot, error) {
 // journal where its state stands; the file is kept only once every mark is
 // durable.
 func (s *Server) snapshot() error {
+	if s.repl != nil {
+		if s.repl.lostReason() != "" {
+			return nil // what it runs is no longer its to snapshot
+		}
+		return s.snapshotSETs()
+	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	if s.journal == nil || s.journal.Failed() {

@@ -120,7 +120,9 @@ func (s *SET) AddStages(bus *event.Bus) error {
 	}
 	s.pids = [2]int{-1, -1}
 	if j := o.Journal; j != nil {
-		shake, split := j.Producer(), j.Producer()
+		// Both in the SET's group: where the journal is on JetStream, the
+		// SET's records are its own subject, which its owner appends to.
+		shake, split := j.ProducerIn(i), j.ProducerIn(i)
 		s.shake.Journal(shake)
 		s.split.Journal(split)
 		s.egress.Journal(j)
@@ -142,28 +144,18 @@ func (s *SET) AddStages(bus *event.Bus) error {
 // every record, the SETs' included, to other (the campaigns' progress is in
 // the SETs' records), which may be nil. now is the recovery's time.
 func Replay(j *journal.Journal, from journal.From, sets []*SET, now int64, other func(journal.Record) error) error {
-	type owner struct {
-		s     *SET
-		stage int
-	}
-	byPID := map[uint16]owner{}
+	byPID := map[uint16]*SET{}
 	for _, s := range sets {
-		for stage, pid := range s.pids {
+		for _, pid := range s.pids {
 			if pid >= 0 {
-				byPID[uint16(pid)] = owner{s, stage}
+				byPID[uint16(pid)] = s
 			}
 		}
 	}
 	return j.Replay(from, func(r journal.Record) error {
-		if o, ok := byPID[r.PID]; ok {
-			var err error
-			if o.stage == 0 {
-				err = o.s.shake.Restore(r, &o.s.ledger.Egress)
-			} else {
-				err = o.s.split.Restore(r, now)
-			}
-			if err != nil {
-				return fmt.Errorf("set %d: %w", o.s.index, err)
+		if s, ok := byPID[r.PID]; ok {
+			if _, err := s.Apply(r, now); err != nil {
+				return err
 			}
 		}
 		if other != nil {
@@ -172,6 +164,31 @@ func Replay(j *journal.Journal, from journal.From, sets []*SET, now int64, other
 		return nil
 	})
 }
+
+// Index is the SET's number.
+func (s *SET) Index() int { return s.index }
+
+// Apply applies one of the SET's journal records to its stage, before the
+// SET runs; a record of another producer is not the SET's (false).
+func (s *SET) Apply(r journal.Record, now int64) (bool, error) {
+	var err error
+	switch int(r.PID) {
+	case s.pids[0]:
+		err = s.shake.Restore(r, &s.ledger.Egress)
+	case s.pids[1]:
+		err = s.split.Restore(r, now)
+	default:
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("set %d: %w", s.index, err)
+	}
+	return true, nil
+}
+
+// PIDs are the journal producers of the SET's shake and split stages (-1
+// without a journal).
+func (s *SET) PIDs() [2]int { return s.pids }
 
 // Snapshots makes the SET's shake and split stages hand their state to out
 // at every KSnapshot (on their goroutines).

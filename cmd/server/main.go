@@ -49,7 +49,10 @@ func main() {
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-s.Lost(): // -journal jetstream: another gateway took over a SET this one ran
+	}
 	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
@@ -59,6 +62,9 @@ func main() {
 	ledger := s.Stats()
 	if err != nil {
 		log.Error("shutdown", "err", err, "ledger", ledger)
+		if lost := (*server.LostError)(nil); errors.As(err, &lost) {
+			os.Exit(server.ExitLost)
+		}
 		os.Exit(1)
 	}
 	log.Info("stopped", "ledger", ledger)

@@ -52,6 +52,32 @@ func StartConfig(conf string, port int) (*Server, error) {
 	return start(o, port)
 }
 
+// StartConfigAlone runs the nats-server configuration file conf as one
+// server on its own: its accounts, users, permissions and JetStream
+// settings, with its cluster block and routes dropped and its JetStream
+// store under dir, on 127.0.0.1:port (0: a free port). A configuration of
+// a NATS cluster (deploy/nats/nats-server-js.conf) is tested so.
+func StartConfigAlone(conf, dir string, port int) (*Server, error) {
+	o, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	o.Cluster, o.Routes, o.RoutesStr = server.ClusterOpts{}, nil, ""
+	if o.JetStream {
+		o.StoreDir = dir
+	}
+	return start(o, port)
+}
+
+// StartJetStream runs a single NATS server with JetStream storing its files
+// under dir, on 127.0.0.1:port (0: a free port). Every write is synced
+// before it is acknowledged (sync_interval: always), as production must
+// run it: with the default interval an acknowledged write can be lost to
+// a power failure. A restart on the same dir and port finds its streams.
+func StartJetStream(dir string, port int) (*Server, error) {
+	return start(&server.Options{JetStream: true, StoreDir: dir, SyncAlways: true}, port)
+}
+
 func start(o *server.Options, port int) (*Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
@@ -86,10 +112,26 @@ func StartTest(tb testing.TB) *Server {
 	return startTest(tb, ns, err)
 }
 
+// StartTestJetStream is StartTest with JetStream, its files under dir
+// (StartJetStream).
+func StartTestJetStream(tb testing.TB, dir string) *Server {
+	tb.Helper()
+	ns, err := StartJetStream(dir, 0)
+	return startTest(tb, ns, err)
+}
+
 // StartTestConfig is StartTest with the configuration file conf.
 func StartTestConfig(tb testing.TB, conf string) *Server {
 	tb.Helper()
 	ns, err := StartConfig(conf, 0)
+	return startTest(tb, ns, err)
+}
+
+// StartTestConfigAlone is StartTest with StartConfigAlone, its store
+// under tb's temporary directory.
+func StartTestConfigAlone(tb testing.TB, conf string) *Server {
+	tb.Helper()
+	ns, err := StartConfigAlone(conf, tb.TempDir(), 0)
 	return startTest(tb, ns, err)
 }
 

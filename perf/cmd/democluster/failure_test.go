@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -67,20 +66,7 @@ func bins(t *testing.T) (server, client string) {
 		if binDir, binErr = os.MkdirTemp("", "democluster-test-"); binErr != nil {
 			return
 		}
-		build := func(pkg, out string, race bool) {
-			args := []string{"build", "-o", filepath.Join(binDir, out)}
-			if race {
-				args = append(args, "-race")
-			}
-			cmd := exec.Command("go", append(args, pkg)...)
-			cmd.Dir = "../../.."
-			if b, err := cmd.CombinedOutput(); err != nil && binErr == nil {
-				binErr = fmt.Errorf("go %v: %v\n%s", args, err, b)
-			}
-		}
-		build("./cmd/server", "server", raceEnabled)
-		build("./cmd/loadclient", "loadclient", false)
-		serverBin, lcBin = filepath.Join(binDir, "server"), filepath.Join(binDir, "loadclient")
+		serverBin, lcBin, binErr = harness.BuildBinaries("../../..", binDir, raceEnabled)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)

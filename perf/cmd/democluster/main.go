@@ -9,13 +9,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -169,21 +166,17 @@ func newCluster(cfg *config, dir string, sets, gateways int, echo io.Writer) (*h
 // file of the run's directory. They outlive a NATS restart.
 type identities struct {
 	users []embednats.User
-	files []string
+	args  func(node int) []string
 }
 
 func newIdentities(dir string, n int) (*identities, error) {
-	id := &identities{}
-	for node := range n {
-		pass := make([]byte, 16)
-		rand.Read(pass)
-		pub, sub := cluster.Permissions("hongbao", node)
-		u := embednats.User{Name: fmt.Sprintf("gw%d", node), Password: hex.EncodeToString(pass), Publish: pub, Subscribe: sub}
-		f := filepath.Join(dir, u.Name+".nats-password")
-		if err := os.WriteFile(f, []byte(u.Password+"\n"), 0o600); err != nil {
-			return nil, err
-		}
-		id.users, id.files = append(id.users, u), append(id.files, f)
+	ids, err := harness.NewIdentities(dir, n, func(node int) ([]string, []string) { return cluster.Permissions("hongbao", node) })
+	if err != nil {
+		return nil, err
+	}
+	id := &identities{args: harness.IdentityArgs(ids)}
+	for _, u := range ids {
+		id.users = append(id.users, embednats.User{Name: u.Name, Password: u.Password, Publish: u.Publish, Subscribe: u.Subscribe})
 	}
 	return id, nil
 }
@@ -196,9 +189,4 @@ func (id *identities) startNATS(port int) (int, func(), error) {
 		return 0, nil, err
 	}
 	return ns.Port, ns.Stop, nil
-}
-
-// args are the flags that give gateway node its identity.
-func (id *identities) args(node int) []string {
-	return []string{"-nats-user", id.users[node].Name, "-nats-password-file", id.files[node]}
 }

@@ -23,12 +23,15 @@ type ClientConfig struct {
 	// Name prefixes the files: "" gives report.json, timeline.csv and
 	// loadclient.log; "client-03" gives client-03.report.json, … and
 	// client-03.log.
-	Name   string
-	Users  string   // -users, e.g. "1-2000" (Users(2000))
-	Phases string   // -phases; "" leaves it out
-	Flags  []string // more flags, after -phases
-	Source string   // -source; "" leaves it out
-	More   string   // more flags, space-separated, last (a tool's -client-flags)
+	Name string
+	// Servers and Admins, when set, replace the server's address and admin
+	// URL: every gateway of a cluster, for a client that fails over.
+	Servers, Admins []string
+	Users           string   // -users, e.g. "1-2000" (Users(2000))
+	Phases          string   // -phases; "" leaves it out
+	Flags           []string // more flags, after -phases
+	Source          string   // -source; "" leaves it out
+	More            string   // more flags, space-separated, last (a tool's -client-flags)
 	// Grace is how long the client has after SIGTERM (ctx done) before
 	// SIGKILL.
 	Grace time.Duration
@@ -73,7 +76,14 @@ func StartClient(ctx context.Context, srv *Server, cfg ClientConfig) (*Client, e
 	if cfg.Name != "" {
 		c.Log = filepath.Join(cfg.Dir, cfg.Name+".log")
 	}
-	args := []string{"-server", srv.Listen, "-users", cfg.Users}
+	servers, admins := cfg.Servers, cfg.Admins
+	if len(servers) == 0 {
+		servers = []string{srv.Listen}
+	}
+	if len(admins) == 0 {
+		admins = []string{srv.Admin.URL}
+	}
+	args := []string{"-server", strings.Join(servers, ","), "-users", cfg.Users}
 	if cfg.Phases != "" {
 		args = append(args, "-phases", cfg.Phases)
 	}
@@ -81,7 +91,7 @@ func StartClient(ctx context.Context, srv *Server, cfg ClientConfig) (*Client, e
 	if cfg.Source != "" {
 		args = append(args, "-source", cfg.Source)
 	}
-	args = append(args, "-admin", srv.Admin.URL, "-report", c.Report, "-timeline", c.Timeline)
+	args = append(args, "-admin", strings.Join(admins, ","), "-report", c.Report, "-timeline", c.Timeline)
 	c.Args = append(args, strings.Fields(cfg.More)...)
 	log, err := os.Create(c.Log)
 	if err != nil {

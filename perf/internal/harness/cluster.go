@@ -27,6 +27,14 @@ type Cluster struct {
 	NATS func(port int) (int, func(), error)
 	// Auth gives the flags of gateway node's NATS identity, if any.
 	Auth func(node int) []string
+	// URL, when set, is the NATS the gateways connect to (one URL or
+	// several, comma-separated), run by the tool itself: NATS is then not
+	// started here.
+	URL string
+	// SamePorts makes a restart listen on the ports the gateway had, as a
+	// supervisor restarts a process: the addresses the clients and the
+	// other gateways hold stay good.
+	SamePorts bool
 
 	natsPort int
 	natsStop func()
@@ -39,6 +47,8 @@ type Gateway struct {
 	Node     int
 	Data     string
 	Srv      *Server
+	Listen   string // its client address, kept across restarts with SamePorts
+	AdminURL string
 	restarts int
 }
 
@@ -76,17 +86,43 @@ func (c *Cluster) start(ctx context.Context, i int) error {
 	if c.Auth != nil {
 		args = append(args, c.Auth(i)...)
 	}
+	if c.SamePorts && g.Listen != "" {
+		args = append(args, "-listen", g.Listen, "-admin", strings.TrimPrefix(g.AdminURL, "http://"))
+	}
 	srv, err := Start(ctx, ServerConfig{Bin: c.Bin, Args: append(args, c.Extra...),
 		Log: filepath.Join(c.Dir, name), Echo: c.Echo, StartTimeout: 20 * time.Second})
 	if err != nil {
 		return fmt.Errorf("gateway %d: %w", i, err)
 	}
-	g.Srv = srv
+	g.Srv, g.Listen, g.AdminURL = srv, srv.Listen, srv.Admin.URL
 	return nil
 }
 
-// NATSURL is the NATS server's address.
-func (c *Cluster) NATSURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort) }
+// NATSURL is the NATS server's address (URL when set).
+func (c *Cluster) NATSURL() string {
+	if c.URL != "" {
+		return c.URL
+	}
+	return fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort)
+}
+
+// Addrs are the gateways' client addresses, and AdminURLs their admin
+// APIs', the last each had (of a gateway that is down too).
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, g := range c.Gateways {
+		out = append(out, g.Listen)
+	}
+	return out
+}
+
+func (c *Cluster) AdminURLs() []string {
+	var out []string
+	for _, g := range c.Gateways {
+		out = append(out, g.AdminURL)
+	}
+	return out
+}
 
 // Kill sends SIGKILL to gateway i and waits for it to exit.
 func (c *Cluster) Kill(i int) {
@@ -111,8 +147,11 @@ func (c *Cluster) StopNATS() {
 }
 
 // StartNATS starts NATS, on the port it had if it ran before, retrying
-// while that port is not free yet.
+// while that port is not free yet; with URL, nothing.
 func (c *Cluster) StartNATS() error {
+	if c.URL != "" {
+		return nil
+	}
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var port int
@@ -158,6 +197,43 @@ func (c *Cluster) Cleanup() {
 // Admin returns gateway i's admin API.
 func (c *Cluster) Admin(i int) *Admin { return c.Gateways[i].Srv.Admin }
 
+// ClusterMap is GET /cluster: the gateways as one of them sees them.
+type ClusterMap struct {
+	NATS     bool `json:"nats_connected"`
+	Gateways []struct {
+		Node int    `json:"node"`
+		Addr string `json:"addr"`
+		Sets []int  `json:"sets"`
+		Up   bool   `json:"up"`
+	} `json:"gateways"`
+}
+
+// ReadClusterMap reads GET /cluster.
+func ReadClusterMap(a *Admin) (ClusterMap, error) {
+	var m ClusterMap
+	b, err := a.Get("/cluster")
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	return m, err
+}
+
+// Owners is each SET's gateway by m (-1: none).
+func (m *ClusterMap) Owners(sets int) []int {
+	out := make([]int, sets)
+	for i := range out {
+		out[i] = -1
+	}
+	for _, g := range m.Gateways {
+		for _, s := range g.Sets {
+			if s >= 0 && s < sets {
+				out[s] = g.Node
+			}
+		}
+	}
+	return out
+}
+
 // allUp reports whether every gateway's GET /cluster shows every gateway
 // up with its address.
 func (c *Cluster) allUp() bool {
@@ -165,15 +241,8 @@ func (c *Cluster) allUp() bool {
 		if g.Srv == nil {
 			return false
 		}
-		var m struct {
-			NATS     bool `json:"nats_connected"`
-			Gateways []struct {
-				Addr string `json:"addr"`
-				Up   bool   `json:"up"`
-			} `json:"gateways"`
-		}
-		b, err := g.Srv.Admin.Get("/cluster")
-		if err != nil || json.Unmarshal(b, &m) != nil || !m.NATS || len(m.Gateways) != len(c.Gateways) {
+		m, err := ReadClusterMap(g.Srv.Admin)
+		if err != nil || !m.NATS || len(m.Gateways) != len(c.Gateways) {
 			return false
 		}
 		for _, gw := range m.Gateways {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -22,26 +23,60 @@ type Conn struct {
 
 // Dial connects user to addr and logs in; LOGIN_ACK must be 0.
 func Dial(addr string, user uint32) (*Conn, error) {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, _, err := login(addr, user, 5*time.Second, 10*time.Second)
+	return c, err
+}
+
+// ErrNoOwner is a LOGIN_ACK 3 that names no gateway: the user's SET has no
+// owner right now.
+var ErrNoOwner = errors.New("LOGIN_ACK 3 naming no gateway: the SET has no owner right now")
+
+// DialOwner connects user to addr and logs in, following LOGIN_ACK 3 to
+// the gateway it names (a few hops at most), each connect and LOGIN
+// within d; ErrNoOwner when a gateway names none.
+func DialOwner(addr string, user uint32, d time.Duration) (*Conn, error) {
+	for range 4 {
+		c, next, err := login(addr, user, d, d)
+		if err != nil || next == "" {
+			return c, err
+		}
+		addr = next
+	}
+	return nil, fmt.Errorf("user %d: redirected more than 3 times", user)
+}
+
+// login connects user to addr and logs in: the connection on LOGIN_ACK 0,
+// the address LOGIN_ACK 3 names, else an error.
+func login(addr string, user uint32, connect, ack time.Duration) (*Conn, string, error) {
+	nc, err := net.DialTimeout("tcp", addr, connect)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	c := &Conn{User: user, NC: nc, r: bufio.NewReaderSize(nc, 64<<10)}
 	if _, err := nc.Write(proto.AppendLogin(nil, 1, user, nil)); err != nil {
 		nc.Close()
-		return nil, err
+		return nil, "", err
 	}
-	f, err := c.Expect(proto.LoginAck, 10*time.Second)
+	var next string
+	f, err := c.Expect(proto.LoginAck, ack)
 	if err == nil {
-		if st, _ := f.LoginAck(); st != proto.LoginOK {
+		switch st, _ := f.LoginAck(); {
+		case st == proto.LoginWrongGateway && len(f.LoginRedirect()) > 0:
+			next = string(f.LoginRedirect())
+		case st == proto.LoginWrongGateway:
+			err = ErrNoOwner
+		case st != proto.LoginOK:
 			err = fmt.Errorf("LOGIN_ACK %d", st)
 		}
 	}
-	if err != nil {
+	if err != nil || next != "" {
 		nc.Close()
-		return nil, fmt.Errorf("user %d at %s: %w", user, addr, err)
+		if err != nil {
+			err = fmt.Errorf("user %d at %s: %w", user, addr, err)
+		}
+		return nil, next, err
 	}
-	return c, nil
+	return c, "", nil
 }
 
 // Next reads the next frame; its body is valid until the next call.

@@ -214,6 +214,22 @@ func (s *Server) Stop(timeout time.Duration) (code int, err error) {
 	return 0, nil
 }
 
+// Signal sends sig to the process (SIGSTOP, SIGCONT: a stalled machine).
+func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }
+
+// Wait waits up to timeout for the process to exit by itself and returns
+// its exit code (-1: killed by a signal); ok is false if it still runs.
+func (s *Server) Wait(timeout time.Duration) (code int, ok bool) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return s.cmd.ProcessState.ExitCode(), true
+	case <-t.C:
+		return 0, false
+	}
+}
+
 // Kill kills the process unless Stop or Kill already ran, and waits for it:
 // the deferred cleanup of a tool that failed half-way.
 func (s *Server) Kill() {

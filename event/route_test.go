@@ -1,0 +1,139 @@
+package event_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"hongbao/event"
+	"hongbao/ring"
+)
+
+// seenStage records the Env of every event it handles.
+type seenStage struct {
+	mu   sync.Mutex
+	envs map[uint64]int
+	n    atomic.Int64
+}
+
+func (s *seenStage) Handle(b event.Batch) {
+	s.mu.Lock()
+	for q := b.Lo; q <= b.Hi; q++ {
+		s.envs[b.At(q).Env]++
+	}
+	s.mu.Unlock()
+	s.n.Add(b.Hi - b.Lo + 1)
+}
+
+func startedRing(t *testing.T, fused bool) (*event.Ring, *seenStage) {
+	t.Helper()
+	r, err := ring.New[event.Event](ring.Options{Size: 64, Producers: ring.MultiProducer, Fused: fused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &seenStage{envs: map[uint64]int{}}
+	r.AddStage(st, ring.StageOptions[event.Event]{})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return r, st
+}
+
+// TestRouteWhilePublishing: while producers publish into SET 0, through the
+// bus and through running views of it, its route switches back and forth
+// between two rings (as a SET moves between gateways): every event reaches
+// one ring exactly once, and Local follows the route.
+func TestRouteWhilePublishing(t *testing.T) {
+	// Through views only, nothing but the views' runs wakes the rings: an
+	// event published quietly into a ring the route left must still run.
+	for _, viewsOnly := range []bool{false, true} {
+		name := "bus and views"
+		if viewsOnly {
+			name = "views only"
+		}
+		t.Run(name, func(t *testing.T) { routeWhilePublishing(t, viewsOnly) })
+	}
+}
+
+func routeWhilePublishing(t *testing.T, viewsOnly bool) {
+	a, seenA := startedRing(t, true)
+	b, seenB := startedRing(t, true)
+	other, _ := startedRing(t, false)
+	bus := event.NewBus([]event.Transport{a, other}, 0)
+	const producers, each = 4, 2000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var marked atomic.Bool
+			view := bus.RunningBus(func(int) { marked.Store(true) })
+			pub := bus
+			if viewsOnly || p%2 == 1 {
+				pub = view // half publish as an epoll loop does, running the SET themselves
+			}
+			for i := range each {
+				s, ok := pub.ClaimAnswer(0)
+				for !ok {
+					time.Sleep(10 * time.Microsecond)
+					s, ok = pub.ClaimAnswer(0)
+				}
+				*s.Event() = event.Event{Kind: event.KPing, Env: uint64(p*each + i + 1)}
+				s.Publish()
+				if i%16 == 0 {
+					// Let the rings' goroutines park, as they do between bursts.
+					time.Sleep(50 * time.Microsecond)
+				}
+				if marked.Swap(false) {
+					view.Run(0, 256)
+				}
+			}
+		}()
+	}
+	var flipper sync.WaitGroup
+	flipper.Add(1)
+	go func() {
+		defer flipper.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+			if i%2 == 0 {
+				bus.Route(0, b, false)
+			} else {
+				bus.Route(0, a, false)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	flipper.Wait()
+	// Nothing publishes or runs any more: whatever was published and not run
+	// waits in a ring for good.
+	deadline := time.Now().Add(5 * time.Second)
+	for seenA.n.Load()+seenB.n.Load() < producers*each && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := seenA.n.Load() + seenB.n.Load(); n != producers*each {
+		t.Fatalf("%d of %d events handled before the rings were closed: some wait in a ring nobody runs", n, producers*each)
+	}
+	a.Close()
+	b.Close()
+	for env := uint64(1); env <= producers*each; env++ {
+		if n := seenA.envs[env] + seenB.envs[env]; n != 1 {
+			t.Fatalf("event %d handled %d times; want once", env, n)
+		}
+	}
+	if seenA.n.Load() == 0 || seenB.n.Load() == 0 {
+		t.Fatalf("the route never switched: %d events on a, %d on b", seenA.n.Load(), seenB.n.Load())
+	}
+	bus.Route(1, other, true)
+	if got := bus.Local(); len(got) != 1 || got[0] != 0 || bus.IsLocal(1) || !bus.IsLocal(0) {
+		t.Fatalf("after SET 1 became remote: Local %v, IsLocal(1) %v", got, bus.IsLocal(1))
+	}
+	other.Close()
+}

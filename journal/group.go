@@ -1,0 +1,387 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// ClusterGroup is the group of the records that belong to no SET (the
+// campaign runner's). A SET's group is its index.
+const ClusterGroup = -1
+
+// A Sink makes a journal's rounds durable somewhere other than its segment
+// files: each group a round touched becomes one message, appended only if the
+// last message of that group is the one the writer knows of, so that two
+// writers of one group cannot both append (Options.Sink).
+type Sink interface {
+	// Commit makes each batch's Data durable as one message of its group,
+	// all of them in flight at once, and returns once each batch has its Seq
+	// or its Err. It runs on the writer's goroutine, once a round; Data is
+	// valid until it returns. An Err that wraps ErrFenced says the group's
+	// last message was not ExpectLast: another writer appended.
+	Commit(batches []Batch)
+	// MaxBatch is the most bytes one batch's Data may hold: Start refuses
+	// groups whose producers' rings hold more.
+	MaxBatch() int
+}
+
+// Batch is one group's records of a round, for a Sink.
+type Batch struct {
+	Group      int
+	Data       []byte // whole records, each producer's in the order appended
+	ExpectLast uint64 // the group's last message as the writer knows it (0: none)
+	Seq        uint64 // set by Commit: the message's sequence, the group's new last
+	Err        error  // set by Commit when the message was not appended, or may not have been
+}
+
+// Errors of a group (with a sink), wrapped in a *GroupError.
+var (
+	// ErrFenced: another writer appended to the group, so this one lost it
+	// and never appends to it again until reopened.
+	ErrFenced = errors.New("journal: fenced: another writer appended to the group")
+	// ErrNotOpen: the group is not open here (never opened, or released).
+	ErrNotOpen = errors.New("journal: group not open here")
+	// ErrReopened: the record was appended before its group's last Reopen,
+	// which dropped it.
+	ErrReopened = errors.New("journal: appended before its group was reopened")
+)
+
+// errSink: what only segment files do, asked of a journal with a sink (its
+// snapshots and replay are the sink's).
+var errSink = errors.New("journal: no segment files with a sink: its replay and snapshots are the sink's")
+
+// GroupError is why a group's records do not become durable.
+type GroupError struct {
+	Group int
+	Err   error
+}
+
+func (e *GroupError) Error() string {
+	if e.Group == ClusterGroup {
+		return fmt.Sprintf("journal: the cluster group: %v", e.Err)
+	}
+	return fmt.Sprintf("journal: group %d: %v", e.Group, e.Err)
+}
+
+func (e *GroupError) Unwrap() error { return e.Err }
+
+// A group's states; without a sink every group is open.
+const (
+	groupClosed int32 = iota // not open here: its producers drop what they are given
+	groupOpen
+	groupFenced
+	groupFailed
+)
+
+// group is the producers whose records share one message of a round (a
+// SET's, or the cluster's), with a sink.
+type group struct {
+	id        int
+	producers []*Producer
+	state     atomic.Int32
+	err       error  // why it is not open (under j.mu)
+	last      uint64 // the writer's: its last message's sequence
+	buf       []byte // the writer's: the round's message
+}
+
+// markAt is where a snapshot mark was made durable: the message's sequence.
+type markAt struct{ id, seq uint64 }
+
+// groupOf finds or makes group id; only before Start.
+func (j *Journal) groupOf(id int) *group {
+	for _, g := range j.groups {
+		if g.id == id {
+			return g
+		}
+	}
+	g := &group{id: id}
+	if j.o.Sink == nil {
+		g.state.Store(groupOpen)
+	} else {
+		g.err = &GroupError{Group: id, Err: ErrNotOpen}
+	}
+	j.groups = append(j.groups, g)
+	return g
+}
+
+// findGroup is group id, or an error naming it.
+func (j *Journal) findGroup(id int) (*group, error) {
+	for _, g := range j.groups {
+		if g.id == id {
+			return g, nil
+		}
+	}
+	return nil, &GroupError{Group: id, Err: errors.New("no producer registered in it")}
+}
+
+// groupCtl is a Reopen or a Release, applied by the writer between rounds.
+type groupCtl struct {
+	g     *group
+	open  bool
+	last  uint64
+	reply chan struct{}
+}
+
+// Reopen opens group (first, or again after it was fenced, failed or
+// released) with lastSeq, the sequence of the group's last message as the
+// caller just read it: its next message is appended only if that is still
+// the last. Every producer of the group is reset: nothing appended before
+// becomes durable (Wait answers ErrReopened), and what was not acknowledged
+// may or may not be in the sink, so the group's state must be reloaded from
+// the sink first. Call it while none of the group's producers appends (its
+// SET stopped), never from a hook. Only with a sink.
+func (j *Journal) Reopen(group int, lastSeq uint64) error {
+	return j.control(group, true, lastSeq)
+}
+
+// Release closes group here: its producers drop what they are given from
+// now on, and what they published that is not durable yet never will be. A
+// SET handed to another gateway is released once its answers are durable.
+// Only with a sink; never from a hook.
+func (j *Journal) Release(group int) error { return j.control(group, false, 0) }
+
+func (j *Journal) control(id int, open bool, last uint64) error {
+	if j.o.Sink == nil {
+		return errors.New("journal: groups open and close only with a sink")
+	}
+	g, err := j.findGroup(id)
+	if err != nil {
+		return err
+	}
+	c := groupCtl{g: g, open: open, last: last}
+	if !j.running.Load() {
+		j.apply(c)
+		return nil
+	}
+	c.reply = make(chan struct{})
+	select {
+	case j.ctl <- c:
+	case <-j.done:
+		return errors.New("journal: closed")
+	}
+	<-c.reply
+	return nil
+}
+
+// apply carries out a Reopen or a Release, on the writer's goroutine (or
+// before it starts).
+func (j *Journal) apply(c groupCtl) {
+	g := c.g
+	if c.open {
+		for _, p := range g.producers {
+			if p.buf == nil {
+				p.buf = make([]byte, j.o.RingBytes)
+			}
+			// Every position handed out so far is under the new floor,
+			// those of records dropped on a full ring included (they are
+			// at most a ring past the tail).
+			t := p.tail + uint64(j.o.RingBytes)
+			p.tail, p.room = t, uint64(len(p.buf))
+			p.floor.Store(t)
+			p.pub.Store(t)
+			p.durable.Store(t)
+		}
+		g.last = c.last
+	}
+	j.mu.Lock()
+	if c.open {
+		g.err = nil
+		g.state.Store(groupOpen)
+	} else {
+		g.err = &GroupError{Group: g.id, Err: ErrNotOpen}
+		g.state.Store(groupClosed)
+	}
+	j.cond.Broadcast()
+	j.mu.Unlock()
+	if c.reply != nil {
+		close(c.reply)
+	}
+}
+
+// GroupErr is why group's records do not become durable (a *GroupError:
+// fenced, failed, not open here), or nil while it is open.
+func (j *Journal) GroupErr(group int) error {
+	g, err := j.findGroup(group)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if g.state.Load() == groupOpen {
+		return nil
+	}
+	return g.err
+}
+
+// Lost tells whether producer pid's records up to pos will never become
+// durable: the journal failed, their group is not open, or they were
+// appended before its last Reopen. The egress answers a money answer so
+// held as refused.
+func (j *Journal) Lost(pid uint16, pos uint64) bool {
+	if j == nil || pos == 0 {
+		return false
+	}
+	p := j.producers[pid]
+	if p.Durable(pos) {
+		return false
+	}
+	return j.failed.Load() || p.g.state.Load() != groupOpen || pos <= p.floor.Load()
+}
+
+// lostErr is why producer p's position pos will never be durable, or nil;
+// j.mu is held.
+func (j *Journal) lostErr(p *Producer, pos uint64) error {
+	switch {
+	case j.failed.Load():
+		return j.err
+	case p.g.state.Load() != groupOpen:
+		return p.g.err
+	case pos <= p.floor.Load():
+		return &GroupError{Group: p.g.id, Err: ErrReopened}
+	}
+	return nil
+}
+
+// MarkSeq is the sequence of the sink's message that holds producer pid's
+// mark of snapshot id (Producer.Mark), once it is durable: a group's
+// snapshot replays from the earliest message holding one of its marks. False
+// when the mark is not durable, is older than the producer's last two, or
+// there is no sink.
+func (j *Journal) MarkSeq(pid uint16, id uint64) (uint64, bool) {
+	p := j.producers[pid]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, m := range p.mark {
+		if m.seq != 0 && m.id == id {
+			return m.seq, true
+		}
+	}
+	return 0, false
+}
+
+// startSink checks that each group's round fits one message, before the
+// writer starts.
+func (j *Journal) startSink() error {
+	max := j.o.Sink.MaxBatch()
+	for _, g := range j.groups {
+		if n := len(g.producers) * j.o.RingBytes; n > max {
+			return &GroupError{Group: g.id, Err: fmt.Errorf("its %d producers' rings hold %d bytes, more than one message may (%d)",
+				len(g.producers), n, max)}
+		}
+	}
+	j.batches = make([]Batch, 0, len(j.groups))
+	j.batchGroups = make([]*group, 0, len(j.groups))
+	return nil
+}
+
+// commitSink is one round with a sink: each open group's published records
+// gathered into one message, every message in flight at once, then each
+// group's producers durable up to what its message held, or the group
+// fenced or failed. It reports whether it published anything.
+func (j *Journal) commitSink() bool {
+	j.idle.Store(false)
+	bs, gs := j.batches[:0], j.batchGroups[:0]
+	for _, g := range j.groups {
+		if g.state.Load() != groupOpen {
+			continue
+		}
+		b := g.buf[:0]
+		for _, p := range g.producers {
+			pub, from := p.pub.Load(), p.durable.Load()
+			j.marks[p.id] = pub
+			if pub != from {
+				b = p.gather(b, from, pub)
+			}
+		}
+		g.buf = b
+		if len(b) > 0 {
+			bs = append(bs, Batch{Group: g.id, Data: b, ExpectLast: g.last})
+			gs = append(gs, g)
+		}
+	}
+	j.batches, j.batchGroups = bs, gs
+	if len(bs) == 0 {
+		return false
+	}
+	j.roundStart = time.Now()
+	j.o.Sink.Commit(bs)
+	j.M.observe(time.Since(j.roundStart))
+	j.M.Rounds.Add(1)
+	durable := false
+	for i := range bs {
+		b, g := &bs[i], gs[i]
+		if b.Err != nil {
+			j.failGroup(g, b.Err)
+			continue
+		}
+		g.last = b.Seq
+		for _, p := range g.producers {
+			p.durable.Store(j.marks[p.id])
+		}
+		j.M.Records.Add(uint64(j.scanMarks(b.Data, b.Seq)))
+		j.M.Bytes.Add(uint64(len(b.Data)))
+		j.M.Messages.Add(1)
+		durable = true
+	}
+	j.mu.Lock()
+	j.cond.Broadcast()
+	j.mu.Unlock()
+	if durable && j.o.OnDurable != nil {
+		j.o.OnDurable()
+	}
+	return true
+}
+
+// scanMarks notes each snapshot mark in a message made durable as seq (for
+// MarkSeq) and returns the records it holds.
+func (j *Journal) scanMarks(b []byte, seq uint64) int {
+	recs := 0
+	for off := 0; off+HeaderLen+bodyMin <= len(b); off += HeaderLen + int(binary.BigEndian.Uint32(b[off:])) {
+		recs++
+		if b[off+HeaderLen] != RecMark || binary.BigEndian.Uint32(b[off:]) != bodyMin+8 || off+HeaderLen+bodyMin+8 > len(b) {
+			continue
+		}
+		pid := binary.BigEndian.Uint16(b[off+HeaderLen+1:])
+		id := binary.BigEndian.Uint64(b[off+HeaderLen+bodyMin:])
+		if int(pid) < len(j.producers) {
+			p := j.producers[pid]
+			j.mu.Lock()
+			p.mark[1], p.mark[0] = p.mark[0], markAt{id: id, seq: seq}
+			j.mu.Unlock()
+		}
+	}
+	return recs
+}
+
+// failGroup stops group g for err: fenced when another writer appended,
+// else failed. Its hook runs before its waiters wake, so that whoever a
+// failed Wait answers finds it reported.
+func (j *Journal) failGroup(g *group, err error) {
+	ge := &GroupError{Group: g.id, Err: err}
+	fenced := errors.Is(err, ErrFenced)
+	j.mu.Lock()
+	g.err = ge
+	j.mu.Unlock()
+	if fenced {
+		j.M.Fenced.Add(1)
+		if j.o.OnFenced != nil {
+			j.o.OnFenced(g.id)
+		}
+	} else {
+		j.M.GroupFailures.Add(1)
+		if j.o.OnGroupFailed != nil {
+			j.o.OnGroupFailed(g.id, ge)
+		}
+	}
+	j.mu.Lock()
+	if fenced {
+		g.state.Store(groupFenced)
+	} else {
+		g.state.Store(groupFailed)
+	}
+	j.cond.Broadcast()
+	j.mu.Unlock()
+}

@@ -1,0 +1,339 @@
+package jsjournal
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"hongbao/journal"
+)
+
+// twin appends the same records to a file journal and to one on JetStream,
+// their producers registered alike: the file journal's replay is what a load
+// from JetStream must give.
+type twin struct {
+	file, js *journal.Journal
+	fp, jp   []*journal.Producer // by producer id
+	dir      string
+}
+
+var twinGroups = []spec{{0, 2}, {1, 1}, {journal.ClusterGroup, 1}}
+
+func newTwin(t *testing.T, s *Store) *twin {
+	t.Helper()
+	tw := &twin{dir: t.TempDir()}
+	var err error
+	if tw.file, err = journal.Open(journal.Options{Dir: tw.dir, Sets: 2, RingBytes: 1 << 14}); err != nil {
+		t.Fatal(err)
+	}
+	if tw.js, err = journal.Open(journal.Options{Sink: s, RingBytes: 1 << 14}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range twinGroups {
+		for range g.producers {
+			tw.fp = append(tw.fp, tw.file.ProducerIn(g.group))
+			tw.jp = append(tw.jp, tw.js.ProducerIn(g.group))
+		}
+	}
+	for _, j := range []*journal.Journal{tw.file, tw.js} {
+		if err := j.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range twinGroups {
+		if err := tw.js.Reopen(g.group, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tw
+}
+
+// append adds one record to producer pid of both journals.
+func (tw *twin) append(pid int, typ uint8, payload string) {
+	tw.fp[pid].Append(typ, []byte(payload))
+	tw.jp[pid].Append(typ, []byte(payload))
+}
+
+// mark appends producer pid's mark of snapshot id to both.
+func (tw *twin) mark(pid int, id uint64) { tw.fp[pid].Mark(id); tw.jp[pid].Mark(id) }
+
+func (tw *twin) publish() {
+	for i := range tw.fp {
+		tw.fp[i].Publish()
+		tw.jp[i].Publish()
+	}
+}
+
+// sync waits until everything appended to both is durable.
+func (tw *twin) sync(t *testing.T) {
+	t.Helper()
+	for i := range tw.fp {
+		for _, p := range []*journal.Producer{tw.fp[i], tw.jp[i]} {
+			if err := p.Wait(p.Pos()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// traffic appends n records over every producer, publishing now and then.
+func (tw *twin) traffic(n, from int) {
+	for k := range n {
+		pid := (k*7 + k/3) % len(tw.fp)
+		tw.append(pid, uint8(k%200+1), fmt.Sprintf("record %d of producer %d", from+k, pid))
+		if k%5 == 4 {
+			tw.publish()
+		}
+	}
+	tw.publish()
+}
+
+// fileReplay is the file journal's replay from from (reopened), of the
+// records of producers pids.
+func (tw *twin) fileReplay(t *testing.T, from journal.From, pids ...uint16) []rec {
+	t.Helper()
+	j, err := journal.Open(journal.Options{Dir: tw.dir, Sets: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var out []rec
+	if err := j.Replay(from, func(r journal.Record) error {
+		if slices.Contains(pids, r.PID) {
+			out = append(out, rec{r.Type, r.PID, string(r.Payload)})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLoadMatchesFileReplay: a group loaded on another gateway — its
+// snapshot, then the records after its producers' marks — gives, producer
+// by producer and record for record, what the file journal's replay of the
+// same appends gives; a group without a snapshot replays whole; the last
+// sequence returned is the subject's last.
+func TestLoadMatchesFileReplay(t *testing.T) {
+	ns := startJS(t)
+	s := openStore(t, ns.URL(), "gw-a", nil)
+	tw := newTwin(t, s)
+	tw.traffic(300, 0)
+	tw.sync(t)
+	seg, err := tw.file.Rotate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Snapshot 7 of group 0: its two producers mark at different points,
+	// with records of each between the marks.
+	const id = 7
+	tw.mark(0, id)
+	tw.append(1, 3, "producer 1 before its mark")
+	tw.append(0, 4, "producer 0 after its mark")
+	tw.publish()
+	tw.sync(t)
+	tw.append(1, 5, "producer 1 still before its mark")
+	tw.mark(1, id)
+	tw.append(1, 6, "producer 1 after its mark")
+	tw.publish()
+	tw.sync(t)
+	seq0, ok0 := tw.js.MarkSeq(0, id)
+	seq1, ok1 := tw.js.MarkSeq(1, id)
+	if !ok0 || !ok1 || seq1 <= seq0 {
+		t.Fatalf("marks at %d (%v) and %d (%v); want both, the second later", seq0, ok0, seq1, ok1)
+	}
+	parts := []Part{{PID: 0, Data: []byte("state of producer 0")}, {PID: 1, Data: []byte("state of producer 1")}}
+	if err := s.PutSnapshot(ctxT(t), 0, Snapshot{ID: id, Seq: min(seq0, seq1), Epoch: 1, Parts: parts}); err != nil {
+		t.Fatal(err)
+	}
+	tw.traffic(300, 300)
+	tw.sync(t)
+	if err := errors.Join(tw.file.Close(), tw.js.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	other := openStore(t, ns.URL(), "gw-c", nil)
+	var restored Snapshot
+	var got []rec
+	r, err := other.Load(ctxT(t), 0, func(sn Snapshot) error { restored = sn; return nil }, collect(&got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.ID != id || restored.Seq != min(seq0, seq1) || restored.Owner != "gw-a" || restored.Epoch != 1 ||
+		fmt.Sprint(restored.Parts) != fmt.Sprint(parts) {
+		t.Fatalf("restored %+v; want snapshot %d from %d with %v", restored, id, min(seq0, seq1), parts)
+	}
+	want := tw.fileReplay(t, journal.From{ID: id, Segment: seg, Marked: []uint16{0, 1}}, 0, 1)
+	if len(want) < 100 {
+		t.Fatalf("the file journal replays %d records of group 0 after the snapshot; want the test's", len(want))
+	}
+	equalPerProducer(t, got, want)
+	last, err := other.Last(ctxT(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LastSeq != last.Seq || r.Records != len(want) || r.Snapshot != restored.Seq || r.Dropped != 0 {
+		t.Fatalf("replayed %+v; want up to %d, %d records", r, last.Seq, len(want))
+	}
+
+	for _, g := range []struct {
+		group int
+		pid   uint16
+	}{{1, 2}, {journal.ClusterGroup, 3}} {
+		got = nil
+		r, err := other.Load(ctxT(t), g.group, func(Snapshot) error { t.Fatal("a snapshot of a group that has none"); return nil }, collect(&got))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tw.fileReplay(t, journal.From{}, g.pid)
+		equalPerProducer(t, got, want)
+		if last, _ := other.Last(ctxT(t), g.group); r.LastSeq != last.Seq || last.Seq == 0 {
+			t.Fatalf("group %d replayed up to %d; its last message is %d", g.group, r.LastSeq, last.Seq)
+		}
+	}
+}
+
+// TestReplayDropsOthersAfterClaim: after a claim, a message not from the
+// claimed owner is dropped and counted, never handed over; from a snapshot,
+// its owner is the one whose messages count until a claim.
+func TestReplayDropsOthersAfterClaim(t *testing.T) {
+	ns := startJS(t)
+	s := openStore(t, ns.URL(), "gw-a", nil)
+	ctx := ctxT(t)
+	subject := s.Subject(3)
+	publish := func(gateway string, payloads ...string) uint64 {
+		t.Helper()
+		var data []byte
+		for _, p := range payloads {
+			data = journal.AppendRecord(data, recTest, 9, []byte(p))
+		}
+		// Unconditional: what a writer that skipped its fence could append.
+		ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{HeaderGateway: {gateway}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	first := publish("gw-a", "a1", "a2")
+	publish("gw-x", "x before any claim")
+	last, _ := s.Last(ctx, 3)
+	if _, err := s.AppendClaim(ctx, 3, "gw-b", 5, last.Seq); err != nil {
+		t.Fatal(err)
+	}
+	publish("gw-b", "b1")
+	publish("gw-a", "a3 after the claim", "a4")
+	end := publish("gw-b", "b2")
+
+	var got []rec
+	r, err := s.Replay(ctx, 3, Snapshot{}, collect(&got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payloads []string
+	for _, g := range got {
+		payloads = append(payloads, g.payload)
+	}
+	if want := []string{"a1", "a2", "x before any claim", "b1", "b2"}; !slices.Equal(payloads, want) {
+		t.Fatalf("replayed %q; want %q", payloads, want)
+	}
+	if r.Dropped != 1 || r.DroppedRecords != 2 || r.Claims != 1 || r.Owner != "gw-b" || r.Epoch != 5 || r.LastSeq != end || r.Messages != 6 {
+		t.Fatalf("replay %+v; want 1 message of 2 records dropped, gw-b's claim at 5, up to %d", r, end)
+	}
+
+	// From a snapshot owned by gw-a, gw-x's message is not its owner's.
+	got = nil
+	if r, err = s.Replay(ctx, 3, Snapshot{Seq: first, Owner: "gw-a"}, collect(&got)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Dropped != 2 || len(got) != 4 {
+		t.Fatalf("from gw-a's snapshot: %d dropped, %v handed over; want gw-x's and a3's messages dropped", r.Dropped, got)
+	}
+}
+
+// TestPurgeAfterSnapshot: putting a group's snapshot purges its messages
+// before the snapshot's first mark and keeps every one from it on; other
+// groups keep all theirs; a newer snapshot replaces the older, and a replay
+// from the older one then reports it moved.
+func TestPurgeAfterSnapshot(t *testing.T) {
+	ns := startJS(t)
+	s := openStore(t, ns.URL(), "gw-a", nil)
+	w := newWriter(t, s, []spec{{0, 1}, {1, 1}}, nil)
+	ctx := ctxT(t)
+	for _, g := range []int{0, 1} {
+		if err := w.j.Reopen(g, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round := func(g int, payload string) {
+		p := w.ps[g][0]
+		if err := p.Wait(p.Append(recTest, []byte(payload))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshot := func(id uint64) Snapshot {
+		t.Helper()
+		p := w.ps[0][0]
+		if err := p.Wait(p.Mark(id)); err != nil {
+			t.Fatal(err)
+		}
+		seq, ok := w.j.MarkSeq(p.ID(), id)
+		if !ok {
+			t.Fatalf("no durable mark of snapshot %d", id)
+		}
+		sn := Snapshot{ID: id, Seq: seq, Parts: []Part{{PID: p.ID(), Data: fmt.Appendf(nil, "state %d", id)}}}
+		if err := s.PutSnapshot(ctx, 0, sn); err != nil {
+			t.Fatal(err)
+		}
+		return sn
+	}
+	for k := range 5 {
+		round(0, fmt.Sprint("before ", k))
+		round(1, fmt.Sprint("other group ", k))
+	}
+	before := seqs(messages(t, s, s.Subject(0)))
+	other := seqs(messages(t, s, s.Subject(1)))
+	first := snapshot(1)
+	for k := range 3 {
+		round(0, fmt.Sprint("after ", k))
+	}
+	all := seqs(messages(t, s, s.Subject(0)))
+	if len(before) != 5 || len(all) != 4 || all[0] != first.Seq || first.Seq <= before[len(before)-1] {
+		t.Fatalf("messages of group 0: %v before the snapshot at %d, %v after; want the 5 before purged, the mark's and 3 more kept", before, first.Seq, all)
+	}
+	if got := seqs(messages(t, s, s.Subject(1))); !slices.Equal(got, other) {
+		t.Fatalf("group 1's messages %v after group 0's snapshot; want %v", got, other)
+	}
+
+	second := snapshot(2)
+	if names, err := s.snapshots(ctx, 0); err != nil || !slices.Equal(slices.Sorted(maps.Keys(names)), []uint64{second.Seq}) {
+		t.Fatalf("snapshot objects of group 0: %v (%v); want only the newest, at %d", names, err, second.Seq)
+	}
+	sn, ok, err := s.GetSnapshot(ctx, 0)
+	if err != nil || !ok || sn.ID != 2 || string(sn.Parts[0].Data) != "state 2" {
+		t.Fatalf("newest snapshot %+v, %v, %v; want snapshot 2", sn, ok, err)
+	}
+	if _, err := s.Replay(ctx, 0, first, func(journal.Record) error { return nil }); !errors.Is(err, ErrMoved) {
+		t.Fatalf("a replay from the purged snapshot: %v; want ErrMoved", err)
+	}
+	round(0, "last")
+	var got []rec
+	if _, err := s.Load(ctx, 0, func(Snapshot) error { return nil }, collect(&got)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].payload != "last" {
+		t.Fatalf("loaded %v after snapshot 2; want the one record after its mark", got)
+	}
+}
+
+func seqs(ms []*jetstream.RawStreamMsg) []uint64 {
+	var out []uint64
+	for _, m := range ms {
+		out = append(out, m.Sequence)
+	}
+	return out
+}

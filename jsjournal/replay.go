@@ -1,0 +1,222 @@
+package jsjournal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"hongbao/journal"
+)
+
+// ErrMoved: a newer snapshot was put, and what it holds purged, while the
+// group loaded; the state loaded so far is not whole, so the caller drops it
+// and loads again.
+var ErrMoved = errors.New("jsjournal: a newer snapshot was put while the group loaded: load it again on fresh state")
+
+// Replayed is what a replay read.
+type Replayed struct {
+	// LastSeq is the group's last message read: the claimant appends its
+	// claim expecting it (AppendClaim), so that anything appended since
+	// makes the claim fail and the claimant load again.
+	LastSeq  uint64
+	Messages int // messages read, claims and dropped ones included
+	Records  int // records handed over
+	Claims   int
+	// Owner and Epoch are the group's owner after the replay: the last
+	// claim's, or the snapshot's.
+	Owner string
+	Epoch uint64
+	// Dropped are the messages after a claim that were not its owner's, and
+	// DroppedRecords their records: never handed over.
+	Dropped, DroppedRecords int
+	// Snapshot is the sequence the snapshot loaded replays from (Load; 0:
+	// none).
+	Snapshot uint64
+}
+
+// Load loads group: its newest snapshot handed to restore (if there is
+// one), then every record after it handed to fn as Replay does. If a newer
+// snapshot was put meanwhile it returns ErrMoved: the caller drops what it
+// loaded and loads again.
+func (s *Store) Load(ctx context.Context, group int, restore func(Snapshot) error, fn func(journal.Record) error) (Replayed, error) {
+	snap, ok, err := s.GetSnapshot(ctx, group)
+	if err != nil {
+		return Replayed{}, err
+	}
+	if ok {
+		if err := restore(snap); err != nil {
+			return Replayed{}, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.Subject(group), snap.Seq, err)
+		}
+	}
+	r, err := s.Replay(ctx, group, snap, fn)
+	if err != nil {
+		return r, err
+	}
+	r.Snapshot = snap.Seq
+	// A snapshot put while this one replayed may have purged messages it
+	// was about to read: only one newer than it can (purges follow puts).
+	if top, _, err := s.newest(ctx, group); err != nil {
+		return r, err
+	} else if top != snap.Seq {
+		return r, ErrMoved
+	}
+	return r, nil
+}
+
+// Replay hands to fn group's records from snapshot from on (the zero
+// Snapshot: all of them), in the order of their messages: each producer's
+// in the order appended, as journal.Journal.Replay does. A producer of the
+// snapshot's parts has its records skipped up to its mark of from.ID;
+// snapshot marks are the journal's and never handed over; so are claims.
+// The messages after a claim (or, with from.Owner, from the start) that do
+// not come from its owner are dropped and counted. It reads up to the
+// subject's last message when it began, and returns that sequence. Payloads
+// alias the messages: fn copies what it keeps.
+func (s *Store) Replay(ctx context.Context, group int, from Snapshot, fn func(journal.Record) error) (Replayed, error) {
+	subject := s.Subject(group)
+	last, err := s.Last(ctx, group)
+	if err != nil {
+		return Replayed{}, err
+	}
+	r := Replayed{LastSeq: last.Seq, Owner: from.Owner, Epoch: from.Epoch}
+	if from.Seq > last.Seq {
+		return Replayed{}, fmt.Errorf("jsjournal: %s: the snapshot replays from message %d, and its last is %d: the stream lost messages", subject, from.Seq, last.Seq)
+	}
+	if last.Seq == 0 {
+		return r, nil
+	}
+	f := newMarkFilter(from, fn)
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 30 * time.Second}
+	if from.Seq != 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from.Seq
+	}
+	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
+	if err != nil {
+		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
+	}
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.js.DeleteConsumer(dctx, s.name, info.Name) // else it lingers until its inactive threshold
+			cancel()
+		}
+	}()
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return r, fmt.Errorf("jsjournal: replaying %s after message %d: %w", subject, r.LastSeq, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return r, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
+		}
+		seq := md.Sequence.Stream
+		if r.Messages == 0 && from.Seq != 0 && seq != from.Seq {
+			return r, ErrMoved // the snapshot's first message was purged: a newer one holds it
+		}
+		if err := r.message(subject, seq, m.Headers().Get(HeaderGateway), m.Headers().Get(HeaderClaim), m.Data(), f); err != nil {
+			return r, err
+		}
+		if seq >= last.Seq {
+			break
+		}
+	}
+	return r, f.done(subject, from)
+}
+
+// message takes one message of the replay: a claim changes the owner, a
+// message of anyone else after one is dropped, any other hands its records
+// over.
+func (r *Replayed) message(subject string, seq uint64, gateway, claim string, data []byte, f *markFilter) error {
+	r.Messages++
+	if claim != "" {
+		epoch, err := strconv.ParseUint(claim, 10, 64)
+		if err != nil {
+			return fmt.Errorf("jsjournal: %s, message %d: claim epoch %q: %w", subject, seq, claim, err)
+		}
+		r.Owner, r.Epoch = gateway, epoch
+		r.Claims++
+		return nil
+	}
+	drop := r.Owner != "" && gateway != r.Owner
+	if drop {
+		r.Dropped++
+	}
+	for off := 0; off < len(data); {
+		rec, n, err := journal.Decode(data[off:])
+		if err != nil {
+			return fmt.Errorf("jsjournal: %s, message %d, offset %d: %w", subject, seq, off, err)
+		}
+		off += n
+		if drop {
+			r.DroppedRecords++
+			continue
+		}
+		handed, err := f.take(rec)
+		if err != nil {
+			return err
+		}
+		if handed {
+			r.Records++
+		}
+	}
+	return nil
+}
+
+// markFilter skips each snapshot producer's records up to its mark, and
+// every mark.
+type markFilter struct {
+	id     uint64
+	marked map[uint16]bool // the snapshot's producers: true once their mark is read
+	fn     func(journal.Record) error
+}
+
+func newMarkFilter(from Snapshot, fn func(journal.Record) error) *markFilter {
+	f := &markFilter{id: from.ID, marked: map[uint16]bool{}, fn: fn}
+	for _, p := range from.Parts {
+		f.marked[p.PID] = false
+	}
+	return f
+}
+
+// take hands rec to fn unless the snapshot holds it or it is a mark.
+func (f *markFilter) take(rec journal.Record) (bool, error) {
+	seen, inSnapshot := f.marked[rec.PID]
+	if rec.Type == journal.RecMark {
+		if inSnapshot && !seen && len(rec.Payload) == 8 && binary.BigEndian.Uint64(rec.Payload) == f.id {
+			f.marked[rec.PID] = true
+		}
+		return false, nil
+	}
+	if inSnapshot && !seen {
+		return false, nil
+	}
+	return true, f.fn(rec)
+}
+
+// done refuses a replay that did not find the mark of every producer of the
+// snapshot: its later records would all have been skipped.
+func (f *markFilter) done(subject string, from Snapshot) error {
+	var missing []uint16
+	for pid, seen := range f.marked {
+		if !seen {
+			missing = append(missing, pid)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return fmt.Errorf("jsjournal: %s: %w: no mark of snapshot %d by producers %v from message %d on", subject, journal.ErrMissing, from.ID, missing, from.Seq)
+}

@@ -1,0 +1,561 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"hongbao/cluster"
+	"hongbao/event"
+	"hongbao/journal"
+	"hongbao/jsjournal"
+	"hongbao/ledger"
+	"hongbao/proto"
+	"hongbao/stages"
+)
+
+// Replicated SETs (-journal jetstream): every SET's journal is its subject
+// of one JetStream stream (package jsjournal) and its owner a record in a
+// KV bucket (cluster.Owners). Every gateway builds every SET and runs those
+// it claimed. A gateway not heard from for -lease loses its SETs: each
+// survivor claims its even share of them (epoch + 1, by compare-and-set),
+// appends a claim to the SET's subject — after which the old owner's next
+// append is refused — loads the SET's snapshot and replays its records up
+// to the claim, and serves it.
+//
+// A gateway that loses a SET it runs (its append refused, its record taken
+// over, a round that failed) stops: ERROR 9 to its clients, exit status 3
+// (ExitLost). Its SETs' in-memory state may hold changes whose records
+// never became durable, so it never serves them again; a new process
+// starts from what JetStream holds (docs/DESIGN.md, The lease).
+
+// ExitLost is the exit status of a gateway that lost a SET: its supervisor
+// starts it again, and it takes its share of the SETs that need an owner.
+const ExitLost = 3
+
+// Names in JetStream of the replicated SETs' records.
+const (
+	jsPrefix     = "hongbao"
+	ownersBucket = jsPrefix + "_owners"
+	// joinClaimWait: a gateway started with the others claims only once it
+	// has heard them for this long, so that the first does not take every
+	// SET.
+	joinClaimWait = time.Second
+)
+
+// replicated is a gateway's part in the replicated SETs.
+type replicated struct {
+	s      *Server
+	nc     *nats.Conn // the journal's and the records' connection
+	store  *jsjournal.Store
+	owners *cluster.Owners
+	node   int
+	name   string
+
+	routed atomic.Bool   // the bus exists: ownership changes reroute it
+	active []atomic.Bool // per SET: claimed, loaded and running here
+	epoch  []atomic.Uint64
+
+	lostOnce sync.Once
+	lost     chan struct{} // closed once this gateway lost a SET it ran
+	lostWhy  atomic.Pointer[string]
+
+	stop, done chan struct{}
+	stopOnce   sync.Once
+	claiming   atomic.Bool // claims runs: stopClaims waits for done
+
+	takeovers    atomic.Uint64 // SETs claimed and serving here
+	takeoverNs   atomic.Int64  // the last one's claim to serving
+	claimsLost   atomic.Uint64 // claims another gateway won
+	takeFailures atomic.Uint64 // claims that did not get to serving
+	released     atomic.Uint64 // SETs handed back at a graceful stop
+}
+
+// openReplicated connects to JetStream and opens the journal's stream and
+// the ownership records, before the gateway joins the cluster.
+func (s *Server) openReplicated(password string) error {
+	i, _, _ := s.opts.nodeOf()
+	name := s.opts.Name
+	if name == "" {
+		name = fmt.Sprintf("gw%d", i)
+	}
+	nc, err := cluster.ConnectJetStream(s.opts.NATS, jsPrefix, i, s.opts.natsAuth(password))
+	if err != nil {
+		return err
+	}
+	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
+		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Prefix: jsPrefix, Gateway: name, Replicas: s.opts.Replicas, AckWait: s.opts.JetStreamAckWait}); err != nil {
+		nc.Close()
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		r.owners, err = cluster.OpenOwners(ctx, js, ownersBucket, s.opts.Sets, s.opts.Replicas, r.changed)
+	}
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	for set := range s.opts.Sets {
+		if c, _ := r.owners.Get(set); c.Name == name && c.Node != i {
+			r.owners.Close()
+			nc.Close()
+			return fmt.Errorf("-name %s: gateway %d of the cluster has that name: each gateway needs its own", name, c.Node)
+		}
+	}
+	s.repl = r
+	return nil
+}
+
+// joinReplicated opens the replicated SETs' records, joins the cluster and
+// opens the journal on JetStream: openJournal and joinCluster of this mode.
+func (s *Server) joinReplicated() error {
+	pass, err := s.opts.natsPassword()
+	if err != nil {
+		return err
+	}
+	if err := s.openReplicated(pass); err != nil {
+		return err
+	}
+	if err := s.joinCluster(); err != nil {
+		s.repl.close()
+		s.repl = nil
+		return err
+	}
+	j, err := journal.Open(s.journalHooks(s.repl.journalOptions(journal.Options{Sets: s.opts.Sets, RoundEvery: s.opts.JournalRound})))
+	if err != nil {
+		s.closeCluster()
+		s.repl.close()
+		s.repl = nil
+		return err
+	}
+	s.journal = j
+	return nil
+}
+
+// journalOptions are the journal's options on JetStream.
+func (r *replicated) journalOptions(o journal.Options) journal.Options {
+	o.Sink = r.store
+	o.OnFenced = func(group int) {
+		r.lose(group, "another gateway appended to its journal: it took the SET over")
+	}
+	o.OnGroupFailed = func(group int, err error) {
+		r.lose(group, fmt.Sprintf("a journal round was not acknowledged (%v): what it held may or may not be in JetStream", err))
+	}
+	return o
+}
+
+// route points the bus at set's owner of the moment: its link, or Nowhere
+// while it has none here or elsewhere.
+func (r *replicated) route(set, owner int) {
+	bus := r.s.bus
+	switch {
+	case owner >= 0 && owner != r.node:
+		if t := r.s.node.Link(owner); t != nil {
+			bus.Route(set, t, true)
+			return
+		}
+		fallthrough
+	default:
+		bus.Route(set, event.NewNowhere(bus.Ring(set).Size()), true)
+	}
+}
+
+// routeAll routes every SET to its owner, once the bus is built; from then
+// on the records' watch reroutes.
+func (r *replicated) routeAll() {
+	for set := range r.s.opts.Sets {
+		r.route(set, r.owners.Of(set))
+	}
+	r.routed.Store(true)
+	for set := range r.s.opts.Sets { // what changed while routing
+		if !r.active[set].Load() {
+			r.route(set, r.owners.Of(set))
+		}
+	}
+}
+
+// changed follows a SET's record (on the watch's goroutine).
+func (r *replicated) changed(set int, was, now cluster.Claim) {
+	if now.Node == r.node {
+		if r.active[set].Load() && now.Epoch != r.epoch[set].Load() {
+			r.lose(set, fmt.Sprintf("its ownership record names this node at epoch %d, not this gateway's %d: another process runs as -node %d", now.Epoch, r.epoch[set].Load(), r.node))
+		}
+		return // this gateway's own claim: take routes it
+	}
+	if r.active[set].Load() {
+		r.lose(set, fmt.Sprintf("its ownership record now names %s (gateway %d, epoch %d)", now.Name, now.Node, now.Epoch))
+		return
+	}
+	if r.routed.Load() {
+		r.route(set, now.Node)
+	}
+	if now.Node != r.node {
+		r.s.log.Info("SET owner", "set", set, "owner", now.Name, "node", now.Node, "epoch", now.Epoch, "was", was.Name)
+	}
+}
+
+// lose stops this gateway for good once it lost a SET it runs; the first
+// loss is logged.
+func (r *replicated) lose(set int, why string) {
+	if !r.active[set].Load() {
+		return // not run here: nothing of it is told from here
+	}
+	r.lostOnce.Do(func() {
+		msg := fmt.Sprintf("SET %d: %s", set, why)
+		r.lostWhy.Store(&msg)
+		r.s.log.Error("lost a SET: this gateway stops telling money and exits; its clients are sent elsewhere (ERROR 9)", "set", set, "why", why)
+		close(r.lost)
+	})
+}
+
+// Lost is closed once the gateway lost a SET it ran (-journal jetstream):
+// it must stop (Shutdown), and exit with ExitLost.
+func (s *Server) Lost() <-chan struct{} {
+	if s.repl == nil {
+		return nil
+	}
+	return s.repl.lost
+}
+
+// LostError is Shutdown's error once the gateway lost a SET it ran: it
+// exits with ExitLost.
+type LostError struct{ Why string }
+
+func (e *LostError) Error() string {
+	return "this gateway lost a SET it ran to another gateway: " + e.Why
+}
+
+// lostReason is why the gateway lost a SET, "" if it did not.
+func (r *replicated) lostReason() string {
+	if r == nil {
+		return ""
+	}
+	if p := r.lostWhy.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// startReplicated starts the journal's writer and the claims: the
+// replicated mode's recover, before anything is served. No SET runs yet.
+func (s *Server) startReplicated() error {
+	for _, st := range s.sets {
+		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
+	}
+	if err := s.journal.Start(); err != nil {
+		return err
+	}
+	s.repl.routeAll()
+	return nil
+}
+
+// claims runs until stop: every heartbeat, this gateway claims its share
+// of the SETs whose owner is gone (cluster.Orphans).
+func (r *replicated) claims() {
+	defer close(r.done)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	from := time.Now().Add(joinClaimWait)
+	owner := make([]int, r.s.opts.Sets)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.lost:
+			return
+		case now := <-t.C:
+			if now.Before(from) {
+				continue
+			}
+		}
+		for set := range owner {
+			owner[set] = r.owners.Of(set)
+			if owner[set] == r.node && !r.active[set].Load() {
+				owner[set] = -1 // an earlier process of this node's: its claim is void
+			}
+		}
+		for _, set := range cluster.Orphans(owner, r.s.node.Heard(), r.node) {
+			select {
+			case <-r.stop:
+				return
+			default:
+			}
+			// A claim before it can take seconds: the SET may have found a
+			// live owner since this list was made.
+			if o := r.owners.Of(set); o >= 0 && o != r.node && slices.Contains(r.s.node.Heard(), o) {
+				continue
+			}
+			if err := r.take(set); err != nil {
+				r.takeFailures.Add(1)
+				r.s.log.Error("claiming a SET failed; the others take it once this gateway's claim lapses", "set", set, "err", err)
+				return // its record may name this gateway, which cannot serve it: stop
+			}
+		}
+	}
+}
+
+// take claims set, fences its old owner, loads it and serves it. An error
+// after the claim stops the gateway (lose): its record names this gateway.
+func (r *replicated) take(set int) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	was, rev := r.owners.Get(set)
+	c, err := r.owners.Claim(ctx, set, rev, r.node, r.name)
+	if errors.Is(err, cluster.ErrClaimLost) {
+		r.claimsLost.Add(1)
+		return nil
+	}
+	if err != nil {
+		r.s.log.Warn("claiming a SET: JetStream refused; retried at the next heartbeat", "set", set, "err", err)
+		return nil // nothing changed: the record is not this gateway's
+	}
+	r.epoch[set].Store(c.Epoch)
+	fail := func(err error) error {
+		r.active[set].Store(true) // so that lose stops the gateway: its record names it
+		r.lose(set, err.Error())
+		return err
+	}
+	seq, err := r.fence(ctx, set, c.Epoch)
+	if err != nil {
+		// Nothing of the SET loaded here: hand the claim back, so that it
+		// does not wait out this gateway's lease, and try again later.
+		r.takeFailures.Add(1)
+		if rerr := r.owners.Release(ctx, set, r.node); rerr != nil {
+			return fail(fmt.Errorf("fencing SET %d's old owner: %w; handing the claim back: %v", set, err, rerr))
+		}
+		r.s.log.Warn("fencing a SET's old owner failed: claim handed back, retried later", "set", set, "err", err)
+		return nil
+	}
+	st := r.s.sets[set]
+	now := time.Now().UnixNano()
+	rep, err := r.store.Load(ctx, set, func(snap jsjournal.Snapshot) error {
+		for _, p := range snap.Parts {
+			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("a part of journal producer %d, which is not SET %d's", p.PID, set)
+			}
+		}
+		return nil
+	}, func(rec journal.Record) error {
+		if ok, err := st.Apply(rec, now); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("a record of journal producer %d, which is not SET %d's", rec.PID, set)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(fmt.Errorf("loading SET %d: %w", set, err))
+	}
+	if rep.LastSeq != seq {
+		return fail(fmt.Errorf("SET %d: appended to after this gateway's claim (message %d, the claim %d)", set, rep.LastSeq, seq))
+	}
+	if sum := ledger.Sum([]*ledger.Ledger{st.Ledger()}); sum.Check() != nil {
+		err := sum.Check()
+		return fail(fmt.Errorf("SET %d as loaded does not balance: %w", set, err))
+	}
+	if err := r.s.journal.Reopen(set, seq); err != nil {
+		return fail(err)
+	}
+	// Started before it is routed here: nothing reads a ring's state
+	// (metrics, the ticker) before it runs.
+	if err := st.Transport().Start(); err != nil {
+		return fail(err)
+	}
+	r.active[set].Store(true)
+	r.s.bus.Route(set, st.Transport(), false)
+	took := time.Since(start)
+	r.takeovers.Add(1)
+	r.takeoverNs.Store(int64(took))
+	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "snapshot_seq", rep.Snapshot,
+		"messages_replayed", rep.Messages, "records_replayed", rep.Records, "dropped", rep.Dropped, "claim_seq", seq, "took", took.Round(time.Microsecond))
+	return nil
+}
+
+// fence appends this gateway's claim to set's subject, expecting the last
+// message it reads there: from then on the old owner's appends are refused.
+// An old owner still appending makes it read again, a few times.
+func (r *replicated) fence(ctx context.Context, set int, epoch uint64) (uint64, error) {
+	for try := 0; ; try++ {
+		last, err := r.store.Last(ctx, set)
+		if err != nil {
+			return 0, err
+		}
+		seq, err := r.store.AppendClaim(ctx, set, r.name, epoch, last.Seq)
+		if err == nil {
+			return seq, nil
+		}
+		if !errors.Is(err, journal.ErrFenced) || try == 9 {
+			return 0, err
+		}
+	}
+}
+
+// snapshotSETs puts a snapshot of every SET run here to JetStream, purging
+// what it makes useless: the SETs mark their journal on their goroutines
+// (KSnapshot) and hand in their state, kept once both marks are durable.
+func (s *Server) snapshotSETs() error {
+	r := s.repl
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	for len(s.snapParts) > 0 {
+		<-s.snapParts
+	}
+	id := uint64(time.Now().UnixNano()) // never reused: a new process's too
+	ended := endedCampaigns(s.camps.List())
+	var sets []int
+	for set := range r.active {
+		if !r.active[set].Load() || s.journal.GroupErr(set) != nil {
+			continue
+		}
+		rg := s.bus.Ring(set)
+		seq, err := rg.Claim(1)
+		if err != nil {
+			continue
+		}
+		*rg.At(seq) = event.Event{Kind: event.KSnapshot, Env: id, Buf: ended}
+		rg.Publish(seq, seq)
+		sets = append(sets, set)
+	}
+	start := time.Now()
+	parts := map[int][]stages.Part{}
+	timeout := time.After(time.Minute)
+	for got := 0; got < 2*len(sets); {
+		select {
+		case p := <-s.snapParts:
+			if p.ID == id {
+				set := s.setOf(p.PID)
+				parts[set] = append(parts[set], p)
+				got++
+			}
+		case <-timeout:
+			return errors.New("snapshot: the SETs did not hand in their state within a minute")
+		}
+	}
+	var errs []error
+	bytes := 0
+	for _, set := range sets {
+		snap := jsjournal.Snapshot{ID: id, Owner: r.name, Epoch: r.epoch[set].Load()}
+		for _, p := range parts[set] {
+			if err := s.journal.Wait(p.PID, p.Pos); err != nil {
+				errs = append(errs, err)
+				snap.Seq = 0
+				break
+			}
+			at, ok := s.journal.MarkSeq(p.PID, id)
+			if !ok {
+				errs = append(errs, fmt.Errorf("snapshot: SET %d: producer %d's mark is not durable", set, p.PID))
+				snap.Seq = 0
+				break
+			}
+			if snap.Seq == 0 || at < snap.Seq {
+				snap.Seq = at
+			}
+			snap.Parts = append(snap.Parts, jsjournal.Part{PID: p.PID, Data: p.Data})
+			bytes += len(p.Data)
+		}
+		if snap.Seq == 0 || s.journal.GroupErr(set) != nil {
+			continue // lost meanwhile: the new owner's snapshots are its own
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := r.store.PutSnapshot(ctx, set, snap)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	took := time.Since(start)
+	s.snapStats.count.Add(1)
+	s.snapStats.bytes.Store(uint64(bytes))
+	s.snapStats.ns.Store(int64(took))
+	s.log.Info("snapshot", "id", id, "sets", len(sets), "bytes", bytes, "took", took.Round(time.Microsecond))
+	return nil
+}
+
+// setOf is the SET of journal producer pid.
+func (s *Server) setOf(pid uint16) int {
+	for _, st := range s.sets {
+		if p := st.PIDs(); p[0] == int(pid) || p[1] == int(pid) {
+			return st.Index()
+		}
+	}
+	return -1
+}
+
+// release hands the SETs run here back at a graceful stop, once their
+// last rounds are durable, so that the others claim them at once instead of
+// after the lease.
+func (r *replicated) release() {
+	if r.lostReason() != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for set := range r.active {
+		if !r.active[set].Load() {
+			continue
+		}
+		r.active[set].Store(false) // its record changes next: no loss
+		if err := r.owners.Release(ctx, set, r.node); err != nil {
+			r.s.log.Warn("handing a SET back at shutdown failed: the others take it once the lease lapses", "set", set, "err", err)
+			continue
+		}
+		r.released.Add(1)
+	}
+}
+
+// stopClaims stops the claims and waits for the one under way, if any: a
+// gateway that is stopping claims nothing more.
+func (r *replicated) stopClaims() {
+	r.stopOnce.Do(func() { close(r.stop) })
+	if r.claiming.Load() {
+		<-r.done
+	}
+}
+
+// close stops the claims and closes the connection.
+func (r *replicated) close() {
+	if r == nil {
+		return
+	}
+	r.stopClaims()
+	r.owners.Close()
+	r.nc.FlushTimeout(time.Second)
+	r.nc.Close()
+}
+
+// running is how many SETs run here.
+func (r *replicated) running() int {
+	n := 0
+	for set := range r.active {
+		if r.active[set].Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// shutdownCode is the ERROR code the SETs' clients get at a stop: moved
+// once this gateway lost a SET, shutting down otherwise.
+func (s *Server) shutdownCode() uint8 {
+	if s.repl.lostReason() != "" {
+		return proto.ErrCodeMoved
+	}
+	return 0
+}

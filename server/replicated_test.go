@@ -1,0 +1,244 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"hongbao/internal/embednats"
+	"hongbao/proto"
+	"hongbao/server"
+)
+
+// startReplicated starts gateway node of a replicated cluster of up to
+// nodes gateways over the JetStream server ns.
+func startReplicated(t *testing.T, ns *embednats.Server, node, nodes, sets int, edit func(o *server.Options)) *testServer {
+	t.Helper()
+	return startServer(t, func(o *server.Options) {
+		o.Sets, o.NATS, o.Node = sets, ns.URL(), fmt.Sprintf("%d/%d", node, nodes)
+		o.Journal, o.Replicas, o.Lease = "jetstream", 1, time.Second
+		o.ClusterTimeout = 500 * time.Millisecond
+		if edit != nil {
+			edit(o)
+		}
+	})
+}
+
+// runs returns the SETs each gateway runs by GET /cluster of g.
+func runs(t *testing.T, g *testServer) map[int][]int {
+	t.Helper()
+	var m struct {
+		Gateways []struct {
+			Node int   `json:"node"`
+			Sets []int `json:"sets"`
+		} `json:"gateways"`
+	}
+	g.getJSON("/cluster", &m)
+	out := map[int][]int{}
+	for _, gw := range m.Gateways {
+		out[gw.Node] = gw.Sets
+	}
+	return out
+}
+
+// TestReplicatedClaims: two gateways started together over one JetStream
+// server share the SETs, each run by exactly one of them; a LOGIN at the
+// other is sent to its owner; a gateway of another -sets is refused.
+func TestReplicatedClaims(t *testing.T) {
+	const sets = 4
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	waitFor(t, "every SET to be run by one gateway", func() bool {
+		return metric(t, a, "hongbao_cluster_sets_running")+metric(t, b, "hongbao_cluster_sets_running") == sets
+	})
+	m := runs(t, a)
+	if len(m[0]) != 2 || len(m[1]) != 2 {
+		t.Fatalf("SETs by gateway %v; want two each", m)
+	}
+	for _, set := range m[0] {
+		user := uint32(set)
+		if user == 0 {
+			user = sets
+		}
+		login(t, a, user) // its owner serves it
+		c := dial(t, b)
+		s := c.nextStamp()
+		c.send(proto.AppendLogin(nil, s, user, nil))
+		f := c.expect(proto.LoginAck, s)
+		if st, _ := f.LoginAck(); st != proto.LoginWrongGateway {
+			t.Fatalf("LOGIN of user %d (SET %d, gateway 0's) at gateway 1: status %d; want %d (redirect)", user, set, st, proto.LoginWrongGateway)
+		}
+	}
+	o := server.Options{Listen: "127.0.0.1:0", Admin: "off", Sets: sets + 1, Ring: 128, Loops: 1, NATS: ns.URL(), Node: "1/3",
+		Journal: "jetstream", Replicas: 1, Ingress: *ingressMode, ClusterTimeout: 500 * time.Millisecond}
+	o.Fill()
+	if s, err := server.New(o, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "-sets") {
+		if s != nil {
+			s.Shutdown(t.Context())
+		}
+		t.Fatalf("a gateway of -sets %d in a cluster of %d: %v; want refused", sets+1, sets, err)
+	}
+}
+
+// TestReplicatedFenced: the owner of every SET goes deaf to the cluster
+// (its heartbeats stop, as when it is paused or cut off) while its clients
+// shake. The other gateway takes every SET over; the old owner's next
+// journal round is refused, so it tells no more money, sends its clients
+// ERROR 9 and stops with a LostError. Every fen it told is in the new
+// owner's ledger, loaded from JetStream alone (a snapshot and the records
+// after it); the pools are whole.
+func TestReplicatedFenced(t *testing.T) {
+	const sets = 2
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	before := a.stats()
+
+	users := []*client{login(t, a, 1), login(t, a, 2)}
+	var told, got uint64
+	// Shake until the first answer that is not money, deafening the owner
+	// once a few fen are told.
+	deaf := false
+	answered := map[*client]bool{}
+	for round := 0; len(answered) < len(users) && round < 10_000; round++ {
+		if round == 10 {
+			// The new owner then loads this snapshot and the records after
+			// it: those before are purged.
+			if err := a.Snapshot(); err != nil {
+				t.Fatalf("snapshot: %v", err)
+			}
+		}
+		if round == 20 {
+			if err := a.LeaveCluster(); err != nil {
+				t.Fatal(err)
+			}
+			deaf = true
+		}
+		for _, u := range users {
+			if answered[u] {
+				continue
+			}
+			s := u.nextStamp()
+			u.send(proto.AppendShake(nil, s))
+			f, err := u.tryAnswer(s)
+			if err != nil { // ERROR 9, or closed: this gateway no longer serves the user
+				if !deaf {
+					t.Fatalf("user %d before the fault: %v", u.user, err)
+				}
+				if f.Type == proto.Error && f.ErrorCode() != proto.ErrCodeMoved {
+					t.Fatalf("user %d: ERROR %d; want %d (moved)", u.user, f.ErrorCode(), proto.ErrCodeMoved)
+				}
+				answered[u] = true
+				continue
+			}
+			st, _, amount := f.ShakeResult()
+			switch st {
+			case proto.ShakeGot:
+				told += uint64(amount)
+				got++
+			case proto.ShakeNothing:
+				if !deaf {
+					t.Fatalf("the pool ran dry before the fault")
+				}
+			}
+			if deaf && st != proto.ShakeGot {
+				answered[u] = true
+			}
+		}
+	}
+	if !deaf || len(answered) < len(users) {
+		t.Fatalf("the deaf owner kept answering money (%d of %d users stopped)", len(answered), len(users))
+	}
+	select {
+	case <-a.Lost():
+	case <-time.After(waitTime):
+		t.Fatal("gateway 0 was not fenced")
+	}
+	waitFor(t, "gateway 1 to run every SET", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
+	if err := a.shutdown(); !errors.As(err, new(*server.LostError)) {
+		t.Fatalf("the fenced gateway's Shutdown: %v; want a LostError", err)
+	}
+	users[0].expectError(proto.ErrCodeMoved)
+	after := b.stats()
+	if after.Shake.GotAmount < told || after.Shake.Got < got {
+		t.Fatalf("told %d envelopes, %d fen; the new owner counts %d, %d fen: told money lost", got, told, after.Shake.Got, after.Shake.GotAmount)
+	}
+	// At most the shakes in flight at the fence were counted and not told.
+	if extra := after.Shake.Got - got; extra > uint64(len(users)) {
+		t.Errorf("the new owner counts %d envelopes more than were told; at most %d were in flight", extra, len(users))
+	}
+	if after.Shake.GotAmount+after.Shake.PoolAmount != before.Shake.PoolAmount+before.Shake.GotAmount {
+		t.Errorf("got %d + pool %d fen at the new owner; want the %d dealt", after.Shake.GotAmount, after.Shake.PoolAmount, before.Shake.PoolAmount+before.Shake.GotAmount)
+	}
+	checkShakeLedger(t, after)
+}
+
+// TestReplicatedJetStreamDown: JetStream goes away under a gateway whose
+// users shake. No money answer comes for a round JetStream did not
+// acknowledge: /healthz answers 503, the shakes waiting answer 2 once the
+// round's bound passes, and the gateway stops (LostError). With JetStream
+// back, a new gateway loads every SET: every fen told is counted.
+func TestReplicatedJetStreamDown(t *testing.T) {
+	const sets = 2
+	dir := t.TempDir()
+	ns := embednats.StartTestJetStream(t, dir)
+	port := ns.Port
+	a := startReplicated(t, ns, 0, 2, sets, func(o *server.Options) { o.JetStreamAckWait = time.Second })
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	c := a.startCampaign("shake", "rate=100000&total=5000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	u := login(t, a, 1)
+	var told, got uint64
+	shake := func() (proto.Frame, error) {
+		s := u.nextStamp()
+		u.send(proto.AppendShake(nil, s))
+		return u.tryAnswer(s)
+	}
+	for range 50 {
+		f, err := shake()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _, amount := f.ShakeResult(); st == proto.ShakeGot {
+			told, got = told+uint64(amount), got+1
+		}
+	}
+	ns.Stop()
+	f, err := shake()
+	if err == nil {
+		if st, _, _ := f.ShakeResult(); st == proto.ShakeGot {
+			t.Fatalf("SHAKE answered with money while JetStream was down")
+		}
+	}
+	if code, _ := a.do("GET", "/healthz", ""); code != 503 {
+		t.Errorf("/healthz with JetStream down: %d; want 503", code)
+	}
+	select {
+	case <-a.Lost():
+	case <-time.After(waitTime):
+		t.Fatal("the gateway did not stop after its round went unacknowledged")
+	}
+	if err := a.shutdown(); !errors.As(err, new(*server.LostError)) {
+		t.Fatalf("Shutdown: %v; want a LostError", err)
+	}
+
+	ns2, err := embednats.StartJetStream(dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns2.Stop)
+	b := startReplicated(t, ns2, 1, 2, sets, nil)
+	waitFor(t, "gateway 1 to run every SET", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
+	st := b.stats()
+	if st.Shake.GotAmount < told || st.Shake.Got < got || st.Shake.Got > got+1 {
+		t.Fatalf("told %d envelopes, %d fen; counted %d, %d fen after the outage; want every one told, at most the one in flight more", got, told, st.Shake.Got, st.Shake.GotAmount)
+	}
+	checkShakeLedger(t, st)
+}
