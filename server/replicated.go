@@ -264,9 +264,11 @@ func (s *Server) startReplicated() error {
 // of the SETs whose owner is gone (cluster.Orphans).
 func (r *replicated) claims() {
 	defer close(r.done)
-	t := time.NewTicker(250 * time.Millisecond)
+	const beat = 250 * time.Millisecond
+	t := time.NewTicker(beat)
 	defer t.Stop()
 	from := time.Now().Add(joinClaimWait)
+	last := time.Now()
 	owner := make([]int, r.s.opts.Sets)
 	for {
 		select {
@@ -275,6 +277,13 @@ func (r *replicated) claims() {
 		case <-r.lost:
 			return
 		case now := <-t.C:
+			// Ticks missed: this process was paused (SIGSTOP, a stalled
+			// VM) and what it last heard is stale — the others look dead.
+			// It hears them for a lease before it claims anything.
+			if now.Sub(last) > 4*beat {
+				from = now.Add(r.s.opts.Lease)
+			}
+			last = now
 			if now.Before(from) {
 				continue
 			}
