@@ -220,6 +220,11 @@ func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(
 // Wait waits up to timeout for the process to exit by itself and returns
 // its exit code (-1: killed by a signal); ok is false if it still runs.
 func (s *Server) Wait(timeout time.Duration) (code int, ok bool) {
+	select {
+	case <-s.done:
+		return s.cmd.ProcessState.ExitCode(), true
+	default:
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"hongbao/internal/embednats"
+	"hongbao/perf/internal/harness"
+)
+
+// fault is one fault and what it did.
+type fault struct {
+	Kind     string          `json:"kind"` // kill, stop, nats
+	Target   string          `json:"target"`
+	node     int             // the gateway's, or the NATS server's
+	AtS      float64         `json:"at_s"`                 // since the load's start
+	Moved    []int           `json:"moved_sets,omitempty"` // the target's SETs, to be served elsewhere
+	Measured []int           `json:"measured_sets"`        // SETs whose first money answer is timed
+	FirstMs  map[int]float64 `json:"first_money_ms"`       // the fault to each measured SET's first money answer
+	MaxMs    float64         `json:"first_money_max_ms"`
+	MedMs    float64         `json:"first_money_median_ms"`
+	GapMs    float64         `json:"longest_gap_ms"` // the longest any SET went without money, from the fault to the window's end
+	Empty    map[int]int     `json:"probe_empty"`    // SHAKE_RESULT 0 to each SET's probe: its pool ran dry
+	Took     []takeover      `json:"takeovers,omitempty"`
+	Before   int64           `json:"money_before"` // /cluster/stats got_amount + opened_amount right before the fault
+	After    int64           `json:"money_after"`  // the same once the cluster settled
+	Exit     string          `json:"exit,omitempty"`
+	Restart  string          `json:"restart,omitempty"`
+	Problems []string        `json:"problems,omitempty"`
+}
+
+// takeover is a survivor's "serving SET" log line.
+type takeover struct {
+	Set   int     `json:"set"`
+	Node  int     `json:"node"`
+	Epoch uint64  `json:"epoch"`
+	Was   string  `json:"was"`
+	Ms    float64 `json:"took_ms"` // its claim to serving
+}
+
+func (f *fault) problem(format string, args ...any) {
+	f.Problems = append(f.Problems, fmt.Sprintf(format, args...))
+}
+
+// runner runs the faults on a cluster under load.
+type runner struct {
+	cfg   config
+	r     *harness.Run
+	cl    *harness.Cluster
+	js    *embednats.JSCluster
+	ps    *probes
+	csv   io.Writer // probes.csv
+	start time.Time // the load's
+}
+
+// owners is each SET's gateway by the first running gateway that answers
+// GET /cluster (-1: none).
+func (x *runner) owners(not int) ([]int, error) {
+	err := fmt.Errorf("no gateway answers GET /cluster")
+	for _, g := range x.cl.Gateways {
+		if g.Srv != nil && g.Node != not {
+			m, e := harness.ReadClusterMap(g.Srv.Admin)
+			if e == nil {
+				return m.Owners(x.cfg.sets), nil
+			}
+			err = e
+		}
+	}
+	return nil, err
+}
+
+// waitOwned waits until every SET has an owner.
+func (x *runner) waitOwned(timeout time.Duration) ([]int, error) {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		own, err := x.owners(-1)
+		if err == nil && !slices.Contains(own, -1) {
+			return own, nil
+		}
+		if time.Now().After(deadline) {
+			return own, fmt.Errorf("SETs without an owner %v after: owners %v (%v)", timeout, own, err)
+		}
+	}
+}
+
+// waitRunning waits until the running gateways run every SET between
+// them (hongbao_cluster_sets_running), each loaded: until then GET
+// /cluster/stats counts nothing for a SET whose record names a gateway
+// that restarted and runs it no more.
+func (x *runner) waitRunning(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		n := 0.0
+		for _, g := range x.cl.Gateways {
+			if g.Srv != nil {
+				m, _ := g.Srv.Admin.Metrics()
+				n += m["hongbao_cluster_sets_running"]
+			}
+		}
+		if int(n) == x.cfg.sets {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateways run %.0f of the %d SETs after %v", n, x.cfg.sets, timeout)
+		}
+	}
+}
+
+// money is the cluster's money told, got_amount + opened_amount of
+// /cluster/stats from a running gateway other than not, once no gateway
+// that runs SETs is missing from it (within timeout).
+func (x *runner) money(not int, timeout time.Duration) (int64, harness.ClusterStats, error) {
+	var cs harness.ClusterStats
+	err := fmt.Errorf("no gateway answers")
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		for _, g := range x.cl.Gateways {
+			if g.Srv == nil || g.Node == not {
+				continue
+			}
+			if cs, err = harness.ReadClusterStats(g.Srv.Admin); err == nil && len(cs.Missing) > 0 {
+				err = fmt.Errorf("gateways %v missing from /cluster/stats", cs.Missing)
+			}
+			if err == nil {
+				return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, cs, err
+		}
+	}
+}
+
+// pick is the gateway that runs the most SETs, the lowest of a tie.
+func pick(owners []int) int {
+	count := make([]int, gateways)
+	for _, o := range owners {
+		if o >= 0 {
+			count[o]++
+		}
+	}
+	best := 0
+	for n := range count {
+		if count[n] > count[best] {
+			best = n
+		}
+	}
+	return best
+}
+
+// streamLeader is the NATS server that leads the journal's stream (0 if
+// none is found).
+func (x *runner) streamLeader() int {
+	for i := range x.js.Len() {
+		if s := x.js.Server(i); s != nil && s.JetStreamIsStreamLeader(s.GlobalAccount().Name, "hongbao_journal") {
+			return i
+		}
+	}
+	return 0
+}
+
+// fault runs one fault of kind and measures it.
+func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
+	cfg := &x.cfg
+	f := &fault{Kind: kind, FirstMs: map[int]float64{}, Empty: map[int]int{}}
+	all := make([]int, cfg.sets)
+	for s := range all {
+		all[s] = s
+	}
+	own, err := x.owners(-1)
+	if err != nil {
+		f.problem("before the fault: %v", err)
+		return f
+	}
+	if kind == "nats" {
+		f.node = x.streamLeader()
+		f.Target = "NATS server " + x.js.Name(f.node) + " (the journal stream's leader)"
+		f.Measured = all
+	} else {
+		f.node = pick(own)
+		if x.cl.Gateways[f.node].Srv == nil {
+			f.problem("gateway %d, which the records say runs the most SETs, is down", f.node)
+			return f
+		}
+		f.Target = fmt.Sprintf("gateway %d (pid %d)", f.node, x.cl.Gateways[f.node].Srv.PID)
+		for s, o := range own {
+			if o == f.node {
+				f.Moved = append(f.Moved, s)
+			}
+		}
+		f.Measured = f.Moved
+	}
+	x.ps.start(ctx)
+	pre := time.Now()
+	if miss := x.ps.moneyAfter(ctx, all, pre, false, pre.Add(5*time.Second)); len(miss) > 0 {
+		f.problem("SETs %v answered no money in the 5s before the fault (%s)", miss, x.ps.why(miss))
+	}
+	victim := f.node // the gateway not to ask
+	if kind == "nats" {
+		victim = -1
+	}
+	if f.Before, _, err = x.money(victim, 3*time.Second); err != nil {
+		f.problem("/cluster/stats before the fault: %v", err)
+	}
+	t0 := time.Now()
+	f.AtS = t0.Sub(x.start).Seconds()
+	from := t0 // the measured SETs answer money after this
+	switch kind {
+	case "kill":
+		x.r.Step(fmt.Sprintf("fault: kill -9 gateway %d", f.node), fmt.Sprintf("kill -9 %d", x.cl.Gateways[f.node].Srv.PID))
+		x.cl.Kill(f.node)
+	case "stop":
+		srv := x.cl.Gateways[f.node].Srv
+		x.r.Step(fmt.Sprintf("fault: gateway %d stopped past its lease", f.node), fmt.Sprintf("kill -STOP %d; sleep %g; kill -CONT %d", srv.PID, cfg.stopFor.Seconds(), srv.PID))
+		srv.Signal(syscall.SIGSTOP)
+		sleep(ctx, cfg.stopFor)
+		srv.Signal(syscall.SIGCONT)
+		cont := time.Now()
+		code, ok := srv.Wait(15 * time.Second)
+		f.Exit = fmt.Sprintf("exit %d %.2fs after SIGCONT", code, time.Since(cont).Seconds())
+		switch {
+		case !ok:
+			f.problem("gateway %d still runs 15s after SIGCONT: a fenced gateway must exit 3", f.node)
+			f.Exit = "still running 15s after SIGCONT: killed"
+			srv.Kill()
+		case code != 3:
+			f.problem("gateway %d exited %d after SIGCONT: want 3 (it lost its SETs)", f.node, code)
+		}
+		if why := lostLine(srv.Log); why != "" {
+			f.Exit += "; it logged: lost a SET: " + why
+		}
+		x.cl.Gateways[f.node].Srv = nil
+	case "nats":
+		x.r.Step("fault: "+f.Target+" shut down inside demofailover, restarted after "+cfg.natsDown.String(), "# (embednats.JSCluster.Kill, Restart)")
+		x.js.Kill(f.node)
+		sleep(ctx, cfg.natsDown)
+		if err := x.js.Restart(f.node); err != nil {
+			f.problem("restarting %s: %v", x.js.Name(f.node), err)
+		} else if err := x.js.WaitJetStream(30 * time.Second); err != nil {
+			f.problem("%v", err)
+		}
+		from = time.Now()
+		f.Restart = fmt.Sprintf("restarted after %.1fs", from.Sub(t0).Seconds())
+	}
+	if miss := x.ps.moneyAfter(ctx, f.Measured, from, kind != "nats", from.Add(cfg.window)); len(miss) > 0 {
+		f.problem("SETs %v answered no money within %v (%s)", miss, cfg.window, x.ps.why(miss))
+	}
+	if kind != "nats" {
+		rs := time.Now()
+		if err := x.cl.Restart(ctx, f.node); err != nil {
+			f.problem("restarting gateway %d: %v", f.node, err)
+		} else {
+			f.Restart = fmt.Sprintf("restarted %.2fs after the fault (pid %d), serving in %.2fs", rs.Sub(t0).Seconds(), x.cl.Gateways[f.node].Srv.PID, time.Since(rs).Seconds())
+			x.r.Step(fmt.Sprintf("gateway %d restarted", f.node), x.cl.Gateways[f.node].Srv.CommandLine())
+		}
+	}
+	end := time.Now()
+	x.ps.end()
+	x.ps.dump(x.csv, k, x.start)
+	var firsts []float64
+	for _, s := range f.Measured {
+		if t, ok := x.ps.p[s].firstAfter(t0, kind != "nats"); ok {
+			f.FirstMs[s] = ms(t.Sub(t0))
+			firsts = append(firsts, f.FirstMs[s])
+		}
+	}
+	f.MaxMs, f.MedMs = maxMedian(firsts)
+	for _, p := range x.ps.p {
+		f.GapMs = max(f.GapMs, ms(p.gapAfter(t0, end)))
+		if p.empty > 0 {
+			f.Empty[p.set] = p.empty
+		}
+	}
+	x.supervise(ctx, f)
+	if err := x.cl.WaitUp(20 * time.Second); err != nil {
+		f.problem("after the fault: %v", err)
+	}
+	if err := x.waitRunning(cfg.window); err != nil {
+		f.problem("after the fault: %v", err)
+	}
+	if f.After, _, err = x.money(-1, 10*time.Second); err != nil {
+		f.problem("/cluster/stats after the fault: %v", err)
+	} else if f.After < f.Before {
+		f.problem("money counted after the fault %d < told before it %d: %d fen lost", f.After, f.Before, f.Before-f.After)
+	}
+	f.Took = x.takeovers(t0)
+	return f
+}
+
+// supervise restarts, as a supervisor would, a gateway that exited by
+// itself during a fault: a problem unless it was the fault's target.
+func (x *runner) supervise(ctx context.Context, f *fault) {
+	for _, g := range x.cl.Gateways {
+		if g.Srv == nil {
+			continue
+		}
+		code, exited := g.Srv.Wait(0)
+		if !exited {
+			continue
+		}
+		f.problem("gateway %d exited %d during the fault (%s)", g.Node, code, lostLine(g.Srv.Log))
+		g.Srv = nil
+		if err := x.cl.Restart(ctx, g.Node); err != nil {
+			f.problem("restarting gateway %d: %v", g.Node, err)
+		}
+	}
+}
+
+// takeovers are the "serving SET" lines the running gateways logged since t.
+func (x *runner) takeovers(t time.Time) []takeover {
+	var out []takeover
+	for _, g := range x.cl.Gateways {
+		if g.Srv == nil {
+			continue
+		}
+		scanLog(g.Srv.Log, "serving SET", func(at time.Time, line []byte) {
+			var l struct {
+				Set   int             `json:"set"`
+				Epoch uint64          `json:"epoch"`
+				Was   string          `json:"was"`
+				Took  json.RawMessage `json:"took"`
+			}
+			if at.After(t) && json.Unmarshal(line, &l) == nil {
+				out = append(out, takeover{Set: l.Set, Node: g.Node, Epoch: l.Epoch, Was: l.Was, Ms: ms(rawDuration(l.Took))})
+			}
+		})
+	}
+	slices.SortFunc(out, func(a, b takeover) int { return a.Set - b.Set })
+	return out
+}
+
+// lostLine is the why of the last "lost a SET" line of the log at path.
+func lostLine(path string) string {
+	why := ""
+	scanLog(path, "lost a SET", func(_ time.Time, line []byte) {
+		var l struct {
+			Set int    `json:"set"`
+			Why string `json:"why"`
+		}
+		if json.Unmarshal(line, &l) == nil {
+			why = fmt.Sprintf("SET %d: %s", l.Set, l.Why)
+		}
+	})
+	return why
+}
+
+// scanLog calls fn with each line of the JSON log at path whose msg
+// starts with prefix.
+func scanLog(path, prefix string, fn func(time.Time, []byte)) {
+	file, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var l struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Msg) >= len(prefix) && l.Msg[:len(prefix)] == prefix {
+			fn(l.Time, sc.Bytes())
+		}
+	}
+}
+
+// rawDuration reads a slog duration: nanoseconds, or a Go duration string.
+func rawDuration(b json.RawMessage) time.Duration {
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		return time.Duration(n)
+	}
+	var s string
+	json.Unmarshal(b, &s)
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// maxMedian are the largest and the median of v (0, 0 for none).
+func maxMedian(v []float64) (float64, float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	v = slices.Sorted(slices.Values(v))
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)-1], med
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

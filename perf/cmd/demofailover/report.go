@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"hongbao/perf/internal/harness"
+)
+
+// line is a fault in one line.
+func (f *fault) line() string {
+	what := map[string]string{"kill": "kill -9", "stop": "SIGSTOP past the lease", "nats": "NATS server killed"}[f.Kind]
+	sets := fmt.Sprintf("SETs %v moved", f.Moved)
+	if f.Kind == "nats" {
+		sets = "every SET"
+	}
+	return fmt.Sprintf("%s of %s: %s; first money answer after the fault max %s, median %.0f ms; longest without money %.0f ms; money before %d, after %d: %s",
+		what, f.Target, sets, f.maxFirst(), f.MedMs, f.GapMs, f.Before, f.After, verdict(len(f.Problems) == 0))
+}
+
+// maxFirst is the largest first-money time, or how many SETs had none.
+func (f *fault) maxFirst() string {
+	if n := len(f.Measured) - len(f.FirstMs); n > 0 {
+		return fmt.Sprintf("none from %d", n)
+	}
+	return fmt.Sprintf("%.0f ms", f.MaxMs)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAILED"
+}
+
+// writeReport prints the report and writes report.txt and summary.json.
+func writeReport(res *result, cfg config, r *harness.Run) {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.sets, cfg.replicas, cfg.lease)
+	p("load: %s\n", res.Load)
+	t := &harness.Table{Right: true, Head: []string{"#", "fault", "at", "SETs timed", "first money max", "median", "longest gap", "takeover max", "money before", "after", "verdict"}}
+	for i, f := range res.Faults {
+		what := map[string]string{"kill": "kill -9 ", "stop": "SIGSTOP ", "nats": ""}[f.Kind] + f.Target
+		took := 0.0
+		for _, tk := range f.Took {
+			took = max(took, tk.Ms)
+		}
+		t.Add(fmt.Sprint(i+1), what, fmt.Sprintf("+%.1fs", f.AtS), fmt.Sprint(len(f.Measured)), f.maxFirst(), fmt.Sprintf("%.0f ms", f.MedMs),
+			fmt.Sprintf("%.0f ms", f.GapMs), fmt.Sprintf("%.1f ms", took), fmt.Sprint(f.Before), fmt.Sprint(f.After), verdict(len(f.Problems) == 0))
+	}
+	b.WriteString(t.Text())
+	p("\nfirst money: from the fault to the first SHAKE_RESULT 1 a probe got from each timed SET (moved SETs; NATS: every SET);")
+	p("longest gap: the longest any SET's probe went without one, from the fault to the window's end; takeover: claim to serving, as the survivor logged it.")
+	for i, f := range res.Faults {
+		p("fault %d: %s", i+1, f.line())
+		var per []string
+		for _, s := range f.Measured {
+			if v, ok := f.FirstMs[s]; ok {
+				per = append(per, fmt.Sprintf("%d:%.0f", s, v))
+			} else {
+				per = append(per, fmt.Sprintf("%d:none", s))
+			}
+		}
+		p("  first money by SET (ms): %s", strings.Join(per, " "))
+		for _, tk := range f.Took {
+			p("  SET %d served by gateway %d at epoch %d (was %s) in %.1f ms", tk.Set, tk.Node, tk.Epoch, tk.Was, tk.Ms)
+		}
+		for _, s := range []string{f.Exit, f.Restart} {
+			if s != "" {
+				p("  %s", s)
+			}
+		}
+		if len(f.Empty) > 0 {
+			p("  empty SHAKEs to the probes by SET (its pool ran dry): %v", f.Empty)
+		}
+		for _, pr := range f.Problems {
+			p("  PROBLEM: %s", pr)
+		}
+	}
+	if c := res.Client; c != nil {
+		p("\nload client: %d users, %d connects, %d redirected (LOGIN_ACK 3), %d outages (%d moved, ERROR 9), %d reconnects, longest outage %.2fs",
+			c.Users, c.Connects, c.Redirected, c.Outages, c.Moved, c.Reconnects, c.OutageMaxS)
+		for _, k := range []string{"SHAKE", "OPEN", "SEND"} {
+			if q := c.Requests[k]; q != nil {
+				p("  %-5s sent %d, answered %d, lost %d, status %v; p50 %s, p99 %s, max %s", k, q.Sent, q.Answered, q.Lost, q.Status,
+					harness.Ms(q.Latency.P50), harness.Ms(q.Latency.P99), harness.Ms(q.Latency.Max))
+			}
+		}
+		p("  errors %v; told %d fen (SHAKE %d, OPEN %d)", c.Errors, c.ShakeAmount+c.OpenAmount, c.ShakeAmount, c.OpenAmount)
+		if c.Reconcile != nil {
+			p("  %s", c.Reconcile.Summary())
+		}
+	}
+	if res.ClientErr != "" {
+		p("load client: %s", res.ClientErr)
+	}
+	told := res.Probes[0]
+	if c := res.Client; c != nil {
+		told += int64(c.ShakeAmount + c.OpenAmount)
+	}
+	p("\nmoney over the run (/cluster/stats got_amount + opened_amount): %d counted since the baseline; told %d (probes %d fen in %d answers): %s",
+		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], verdict(told <= res.Final-res.Baseline))
+	p("cluster ledger at the end (%d gateways answered, missing %v):", res.Cluster.Gateways, res.Cluster.Missing)
+	for _, c := range res.Checks {
+		p("  %s", c)
+	}
+	p("\nJetStream audit: every message of the journal's stream read as it was appended (journal.csv), and each SET replayed at the end")
+	p("from its newest snapshot as a claimant does; messages after a claim from another gateway than the claimant: %d: %s", res.Dropped, verdict(res.Dropped == 0))
+	at := &harness.Table{Right: true, Head: []string{"SET", "owner", "epoch", "claims", "messages", "dropped", "replayed", "dropped"}}
+	for _, a := range res.Audit {
+		at.Add(fmt.Sprint(a.Set), a.Owner, fmt.Sprint(a.Epoch), fmt.Sprint(a.Claims), fmt.Sprint(a.Messages), fmt.Sprint(a.Dropped),
+			fmt.Sprint(a.Replayed), fmt.Sprint(a.ReplayedDropped)+" "+a.Err)
+	}
+	b.WriteString(at.Text())
+	for _, e := range res.Exits {
+		p("%s", e)
+	}
+	if len(res.Failures) > 0 {
+		p("\nFAILED:\n  %s", strings.Join(res.Failures, "\n  "))
+	} else {
+		res.Failures = []string{}
+	}
+	fmt.Fprint(r.Stdout, b.String())
+	os.WriteFile(r.Path("report.txt"), []byte(b.String()), 0o644)
+	if j, err := json.MarshalIndent(res, "", "  "); err == nil {
+		os.WriteFile(r.Path("summary.json"), j, 0o644)
+	}
+	fmt.Fprintf(r.Stdout, "\ndemofailover: files in %s/ (report.txt, summary.json, journal.csv, probes.csv, gateway*.log, loadclient.log, report.json, timeline.csv, commands.txt)\n", r.Dir)
+}
