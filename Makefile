@@ -16,7 +16,7 @@ SOAKFLAGS ?=
 PINGCOUNT ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-short bench bench-ring lint fuzz clean demo demo-cluster connmem pingbench perf perf-open perf-compare soak
+.PHONY: help build test test-failover test-short bench bench-ring lint fuzz clean demo demo-cluster connmem pingbench perf perf-open perf-compare soak
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,6 +29,9 @@ test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds inclu
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
 	@# The race detector allocates and blurs heap figures, so the zero-allocation tests and the memory bounds skip under -race: run them plainly.
 	$(GO) test -count=1 -run 'Alloc|BoundsMemory' $(PKGS)
+
+test-failover: ## the failover scenario's own test, alone: NATS, 3 gateways and a load client under -race for ~30 s
+	HONGBAO_FAILOVER_TEST=1 $(GO) test -race -count=1 -run TestFailover ./perf/cmd/demofailover/
 
 test-short: ## quick tests without -race
 	$(GO) test -short -count=1 $(PKGS)

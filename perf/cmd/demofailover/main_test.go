@@ -40,10 +40,12 @@ func TestParseFlags(t *testing.T) {
 }
 
 // TestFailover runs the tool's scenario small: 3 gateways of 6 SETs
-// under 300 SHAKE/s, one kill -9, restarted; it must pass.
+// under 300 SHAKE/s, one kill -9, restarted; it must pass. It takes both
+// cores for ~30 s, which starves the timing-bound tests of other packages
+// running beside it, so make test leaves it to make test-failover.
 func TestFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs NATS, 3 gateways and the load client for ~30 s")
+	if testing.Short() || os.Getenv("HONGBAO_FAILOVER_TEST") == "" {
+		t.Skip("runs NATS, 3 gateways and the load client for ~30 s: make test-failover (HONGBAO_FAILOVER_TEST=1)")
 	}
 	dir := t.TempDir()
 	if _, _, err := harness.BuildBinaries("../../..", dir, raceEnabled); err != nil {
