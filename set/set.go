@@ -171,12 +171,18 @@ func (s *SET) Index() int { return s.index }
 // Apply applies one of the SET's journal records to its stage, before the
 // SET runs; a record of another producer is not the SET's (false).
 func (s *SET) Apply(r journal.Record, now int64) (bool, error) {
+	return s.byProducer(r.PID, func() error { return s.shake.Restore(r, &s.ledger.Egress) }, func() error { return s.split.Restore(r, now) })
+}
+
+// byProducer runs shake or split for the stage of journal producer pid; a
+// producer of no stage of this SET's is not its (false).
+func (s *SET) byProducer(pid uint16, shake, split func() error) (bool, error) {
 	var err error
-	switch int(r.PID) {
+	switch int(pid) {
 	case s.pids[0]:
-		err = s.shake.Restore(r, &s.ledger.Egress)
+		err = shake()
 	case s.pids[1]:
-		err = s.split.Restore(r, now)
+		err = split()
 	default:
 		return false, nil
 	}
@@ -200,19 +206,7 @@ func (s *SET) Snapshots(out func(stages.Part)) {
 // Load restores the SET's stages from their parts of a snapshot, by journal
 // producer; a part of another producer is not the SET's (false).
 func (s *SET) Load(pid uint16, data []byte, now int64) (bool, error) {
-	var err error
-	switch int(pid) {
-	case s.pids[0]:
-		err = s.shake.Load(data, &s.ledger.Egress)
-	case s.pids[1]:
-		err = s.split.Load(data, now)
-	default:
-		return false, nil
-	}
-	if err != nil {
-		return true, fmt.Errorf("set %d: %w", s.index, err)
-	}
-	return true, nil
+	return s.byProducer(pid, func() error { return s.shake.Load(data, &s.ledger.Egress) }, func() error { return s.split.Load(data, now) })
 }
 
 // Dealt is what the SET's stages dealt for each campaign (snapshot and
