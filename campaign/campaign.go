@@ -299,7 +299,7 @@ func (r *Runner) StartAs(id int, p Params) (*Campaign, error) {
 	if err := p.Validate(r.cfg.Limits); err != nil {
 		return nil, err
 	}
-	dealer, err := envelope.NewDealer(len(r.bus.Local()), MaxBatch)
+	dealer, err := envelope.NewDealer(max(1, len(r.bus.Local())), MaxBatch) // deal follows Local
 	if err != nil {
 		return nil, err
 	}
@@ -534,6 +534,12 @@ func (r *Runner) deal(c *Campaign, n uint64) {
 	span := uint64(p.Max-p.Min) + 1
 	draw := func() uint32 { return p.Min + uint32(c.rnd.Uint64n(span)) }
 	local := r.bus.Local()
+	if len(local) == 0 {
+		return // no SET runs here now: dealt once one does
+	}
+	if len(local) != c.dealer.Sets() { // SETs moved here or away
+		c.dealer.Resize(len(local))
+	}
 	c.dealer.Deal(n, func(i int, count uint32) {
 		set := local[i]
 		switch p.Kind {

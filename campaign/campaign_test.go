@@ -140,6 +140,49 @@ func TestDealsWhatIsDue(t *testing.T) {
 	}
 }
 
+// TestDealsFollowTheSETsRunHere: a campaign deals over the SETs run here
+// as they are now, not as they were when it started: none to a SET moved
+// away, and again to one moved back.
+func TestDealsFollowTheSETsRunHere(t *testing.T) {
+	r, s := newRunner(t, 3, Config{})
+	c, err := r.Start(Params{Kind: Shake, Rate: 1000, Total: 3000, Min: 1, Max: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring2 := r.bus.Ring(2)
+	now := c.Started
+	steps := func(n int) uint64 {
+		for range n {
+			now = now.Add(30 * time.Millisecond)
+			tickAll(r, now)
+			if got, want := c.Status().Dealt, c.pacer.Due(now.UnixNano()); got != want {
+				t.Fatalf("at +%v: dealt %d; want the pacer's %d", now.Sub(c.Started), got, want)
+			}
+		}
+		s.settle(t, r)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.perSET[2]
+	}
+	if steps(3) == 0 {
+		t.Fatal("SET 2 got nothing while it ran here")
+	}
+	r.bus.Route(2, ring2, true) // SET 2 moved to another gateway
+	gone := steps(1)            // a deal in flight may still reach it
+	if n := steps(5); n != gone {
+		t.Fatalf("SET 2 got %d envelopes after it moved away", n-gone)
+	}
+	r.bus.Route(2, ring2, false)
+	if n := steps(5); n == gone {
+		t.Fatal("SET 2 got nothing after it came back")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := c.Status(); s.shake != st.Dealt || s.amount != st.Amount {
+		t.Errorf("the SETs got %d envelopes of %d fen; the campaign dealt %d of %d", s.shake, s.amount, st.Dealt, st.Amount)
+	}
+}
+
 // TestPoolBudget: a shake campaign far larger than the pool budget deals
 // only while the envelopes in the pools (dealt, less taken) are fewer than
 // MaxPool, catches up at most a tick's worth beyond what falls due, and in

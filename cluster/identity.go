@@ -246,6 +246,22 @@ func (f *forgeries) add(log *slog.Logger, kind, from int, why string) {
 // Forged returns how many messages of kind k receivers dropped.
 func (n *Node) Forged(k int) uint64 { return n.forged.n[k].Load() }
 
+// stale begins mayNotSend's answer for an event of a SET's former owner:
+// dropped, but no forgery.
+const stale = "stale"
+
+// notOwner is "" when from runs set, stale when it ran it before its owner
+// of the moment, why otherwise.
+func (n *Node) notOwner(set, from int, why string) string {
+	switch {
+	case n.o.Owner(set) == from:
+		return ""
+	case n.o.Former != nil && n.o.Former(set) == from:
+		return stale
+	}
+	return why
+}
+
 // mayNotSend says why gateway from could not have sent ev, "" when it
 // could: a request, take-back or re-push is its own users' (the requester's
 // SET is its), an ENVELOPE push its own envelope's, and every frame an event
@@ -254,22 +270,22 @@ func (n *Node) Forged(k int) uint64 { return n.forged.n[k].Load() }
 func (n *Node) mayNotSend(from int, ev *event.Event) string {
 	switch ev.Kind {
 	case event.KOpen, event.KUnopen, event.KRepush:
-		if n.o.Owner(n.bus.SETOf(ev.User)) != from {
-			return "a " + ev.Kind.String() + " for a user of another gateway"
+		if why := n.notOwner(n.bus.SETOf(ev.User), from, "a "+ev.Kind.String()+" for a user of another gateway"); why != "" {
+			return why
 		}
 		if ev.OutLen != 0 || ev.Buf != nil {
 			return "a " + ev.Kind.String() + " carrying a frame"
 		}
 	case event.KChat:
-		if n.o.Owner(n.bus.SETOf(ev.User)) != from {
-			return "a chat from a user of another gateway"
+		if why := n.notOwner(n.bus.SETOf(ev.User), from, "a chat from a user of another gateway"); why != "" {
+			return why
 		}
 		if ev.Buf == nil || !isChatDeliver(ev.Buf.B, ev.User, ev.Stamp) || ev.OutLen != 0 {
 			return "a chat whose frame is not its CHAT_DELIVER"
 		}
 	case event.KPush:
-		if n.o.Owner(envelope.OwnerSET(ev.Env)) != from {
-			return "an ENVELOPE push of another gateway's envelope"
+		if why := n.notOwner(envelope.OwnerSET(ev.Env), from, "an ENVELOPE push of another gateway's envelope"); why != "" {
+			return why
 		}
 		if f, size, err := proto.NextResponse(ev.Frame()); err != nil || size != int(ev.OutLen) || f.Type != proto.Envelope ||
 			ev.Buf != nil || ev.Status != 0 {

@@ -146,6 +146,23 @@ func TestMayNotSend(t *testing.T) {
 	f("a chat from another gateway's user", chat(2, proto.AppendChatDeliver(nil, 3, 2, []byte("hi"))), false)
 	f("a chat whose CHAT_DELIVER names another sender", chat(1, proto.AppendChatDeliver(nil, 3, 5, []byte("hi"))), false)
 	f("a chat carrying a SHAKE_RESULT", chat(1, proto.AppendShakeResult(nil, 3, proto.ShakeGot, 1, 20000)), false)
+
+	// Where SETs fail over: SET 1 moved from gateway 1 to 0, and SET 2 has
+	// always been gateway 0's. Gateway 1's late OPEN for its user of SET 1
+	// is stale; one for SET 2 is forged.
+	n.o.Owners = func(set int) int { return 0 }
+	n.o.Former = func(set int) int {
+		if set == 1 {
+			return 1
+		}
+		return -1
+	}
+	if why := n.mayNotSend(1, &event.Event{Kind: event.KOpen, User: 1, Env: envOf(0)}); why != stale {
+		t.Errorf("an OPEN from SET 1's former owner: %q; want %q", why, stale)
+	}
+	if why := n.mayNotSend(1, &event.Event{Kind: event.KOpen, User: 2, Env: envOf(0)}); why == "" || why == stale {
+		t.Errorf("an OPEN for a SET gateway 1 never ran: %q; want forged", why)
+	}
 }
 
 // deployConf is the nats-server configuration deploy/ ships, with the

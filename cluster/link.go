@@ -155,7 +155,11 @@ func (n *Node) receive(m *nats.Msg) {
 			release(&ev)
 			continue
 		}
-		if why := n.mayNotSend(from, &ev); why != "" {
+		if why := n.mayNotSend(from, &ev); why == stale {
+			n.M.Stale.Add(1)
+			release(&ev)
+			continue
+		} else if why != "" {
 			n.forged.add(n.log, ForgedEvent, from, why)
 			release(&ev)
 			continue

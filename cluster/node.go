@@ -37,6 +37,10 @@ type Options struct {
 	// node runs a SET now (-1: none); nil: the SETs s with s mod Nodes == I
 	// are gateway I's for good.
 	Owners func(set int) int
+	// Former, with Owners, says which node ran a SET before its owner of
+	// the moment (-1: none): its events for the SET, sent before it learnt
+	// it lost it, are dropped as stale rather than as forged.
+	Former func(set int) int
 	// Lease is how long a gateway may go unheard before it counts as down
 	// (0: four heartbeats): where SETs fail over, the others then take its
 	// SETs.
@@ -132,6 +136,7 @@ type Metrics struct {
 	Sent, Received       atomic.Uint64 // events
 	Messages             atomic.Uint64 // NATS messages sent
 	TimedOut, Late       atomic.Uint64 // crossings answered "unavailable"; answers that came after
+	Stale                atomic.Uint64 // events from a SET's former owner, sent before it learnt it lost the SET
 	Misrouted, Malformed atomic.Uint64 // events for a SET not run here; messages that did not decode
 	PublishErrors        atomic.Uint64 // batches NATS refused (disconnected past its buffer)
 	Refused              atomic.Uint64 // requests from other gateways answered "overloaded": their SET's ring was nearly full

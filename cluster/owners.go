@@ -38,12 +38,13 @@ type Owners struct {
 	kv   jetstream.KeyValue
 	sets int
 
-	owner []atomic.Int32 // per SET: its owner's node, -1 none
-	mu    sync.Mutex
-	claim []Claim  // per SET, under mu
-	rev   []uint64 // the revision of each SET's record, under mu (0: none)
-	ready chan struct{}
-	watch jetstream.KeyWatcher
+	owner  []atomic.Int32 // per SET: its owner's node, -1 none
+	former []atomic.Int32 // per SET: the node that ran it before, -1 none
+	mu     sync.Mutex
+	claim  []Claim  // per SET, under mu
+	rev    []uint64 // the revision of each SET's record, under mu (0: none)
+	ready  chan struct{}
+	watch  jetstream.KeyWatcher
 	// OnChange runs on the watch's goroutine after a SET's record changed,
 	// with the record before and after.
 	onChange func(set int, was, now Claim)
@@ -91,10 +92,11 @@ func OpenOwners(ctx context.Context, js jetstream.JetStream, bucket string, sets
 	} else if err != nil {
 		return nil, fmt.Errorf("cluster: the ownership bucket %s: %w", bucket, err)
 	}
-	o := &Owners{kv: kv, sets: sets, owner: make([]atomic.Int32, sets), claim: make([]Claim, sets), rev: make([]uint64, sets),
+	o := &Owners{kv: kv, sets: sets, owner: make([]atomic.Int32, sets), former: make([]atomic.Int32, sets), claim: make([]Claim, sets), rev: make([]uint64, sets),
 		ready: make(chan struct{}), onChange: onChange}
 	for s := range o.owner {
 		o.owner[s].Store(-1)
+		o.former[s].Store(-1)
 		o.claim[s].Node = -1
 	}
 	// Not ctx: the watch lives until Close, and a subscription's context
@@ -138,8 +140,7 @@ func (o *Owners) follow() {
 			continue // Claim recorded it already
 		}
 		was := o.claim[set]
-		o.claim[set], o.rev[set] = c, e.Revision()
-		o.owner[set].Store(int32(c.Node))
+		o.record(set, c, e.Revision())
 		o.mu.Unlock()
 		if o.onChange != nil && was != c {
 			o.onChange(set, was, c)
@@ -147,8 +148,21 @@ func (o *Owners) follow() {
 	}
 }
 
+// record keeps set's record c at revision rev, under mu.
+func (o *Owners) record(set int, c Claim, rev uint64) {
+	if was := o.claim[set].Node; was >= 0 && was != c.Node {
+		o.former[set].Store(int32(was))
+	}
+	o.claim[set], o.rev[set] = c, rev
+	o.owner[set].Store(int32(c.Node))
+}
+
 // Of returns the node that runs set, -1 for none.
 func (o *Owners) Of(set int) int { return int(o.owner[set].Load()) }
+
+// Former returns the node that ran set before its owner of the moment, -1
+// for none: what it sent for the SET before it learnt is stale, not forged.
+func (o *Owners) Former(set int) int { return int(o.former[set].Load()) }
 
 // Get returns set's record and its revision (0: none yet).
 func (o *Owners) Get(set int) (Claim, uint64) {
@@ -193,8 +207,7 @@ func (o *Owners) Claim(ctx context.Context, set int, rev uint64, node int, name 
 	}
 	o.mu.Lock()
 	if nrev > o.rev[set] {
-		o.claim[set], o.rev[set] = c, nrev
-		o.owner[set].Store(int32(node))
+		o.record(set, c, nrev)
 	}
 	o.mu.Unlock()
 	if o.onChange != nil && was != c {
@@ -223,8 +236,7 @@ func (o *Owners) Release(ctx context.Context, set, node int) error {
 	}
 	o.mu.Lock()
 	if nrev > o.rev[set] {
-		o.claim[set], o.rev[set] = c, nrev
-		o.owner[set].Store(-1)
+		o.record(set, c, nrev)
 	}
 	o.mu.Unlock()
 	if o.onChange != nil {
@@ -282,4 +294,21 @@ func Orphans(owner []int, live []int, node int) []int {
 		}
 	}
 	return mine
+}
+
+// ToClaim is what node claims, given the SETs it runs: first those whose
+// record names node but that it does not run — an earlier process of
+// node's claimed them, and no other gateway takes them while node is live —
+// then its share of the Orphans.
+func ToClaim(owner []int, running []bool, live []int, node int) []int {
+	if !slices.Contains(live, node) {
+		return nil
+	}
+	var mine []int
+	for set, o := range owner {
+		if o == node && !running[set] {
+			mine = append(mine, set)
+		}
+	}
+	return append(mine, Orphans(owner, live, node)...)
 }

@@ -130,6 +130,30 @@ func TestOrphans(t *testing.T) {
 	f([]int{0, 1}, []int{0, 1}, 0, nil)
 }
 
+// TestToClaim: a gateway's new process reclaims every SET its records
+// name, since no other gateway takes them while it is live, and its share
+// of the orphans besides.
+func TestToClaim(t *testing.T) {
+	f := func(owner []int, running []bool, live []int, node int, want []int) {
+		t.Helper()
+		if got := ToClaim(owner, running, live, node); !slices.Equal(got, want) {
+			t.Errorf("ToClaim(%v, running %v, live %v, node %d) = %v; want %v", owner, running, live, node, got, want)
+		}
+	}
+	no := make([]bool, 8)
+	// Gateway 0 restarted within the lease, holding records of 6 SETs:
+	// it takes all 6, and gateway 1, which runs none, none of them.
+	owner := []int{0, 0, 0, 0, 0, 0, 2, 2}
+	f(owner, no, []int{0, 1, 2}, 0, []int{0, 1, 2, 3, 4, 5})
+	f(owner, no, []int{0, 1, 2}, 1, nil)
+	// Its own records and orphans: those first, then its share.
+	f([]int{0, -1, 2, 1, 0, -1, 2, 1}, no, []int{0, 1, 2}, 0, []int{0, 4, 1})
+	// The SETs it runs are not claimed again.
+	f([]int{0, 0, 1, 1}, []bool{true, false, false, false}, []int{0, 1}, 0, []int{1})
+	// Not live: nothing.
+	f(owner, no, []int{1, 2}, 0, nil)
+}
+
 // TestOwnersRelease: a gateway hands its SET back (no owner, same epoch);
 // only the owner may, and the next claim is one epoch on.
 func TestOwnersRelease(t *testing.T) {

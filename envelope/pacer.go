@@ -145,5 +145,15 @@ func (d *Dealer) Deal(n uint64, visit func(set int, count uint32)) {
 	d.cursor = (d.cursor + extra) % d.sets
 }
 
+// Resize deals over sets SETs from the next Deal on (the SETs run here
+// changed); the rotation goes on from where it was. It needs
+// 1 ≤ sets ≤ MaxSETs.
+func (d *Dealer) Resize(sets int) {
+	if sets < 1 || sets > MaxSETs {
+		panic(fmt.Sprintf("BUG: envelope: cannot deal over sets=%d", sets))
+	}
+	d.sets, d.cursor = sets, d.cursor%sets
+}
+
 // Sets returns the number of SETs dealt over.
 func (d *Dealer) Sets() int { return d.sets }

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -40,6 +41,7 @@ type Bus struct {
 	headroom int                   // slots a request must leave free (see PublishRequest)
 	held     []atomic.Bool         // per SET: a stage of it holds events back (Outbox)
 	local    atomic.Pointer[[]int] // the SETs run here, ascending; replaced whole by Route
+	routeMu  sync.Mutex            // serializes Route's relist: a lost update would drop a SET from Local
 
 	// A view of RunningBus: its parent's routes, each fused ring wrapped
 	// for one producer; views[set] caches the wrapper of the route it was
@@ -93,6 +95,8 @@ func (b *Bus) Route(set int, t Transport, remote bool) {
 	if remote && t == nil {
 		panic("BUG: event: a remote route without a transport")
 	}
+	b.routeMu.Lock()
+	defer b.routeMu.Unlock()
 	b.routes[set].Store(&route{t: t, remote: remote})
 	b.relist()
 }

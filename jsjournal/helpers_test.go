@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +187,73 @@ func startJSAt(t testing.TB, dir string, port int) *embednats.Server {
 	}
 	t.Cleanup(ns.Stop)
 	return ns
+}
+
+// blackhole is a TCP proxy to a NATS server that can swallow what clients
+// send (a message lost with a dying server) and cut every connection.
+type blackhole struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	conns   []net.Conn
+	dropped atomic.Bool
+}
+
+func newBlackhole(t testing.TB, upstream string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln}
+	t.Cleanup(func() { ln.Close(); b.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c, u)
+			b.mu.Unlock()
+			go b.pipe(u, c, true)
+			go b.pipe(c, u, false)
+		}
+	}()
+	return b
+}
+
+func (b *blackhole) addr() string { return b.ln.Addr().String() }
+
+// pipe copies from src to dst; what clients send is dropped while swallowing.
+func (b *blackhole) pipe(dst, src net.Conn, fromClient bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !(fromClient && b.dropped.Load()) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+func (b *blackhole) swallow(on bool) { b.dropped.Store(on) }
+
+// cut closes every connection through the proxy.
+func (b *blackhole) cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.conns {
+		c.Close()
+	}
+	b.conns = nil
 }

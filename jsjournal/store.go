@@ -29,9 +29,16 @@ const (
 const DefaultPrefix = "hongbao"
 
 // DefaultAckWait is Options.AckWait's default.
-// It outlasts a stream leader's election (4–9 s), which stalls every
-// append meanwhile.
-const DefaultAckWait = 12 * time.Second
+// It outlasts a stream leader's election (4–9 s, twice that when a vote
+// splits), which stalls every append meanwhile: a gateway that gave up
+// sooner would stop for an outage that no other gateway can serve through.
+const DefaultAckWait = 30 * time.Second
+
+// resolveAfter is how long an acknowledgement is awaited before the
+// message's fate is read from the stream instead: one published to a NATS
+// server that died with it is never acknowledged, and waiting out AckWait
+// for it would stall its SET as long.
+const resolveAfter = 2 * time.Second
 
 // Options configure a Store.
 type Options struct {
@@ -88,7 +95,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.AckWait <= 0 {
 		o.AckWait = DefaultAckWait
 	}
-	js, err := jetstream.New(o.Conn, jetstream.WithPublishAsyncTimeout(o.AckWait))
+	js, err := jetstream.New(o.Conn, jetstream.WithPublishAsyncTimeout(min(o.AckWait, resolveAfter)))
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: %w", err)
 	}
@@ -150,9 +157,9 @@ func (s *Store) MaxBatch() int { return s.maxPayload }
 // if its subject's last sequence is the batch's ExpectLast, all published
 // before the first acknowledgement is awaited. A message whose fate is
 // unknown — the connection dropped, JetStream electing a leader, the
-// acknowledgement late — is resolved until AckWait: stored (the subject's
-// last message is this writer's, after ExpectLast), or not (published
-// again), or fenced.
+// acknowledgement later than resolveAfter — is resolved until AckWait:
+// stored (the subject's last message is this writer's, after ExpectLast),
+// or not (published again), or fenced.
 func (s *Store) Commit(batches []journal.Batch) {
 	deadline := time.Now().Add(s.o.AckWait)
 	if cap(s.futs) < len(batches) {
@@ -205,12 +212,13 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 			if b.Err == nil || errors.Is(b.Err, journal.ErrFenced) {
 				continue
 			}
-			last, err := s.Last(ctx, b.Group)
+			try, cancelTry := context.WithTimeout(ctx, resolveAfter)
+			last, err := s.Last(try, b.Group)
 			switch {
 			case err != nil:
 				left++
 			case last.Seq == b.ExpectLast: // not stored: again
-				ack, err := s.js.PublishMsg(ctx, s.message(b), jetstream.WithExpectLastSequencePerSubject(b.ExpectLast), jetstream.WithRetryAttempts(0))
+				ack, err := s.js.PublishMsg(try, s.message(b), jetstream.WithExpectLastSequencePerSubject(b.ExpectLast), jetstream.WithRetryAttempts(0))
 				if err == nil {
 					b.Seq, b.Err = ack.Sequence, nil
 				} else if b.Err = appendError(s.Subject(b.Group), err); !errors.Is(b.Err, journal.ErrFenced) {
@@ -221,6 +229,7 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 			default:
 				b.Err = fmt.Errorf("%w: %s: message %d is not this writer's after %d", journal.ErrFenced, s.Subject(b.Group), last.Seq, b.ExpectLast)
 			}
+			cancelTry()
 		}
 		if left == 0 {
 			return

@@ -344,3 +344,35 @@ func TestResolveUnknownFate(t *testing.T) {
 		t.Errorf("after another writer's claim: %v; want ErrFenced", d[0].Err)
 	}
 }
+
+// TestLostInFlight: a round's message is lost on its way while the
+// connection stays up (the stream leader it was forwarded to died with it),
+// so its acknowledgement never comes. The round is resolved by reading the
+// subject, not by waiting out AckWait: it succeeds, stored exactly once.
+func TestLostInFlight(t *testing.T) {
+	ns := startJS(t)
+	px := newBlackhole(t, fmt.Sprintf("127.0.0.1:%d", ns.Port))
+	s := openStore(t, "nats://"+px.addr(), "gw-a", func(o *Options) { o.AckWait = 3 * resolveAfter })
+	w := newWriter(t, s, []spec{{0, 1}}, func(o *journal.Options) {
+		o.OnGroupFailed = func(g int, err error) { t.Errorf("group %d failed: %v", g, err) }
+		o.OnFenced = func(g int) { t.Errorf("group %d fenced", g) }
+	})
+	p := w.ps[0][0]
+	if err := w.j.Reopen(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(p.Append(recTest, []byte("before"))); err != nil {
+		t.Fatal(err)
+	}
+	px.swallow(true)
+	pos := p.Append(recTest, []byte("lost on its way"))
+	p.Publish()
+	time.Sleep(200 * time.Millisecond)
+	px.swallow(false)
+	if err := p.Wait(pos); err != nil {
+		t.Fatalf("a round lost in flight: %v; want it published again", err)
+	}
+	if n := len(messages(t, s, s.Subject(0))); n != 2 {
+		t.Fatalf("group 0 holds %d messages; want 2: the round stored once", n)
+	}
+}

@@ -137,7 +137,7 @@ func (s *Server) joinCluster() error {
 	co := cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
 		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}
 	if s.repl != nil {
-		co.Owners, co.Lease = s.repl.owners.Of, s.opts.Lease
+		co.Owners, co.Former, co.Lease = s.repl.owners.Of, s.repl.owners.Former, s.opts.Lease
 	}
 	node, err := cluster.Join(co, buildinfo.Read().Version)
 	if err != nil {

@@ -69,7 +69,11 @@ type replicated struct {
 
 	stop, done chan struct{}
 	stopOnce   sync.Once
-	claiming   atomic.Bool // claims runs: stopClaims waits for done
+	// snapNow asks the snapshot loop for a snapshot now: a takeover replayed
+	// a long tail, which the SET's next owner must not replay again.
+	snapNow  chan struct{}
+	replayed atomic.Int64 // messages replayed by the takes of a round
+	claiming atomic.Bool  // claims runs: stopClaims waits for done
 
 	takeovers    atomic.Uint64 // SETs claimed and serving here
 	takeoverNs   atomic.Int64  // the last one's claim to serving
@@ -91,7 +95,7 @@ func (s *Server) openReplicated(password string) error {
 		return err
 	}
 	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
-		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Prefix: jsPrefix, Gateway: name, Replicas: s.opts.Replicas, AckWait: s.opts.JetStreamAckWait}); err != nil {
@@ -261,7 +265,8 @@ func (s *Server) startReplicated() error {
 }
 
 // claims runs until stop: every heartbeat, this gateway claims its share
-// of the SETs whose owner is gone (cluster.Orphans).
+// of the SETs whose owner is gone, and those an earlier process of its
+// node's held (cluster.ToClaim).
 func (r *replicated) claims() {
 	defer close(r.done)
 	const beat = 250 * time.Millisecond
@@ -269,17 +274,20 @@ func (r *replicated) claims() {
 	defer t.Stop()
 	from := time.Now().Add(joinClaimWait)
 	last := time.Now()
-	owner := make([]int, r.s.opts.Sets)
+	owner, running := make([]int, r.s.opts.Sets), make([]bool, r.s.opts.Sets)
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-r.lost:
 			return
-		case now := <-t.C:
+		case <-t.C:
 			// Ticks missed: this process was paused (SIGSTOP, a stalled
 			// VM) and what it last heard is stale — the others look dead.
-			// It hears them for a lease before it claims anything.
+			// It hears them for a lease before it claims anything. The
+			// clock, not the tick's time: the tick that waited in the
+			// channel through the pause carries the time it paused.
+			now := time.Now()
 			if now.Sub(last) > 4*beat {
 				from = now.Add(r.s.opts.Lease)
 			}
@@ -289,29 +297,64 @@ func (r *replicated) claims() {
 			}
 		}
 		for set := range owner {
-			owner[set] = r.owners.Of(set)
-			if owner[set] == r.node && !r.active[set].Load() {
-				owner[set] = -1 // an earlier process of this node's: its claim is void
-			}
+			owner[set], running[set] = r.owners.Of(set), r.active[set].Load()
 		}
-		for _, set := range cluster.Orphans(owner, r.s.node.Heard(), r.node) {
-			select {
-			case <-r.stop:
-				return
-			default:
-			}
-			// A claim before it can take seconds: the SET may have found a
-			// live owner since this list was made.
-			if o := r.owners.Of(set); o >= 0 && o != r.node && slices.Contains(r.s.node.Heard(), o) {
-				continue
-			}
+		claim := cluster.ToClaim(owner, running, r.s.node.Heard(), r.node)
+		if !r.takeAll(claim) {
+			return // a record may name this gateway, which cannot serve it: stop
+		}
+	}
+}
+
+// maxTakes bounds the SETs taken at once.
+const maxTakes = 8
+
+// snapshotAfterReplay: takes that replayed more messages than this are
+// followed by a snapshot at once, so that a SET that moves often is not
+// replayed from ever further back.
+const snapshotAfterReplay = 1000
+
+// takeAll takes sets, several at once: a take waits mostly on JetStream's
+// round trips, so one SET's need not delay the next. It is false once a
+// take failed (the gateway stops) or the claims stop.
+func (r *replicated) takeAll(sets []int) bool {
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	slots := make(chan struct{}, maxTakes)
+	defer wg.Wait()
+	for _, set := range sets {
+		select {
+		case <-r.stop:
+			return false
+		case slots <- struct{}{}:
+		}
+		if failed.Load() {
+			return false
+		}
+		// A claim before it can take seconds: the SET may have found a
+		// live owner since the list was made.
+		if o := r.owners.Of(set); o >= 0 && o != r.node && slices.Contains(r.s.node.Heard(), o) {
+			<-slots
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
 			if err := r.take(set); err != nil {
 				r.takeFailures.Add(1)
 				r.s.log.Error("claiming a SET failed; the others take it once this gateway's claim lapses", "set", set, "err", err)
-				return // its record may name this gateway, which cannot serve it: stop
+				failed.Store(true)
 			}
+		}()
+	}
+	wg.Wait()
+	if r.replayed.Swap(0) > snapshotAfterReplay {
+		select {
+		case r.snapNow <- struct{}{}:
+		default:
 		}
 	}
+	return !failed.Load()
 }
 
 // take claims set, fences its old owner, loads it and serves it. An error
@@ -331,6 +374,7 @@ func (r *replicated) take(set int) error {
 		return nil // nothing changed: the record is not this gateway's
 	}
 	r.epoch[set].Store(c.Epoch)
+	claimed := time.Now()
 	fail := func(err error) error {
 		r.active[set].Store(true) // so that lose stops the gateway: its record names it
 		r.lose(set, err.Error())
@@ -348,7 +392,8 @@ func (r *replicated) take(set int) error {
 		return nil
 	}
 	st := r.s.sets[set]
-	now := time.Now().UnixNano()
+	fenced := time.Now()
+	now := fenced.UnixNano()
 	rep, err := r.store.Load(ctx, set, func(snap jsjournal.Snapshot) error {
 		for _, p := range snap.Parts {
 			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
@@ -376,6 +421,7 @@ func (r *replicated) take(set int) error {
 		err := sum.Check()
 		return fail(fmt.Errorf("SET %d as loaded does not balance: %w", set, err))
 	}
+	loaded := time.Now()
 	if err := r.s.journal.Reopen(set, seq); err != nil {
 		return fail(err)
 	}
@@ -389,8 +435,10 @@ func (r *replicated) take(set int) error {
 	took := time.Since(start)
 	r.takeovers.Add(1)
 	r.takeoverNs.Store(int64(took))
+	r.replayed.Add(int64(rep.Messages))
 	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "snapshot_seq", rep.Snapshot,
-		"messages_replayed", rep.Messages, "records_replayed", rep.Records, "dropped", rep.Dropped, "claim_seq", seq, "took", took.Round(time.Microsecond))
+		"messages_replayed", rep.Messages, "records_replayed", rep.Records, "dropped", rep.Dropped, "claim_seq", seq, "took", took.Round(time.Microsecond),
+		"claiming", claimed.Sub(start).Round(time.Microsecond), "fencing", fenced.Sub(claimed).Round(time.Microsecond), "loading", loaded.Sub(fenced).Round(time.Microsecond))
 	return nil
 }
 

@@ -233,15 +233,25 @@ func removeOlder(dir, keep string) error {
 	return journal.SyncDir(dir)
 }
 
-// snapshotLoop takes a snapshot every -snapshot-every until stopped.
+// snapshotLoop takes a snapshot every -snapshot-every, and when a takeover
+// asks for one, until stopped.
 func (s *Server) snapshotLoop(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var now <-chan struct{} // a snapshot asked for at once
+	if s.repl != nil {
+		now = s.repl.snapNow
+	}
 	for {
 		select {
 		case <-stop:
 			return
+		case <-now:
+			t.Reset(every)
+			if err := s.snapshot(); err != nil {
+				s.log.Error("snapshot failed: the journal is kept whole until the next one", "err", err)
+			}
 		case <-t.C:
 			if err := s.snapshot(); err != nil {
 				s.log.Error("snapshot failed: the journal is kept whole until the next one", "err", err)
