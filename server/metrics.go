@@ -80,6 +80,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.sample(fmt.Sprintf("hongbao_config_info{pipeline=%q,egress=%q,ingress=%q}", s.opts.Pipeline, s.opts.Egress, s.opts.Ingress), 1)
 
 	e.gauge("hongbao_connections", "Client connections open now, logged in or not.", int64(s.ing.Conns()))
+	e.gauge("hongbao_connections_max", "Client connections admitted at most: -max-conns within the open-files limit less the descriptors kept for the admin API (0: no bound). Past it, connections are closed at accept.", int64(s.maxConns))
 	e.counter("hongbao_accepted_total", "Client connections accepted.", ist.Accepted)
 	e.counter("hongbao_refused_total", "Client connections closed at accept for -max-conns.", ist.Refused)
 	e.counter("hongbao_logins_total", "LOGINs accepted.", st.Logins)
@@ -352,6 +353,7 @@ func (s *Server) writeCluster(e exposition) {
 		{"publish_errors", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", &m.PublishErrors},
 		{"crossings_timed_out", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", &m.TimedOut},
 		{"answers_late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
+		{"stale_events", "Events from a SET's former owner (where SETs fail over), sent before it learnt it lost the SET: dropped, as the new owner answers its clients.", &m.Stale},
 		{"misrouted", "Events received for a SET this gateway does not run: dropped (expected 0).", &m.Misrouted},
 		{"malformed", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", &m.Malformed},
 		{"refused", "Requests from other gateways answered overloaded (OPEN_RESULT 5, CHAT_ACK 2): their SET's ring was nearly full.", &m.Refused},

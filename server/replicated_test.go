@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	hbclient "hongbao/client"
 	"hongbao/internal/embednats"
 	"hongbao/proto"
 	"hongbao/server"
@@ -103,6 +104,26 @@ func TestReplicatedFenced(t *testing.T) {
 
 	users := []*client{login(t, a, 1), login(t, a, 2)}
 	var told, got uint64
+	// An application's client of user 3, given both gateways: it follows
+	// the SET through the failover by itself.
+	app, err := hbclient.Dial(t.Context(), []string{a.addr, b.addr}, hbclient.ReconnectWait(10*time.Millisecond, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if err := app.Login(t.Context(), 3, nil); err != nil || app.Addr() != a.addr {
+		t.Fatalf("the app's login: %v at %s; want gateway 0 (%s)", err, app.Addr(), a.addr)
+	}
+	appShake := func() error {
+		_, amount, err := app.Shake(t.Context())
+		if err == nil {
+			told, got = told+uint64(amount), got+1
+		}
+		return err
+	}
+	if err := appShake(); err != nil {
+		t.Fatalf("the app's shake before the fault: %v", err)
+	}
 	// Shake until the first answer that is not money, deafening the owner
 	// once a few fen are told.
 	deaf := false
@@ -166,13 +187,27 @@ func TestReplicatedFenced(t *testing.T) {
 		t.Fatalf("the fenced gateway's Shutdown: %v; want a LostError", err)
 	}
 	users[0].expectError(proto.ErrCodeMoved)
+	// The app's client logs in again at gateway 1 by itself; its shake in
+	// flight at the fence, if any, failed (ErrMoved, ErrConnLost).
+	var appErr error
+	for range 100 {
+		if appErr = appShake(); appErr == nil {
+			break
+		}
+		if !errors.Is(appErr, hbclient.ErrMoved) && !errors.Is(appErr, hbclient.ErrConnLost) {
+			t.Fatalf("the app's shake after the failover: %v", appErr)
+		}
+	}
+	if appErr != nil || app.Addr() != b.addr || app.Stats().Reconnects == 0 {
+		t.Fatalf("the app after the failover: %v, at %s after %d reconnects; want money from gateway 1 (%s)", appErr, app.Addr(), app.Stats().Reconnects, b.addr)
+	}
 	after := b.stats()
 	if after.Shake.GotAmount < told || after.Shake.Got < got {
 		t.Fatalf("told %d envelopes, %d fen; the new owner counts %d, %d fen: told money lost", got, told, after.Shake.Got, after.Shake.GotAmount)
 	}
 	// At most the shakes in flight at the fence were counted and not told.
-	if extra := after.Shake.Got - got; extra > uint64(len(users)) {
-		t.Errorf("the new owner counts %d envelopes more than were told; at most %d were in flight", extra, len(users))
+	if extra := after.Shake.Got - got; extra > uint64(len(users)+1) {
+		t.Errorf("the new owner counts %d envelopes more than were told; at most %d were in flight", extra, len(users)+1)
 	}
 	if after.Shake.GotAmount+after.Shake.PoolAmount != before.Shake.PoolAmount+before.Shake.GotAmount {
 		t.Errorf("got %d + pool %d fen at the new owner; want the %d dealt", after.Shake.GotAmount, after.Shake.PoolAmount, before.Shake.PoolAmount+before.Shake.GotAmount)
