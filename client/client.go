@@ -44,6 +44,8 @@ type options struct {
 	maxRedirects     int
 	pushBuffer       int
 	tokens           func(user uint32) []byte
+	pingEvery        time.Duration
+	onLogin          func(addr string)
 }
 
 // DialTimeout bounds each TCP connect (default 5 s).
@@ -75,6 +77,17 @@ func PushBuffer(n int) Option { return func(o *options) { o.pushBuffer = n } }
 // included, in place of the one given to Login: for tokens that expire.
 func Tokens(f func(user uint32) []byte) Option { return func(o *options) { o.tokens = f } }
 
+// PingInterval sends a PING every d on the logged-in connection; one still
+// unanswered at the next makes the connection stale — its gateway paused,
+// or cut off without a close — and the Client drops it and logs in again
+// (default 5 s; 0: never).
+func PingInterval(d time.Duration) Option { return func(o *options) { o.pingEvery = d } }
+
+// OnLogin runs after every login, the first and those after a lost
+// connection, with the gateway's address; on the Client's goroutine: it
+// must not block.
+func OnLogin(f func(addr string)) Option { return func(o *options) { o.onLogin = f } }
+
 // Push is a frame the server sends unasked.
 type Push struct {
 	Type proto.Type // proto.Envelope or proto.ChatDeliver
@@ -94,6 +107,9 @@ type Push struct {
 type Stats struct {
 	Reconnects    uint64 // logins after a lost connection
 	Redirects     uint64 // LOGIN_ACK 3 followed
+	NoOwner       uint64 // LOGIN_ACK 3 with no address: the user's SET had no gateway
+	DialErrors    uint64 // connects that failed
+	Stale         uint64 // connections dropped for a PING unanswered
 	DroppedPushes uint64 // pushes dropped because Pushes was full
 }
 
@@ -119,7 +135,7 @@ type Client struct {
 	stamp   atomic.Uint64
 	pushes  chan Push
 
-	reconnects, redirects, dropped atomic.Uint64
+	reconnects, redirects, noOwner, dialErrors, stale, dropped atomic.Uint64
 }
 
 // Dial connects to the first of addrs that answers (host:port each): every
@@ -130,7 +146,7 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 		return nil, errors.New("hongbao: Dial needs at least one address")
 	}
 	o := options{dialTimeout: 5 * time.Second, reconnect: true, minWait: 50 * time.Millisecond, maxWait: 2 * time.Second,
-		maxRedirects: 4, pushBuffer: 1024}
+		maxRedirects: 4, pushBuffer: 1024, pingEvery: 5 * time.Second}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -164,7 +180,8 @@ func (c *Client) Pushes() <-chan Push { return c.pushes }
 
 // Stats returns the Client's counters.
 func (c *Client) Stats() Stats {
-	return Stats{Reconnects: c.reconnects.Load(), Redirects: c.redirects.Load(), DroppedPushes: c.dropped.Load()}
+	return Stats{Reconnects: c.reconnects.Load(), Redirects: c.redirects.Load(), NoOwner: c.noOwner.Load(),
+		DialErrors: c.dialErrors.Load(), Stale: c.stale.Load(), DroppedPushes: c.dropped.Load()}
 }
 
 // Addr is the address of the gateway the Client is logged in at ("" while
@@ -343,6 +360,9 @@ func (c *Client) establish(ctx context.Context, first *session) error {
 				return err
 			}
 			if to == "" || redirects >= c.o.maxRedirects {
+				if errors.Is(err, ErrNoOwner) {
+					c.noOwner.Add(1)
+				}
 				break
 			}
 			redirects++
@@ -385,6 +405,16 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 	}
 	c.sess = s
 	close(c.ready)
+	if c.o.pingEvery > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			s.keepalive(c.o.pingEvery)
+		}()
+	}
+	if c.o.onLogin != nil {
+		c.o.onLogin(s.addr)
+	}
 	return "", nil
 }
 
@@ -459,6 +489,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 	d := net.Dialer{Timeout: c.o.dialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		c.dialErrors.Add(1)
 		return nil, fmt.Errorf("hongbao: %w", err)
 	}
 	s := &session{c: c, nc: nc, addr: addr, pending: map[uint64]chan answer{}, done: make(chan struct{})}
@@ -533,6 +564,34 @@ func (s *session) roundTrip(ctx context.Context, build func([]byte, uint64) []by
 		default:
 		}
 		return answer{}, s.err
+	}
+}
+
+// keepalive PINGs every d until the session ends, and fails it when a PING
+// is still unanswered at the next.
+func (s *session) keepalive(d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	var out atomic.Bool // a PING unanswered
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if out.Load() {
+			s.c.stale.Add(1)
+			s.fail(fmt.Errorf("%w: no PONG within %v: the gateway paused or is cut off", ErrConnLost, d))
+			return
+		}
+		out.Store(true)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*d)
+			defer cancel()
+			if _, err := s.roundTrip(ctx, func(b []byte, stamp uint64) []byte { return proto.AppendPing(b, stamp) }); err == nil {
+				out.Store(false)
+			}
+		}()
 	}
 }
 

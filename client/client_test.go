@@ -293,3 +293,46 @@ func TestCloseFailsWaiting(t *testing.T) {
 		t.Fatal("Pushes open after Close")
 	}
 }
+
+// TestStaleConnection: a gateway that stops answering without closing
+// (paused, SIGSTOP) is found out by its unanswered PING: the client drops
+// the connection and logs in again by itself.
+func TestStaleConnection(t *testing.T) {
+	var paused atomic.Bool
+	g := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		switch {
+		case f.Type == proto.Login:
+			user, _ := f.Login()
+			return proto.AppendLoginAck(nil, f.Stamp, proto.LoginOK, user)
+		case paused.Load():
+			return nil
+		}
+		return owner(g, c, f)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logins := make(chan string, 16)
+	c, err := client.Dial(ctx, []string{g.addr()}, client.PingInterval(20*time.Millisecond),
+		client.ReconnectWait(time.Millisecond, 10*time.Millisecond), client.OnLogin(func(addr string) { logins <- addr }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-logins
+	paused.Store(true)
+	select {
+	case <-logins:
+	case <-ctx.Done():
+		t.Fatal("no new login after the gateway went silent")
+	}
+	paused.Store(false)
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("after the new login: %v", err)
+	}
+	if st := c.Stats(); st.Stale == 0 || st.Reconnects == 0 {
+		t.Fatalf("stats %+v; want a stale connection dropped and a reconnect", st)
+	}
+}

@@ -45,7 +45,7 @@ type Replayed struct {
 // snapshot was put meanwhile it returns ErrMoved: the caller drops what it
 // loaded and loads again.
 func (s *Store) Load(ctx context.Context, group int, restore func(Snapshot) error, fn func(journal.Record) error) (Replayed, error) {
-	snap, ok, err := s.GetSnapshot(ctx, group)
+	snap, ok, err := s.getSnapshot(ctx, group)
 	if err != nil {
 		return Replayed{}, err
 	}
@@ -68,6 +68,30 @@ func (s *Store) Load(ctx context.Context, group int, restore func(Snapshot) erro
 	}
 	return r, nil
 }
+
+// snapshotTry bounds a first read of a snapshot; each later try has twice
+// the time. The Object Store reads through an ordered consumer that finds a
+// message lost on its way only after two missed heartbeats (10 s): a read
+// begun again is quicker than that.
+const snapshotTry = 3 * time.Second
+
+// getSnapshot is GetSnapshot, tried again with twice the time while a try
+// runs out of it, until ctx ends.
+func (s *Store) getSnapshot(ctx context.Context, group int) (Snapshot, bool, error) {
+	for d := snapshotTry; ; d *= 2 {
+		try, cancel := context.WithTimeout(ctx, d)
+		snap, ok, err := s.GetSnapshot(try, group)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return snap, ok, err
+		}
+	}
+}
+
+// replayHeartbeat is how often the server tells a replay's pull it is
+// alive: two missed, and the ordered consumer is made again from where it
+// was, so that a pull lost on its way stalls a takeover that long at most.
+const replayHeartbeat = time.Second
 
 // Replay hands to fn group's records from snapshot from on (the zero
 // Snapshot: all of them), in the order of their messages: each producer's
@@ -107,7 +131,7 @@ func (s *Store) Replay(ctx context.Context, group int, from Snapshot, fn func(jo
 			cancel()
 		}
 	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullExpiry(4*replayHeartbeat), jetstream.PullHeartbeat(replayHeartbeat))
 	if err != nil {
 		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
 	}

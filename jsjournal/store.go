@@ -255,11 +255,12 @@ func appendError(subject string, err error) error {
 
 // Last is a group's last message.
 type Last struct {
-	Seq     uint64 // 0: the subject holds none
-	Gateway string // who appended it
-	Claim   bool   // it is a claim
-	Epoch   uint64 // the claim's epoch
-	After   uint64 // the sequence a round's message was appended after
+	Seq     uint64    // 0: the subject holds none
+	Gateway string    // who appended it
+	Claim   bool      // it is a claim
+	Epoch   uint64    // the claim's epoch
+	After   uint64    // the sequence a round's message was appended after
+	Time    time.Time // when the stream stored it, by the NATS server's clock
 }
 
 // Last reads group's last message, from the stream's leader: whoever
@@ -273,7 +274,7 @@ func (s *Store) Last(ctx context.Context, group int) (Last, error) {
 	if err != nil {
 		return Last{}, fmt.Errorf("jsjournal: the last message of %s: %w", subject, err)
 	}
-	l := Last{Seq: m.Sequence, Gateway: m.Header.Get(HeaderGateway)}
+	l := Last{Seq: m.Sequence, Gateway: m.Header.Get(HeaderGateway), Time: m.Time}
 	l.After, _ = strconv.ParseUint(m.Header.Get(HeaderAfter), 10, 64)
 	if c := m.Header.Get(HeaderClaim); c != "" {
 		l.Claim = true

@@ -386,6 +386,7 @@ func (r *replicated) writeMetrics(e exposition) {
 	}{
 		{"takeovers", "SETs this gateway claimed and then served: at its start, or taken over from a gateway whose lease lapsed.", &r.takeovers},
 		{"claims_lost", "Claims of a SET another gateway made first (compare-and-set on its ownership record): that gateway serves it.", &r.claimsLost},
+		{"claims_deferred", "Claims of a SET not made because its owner, unheard for -lease, had appended to its journal within it: alive, its heartbeats late.", &r.deferred},
 		{"claim_failures", "Claims that did not get to serving: handed back when fencing the old owner failed; once the SET was being loaded, this gateway stops (exit status 3).", &r.takeFailures},
 		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
 	} {

@@ -78,6 +78,7 @@ type replicated struct {
 	takeovers    atomic.Uint64 // SETs claimed and serving here
 	takeoverNs   atomic.Int64  // the last one's claim to serving
 	claimsLost   atomic.Uint64 // claims another gateway won
+	deferred     atomic.Uint64 // claims not made: the unheard owner still appends
 	takeFailures atomic.Uint64 // claims that did not get to serving
 	released     atomic.Uint64 // SETs handed back at a graceful stop
 }
@@ -364,6 +365,15 @@ func (r *replicated) take(set int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	was, rev := r.owners.Get(set)
+	if was.Node >= 0 && was.Node != r.node {
+		// Unheard is not dead: under load a gateway's heartbeats can come
+		// late while it serves. One that appended to the SET within the
+		// lease (by the NATS server's clock, against this one's) is alive.
+		if last, err := r.store.Last(ctx, set); err == nil && !last.Claim && last.Gateway == was.Name && time.Since(last.Time) < r.s.opts.Lease {
+			r.deferred.Add(1)
+			return nil
+		}
+	}
 	c, err := r.owners.Claim(ctx, set, rev, r.node, r.name)
 	if errors.Is(err, cluster.ErrClaimLost) {
 		r.claimsLost.Add(1)

@@ -86,8 +86,8 @@ func TestReplicatedClaims(t *testing.T) {
 }
 
 // TestReplicatedFenced: the owner of every SET goes deaf to the cluster
-// (its heartbeats stop, as when it is paused or cut off) while its clients
-// shake. The other gateway takes every SET over; the old owner's next
+// and idle (its heartbeats and appends stop, as when it is paused) while
+// its clients shake. The other gateway takes every SET over; the old owner's next
 // journal round is refused, so it tells no more money, sends its clients
 // ERROR 9 and stops with a LostError. Every fen it told is in the new
 // owner's ledger, loaded from JetStream alone (a snapshot and the records
@@ -137,10 +137,13 @@ func TestReplicatedFenced(t *testing.T) {
 			}
 		}
 		if round == 20 {
+			// Deaf and idle, as a paused owner is: a gateway that goes on
+			// appending is alive whatever its heartbeats.
 			if err := a.LeaveCluster(); err != nil {
 				t.Fatal(err)
 			}
 			deaf = true
+			waitFor(t, "gateway 1 to take every SET over", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
 		}
 		for _, u := range users {
 			if answered[u] {
@@ -276,4 +279,44 @@ func TestReplicatedJetStreamDown(t *testing.T) {
 		t.Fatalf("told %d envelopes, %d fen; counted %d, %d fen after the outage; want every one told, at most the one in flight more", got, told, st.Shake.Got, st.Shake.GotAmount)
 	}
 	checkShakeLedger(t, st)
+}
+
+// TestReplicatedLateHeartbeats: an owner whose heartbeats stop coming
+// while it goes on appending to its SETs' journal (heartbeats late under
+// load) is alive: nobody claims its SETs. Once it stops appending too, the
+// other gateway takes them over.
+func TestReplicatedLateHeartbeats(t *testing.T) {
+	const sets = 2
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	users := []*client{login(t, a, 1), login(t, a, 2)}
+	if err := a.LeaveCluster(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); { // three leases
+		for _, u := range users {
+			s := u.nextStamp()
+			u.send(proto.AppendShake(nil, s))
+			if f := u.answer(s); f.Type != proto.ShakeResult {
+				t.Fatalf("user %d while its gateway appends: %s", u.user, describe(f))
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := metric(t, b, "hongbao_cluster_sets_running"); n != 0 {
+		t.Fatalf("gateway 1 took %v SETs of a gateway that went on appending", n)
+	}
+	if metric(t, b, "hongbao_cluster_claims_deferred_total") == 0 {
+		t.Fatal("no claim deferred")
+	}
+	waitFor(t, "gateway 1 to take every SET over once gateway 0 is idle", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
+	select {
+	case <-a.Lost():
+	case <-time.After(waitTime):
+		t.Fatal("gateway 0 did not learn it lost its SETs")
+	}
 }

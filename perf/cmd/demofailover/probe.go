@@ -7,20 +7,20 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/proto"
+	"hongbao/client"
 )
 
 // probeBase is above every load-client user: the probe of SET s is the
 // first user of s from it.
 const probeBase = 1_000_000
 
-// probes are a user per SET, each on a connection of the tool's own that
-// SHAKEs every period while a fault is measured: LOGIN at a gateway,
-// LOGIN_ACK 3 followed to the SET's owner, a new LOGIN at the next gateway
-// on ERROR 9, a closed connection or an answer not within a second.
+// probes are a user per SET, each an application's client (package
+// client) that SHAKEs every period while a fault is measured: it follows
+// LOGIN_ACK 3 to the SET's owner and logs in again at the next gateway on
+// ERROR 9, a closed connection or a PING unanswered.
 type probes struct {
 	addrs []string // the gateways' client addresses (the same across restarts)
 	every time.Duration
@@ -124,18 +124,24 @@ func (p *probe) gapAfter(t, end time.Time) time.Duration {
 }
 
 func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
-	var c *harness.Conn
+	var login atomic.Int64 // when the connection that answers logged in (unix ns)
+	onLogin := func(string) {
+		login.Store(time.Now().UnixNano())
+		p.mu.Lock()
+		p.logins++
+		p.mu.Unlock()
+	}
+	// Each probe starts at another gateway; a silent one (paused) is found
+	// out by its unanswered PING within two periods.
+	first := p.set % len(addrs)
+	order := append(append([]string(nil), addrs[first:]...), addrs[:first]...)
+	var c *client.Client
 	defer func() {
 		if c != nil {
 			c.Close()
 		}
 	}()
-	next, stamp := p.set%len(addrs), uint64(1)
-	var login time.Time
-	drop := func() {
-		c.Close()
-		c, next = nil, (next+1)%len(addrs)
-	}
+	var seen client.Stats // the client's counters already added to this window's
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -146,46 +152,56 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 		}
 		if c == nil {
 			var err error
-			c, err = harness.DialOwner(addrs[next], p.user, time.Second)
-			p.mu.Lock()
-			switch {
-			case errors.Is(err, harness.ErrNoOwner):
-				p.noOwner++
-			case err != nil:
-				p.dialErrors++
-				next = (next + 1) % len(addrs)
-			default:
-				p.logins++
-				login = time.Now()
+			c, err = client.Dial(ctx, order, client.DialTimeout(time.Second), client.PingInterval(max(every, 250*time.Millisecond)),
+				client.ReconnectWait(every, every), client.OnLogin(onLogin))
+			if err == nil {
+				lctx, cancel := context.WithTimeout(ctx, time.Second)
+				err = c.Login(lctx, p.user, nil)
+				cancel()
 			}
-			p.mu.Unlock()
 			if err != nil {
+				p.count(c, &seen)
+				if c != nil {
+					c.Close()
+					c, seen = nil, client.Stats{}
+				}
 				continue
 			}
 		}
-		stamp++
-		if _, err := c.NC.Write(proto.AppendShake(nil, stamp)); err != nil {
-			drop()
-			continue
-		}
-		f, err := c.Answer(stamp, time.Second)
-		c.Pushed = c.Pushed[:0] // a send campaign's pushes: not opened
-		if err != nil {
-			drop()
-			continue
-		}
-		st, _, amount := f.ShakeResult()
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, amount, err := c.Shake(sctx)
+		cancel()
+		p.count(c, &seen)
 		p.mu.Lock()
-		switch st {
-		case proto.ShakeGot:
-			p.money = append(p.money, answer{time.Now(), login})
+		switch {
+		case err == nil:
+			p.money = append(p.money, answer{time.Now(), time.Unix(0, login.Load())})
 			p.amount += int64(amount)
 			p.got++
-		case proto.ShakeNothing:
+		case errors.Is(err, client.ErrEmpty):
 			p.empty++
 		}
 		p.mu.Unlock()
+		for len(c.Pushes()) > 0 { // a send campaign's pushes: not opened
+			<-c.Pushes()
+		}
 	}
+}
+
+// count adds what c went through since seen to this window's figures.
+func (p *probe) count(c *client.Client, seen *client.Stats) {
+	if c == nil {
+		p.mu.Lock()
+		p.dialErrors++
+		p.mu.Unlock()
+		return
+	}
+	st := c.Stats()
+	p.mu.Lock()
+	p.noOwner += int(st.NoOwner - seen.NoOwner)
+	p.dialErrors += int(st.DialErrors - seen.DialErrors)
+	p.mu.Unlock()
+	*seen = st
 }
 
 // dump writes this window's money answers as lines of probes.csv: the
