@@ -100,6 +100,9 @@ func TestReplicatedFenced(t *testing.T) {
 	b := startReplicated(t, ns, 1, 2, sets, nil)
 	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
 	a.waitCampaign(c.ID)
+	// Done counts the envelopes handed to the rings; the ledger has them
+	// once the SETs applied them.
+	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
 	before := a.stats()
 
 	users := []*client{login(t, a, 1), login(t, a, 2)}
