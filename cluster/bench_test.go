@@ -167,3 +167,44 @@ func TestCancelSentAgain(t *testing.T) {
 		arrived(int64(min(i+1, 1+len(resendAfter))))
 	}
 }
+
+// TestCancelWhileNoOwner: a cancel due while the envelope's SET has no
+// owner (between owners, where SETs fail over) neither stops the sweeper
+// nor is counted as sent: it reaches the SET once it has an owner again,
+// and is then sent again after each of resendAfter, as any other.
+func TestCancelWhileNoOwner(t *testing.T) {
+	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
+	n := nodes[0]
+	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0)
+	bus[0].Route(1, event.NewNowhere(4096), true)
+	now := time.Now().UnixNano()
+	for _, at := range []int64{now, now + int64(noOwnerRetry) + 1e8} {
+		if _, ok := n.expire(at, nil); !ok {
+			t.Fatal("expire stopped on a SET without an owner: it is not closing")
+		}
+	}
+	if len(n.resends) != 1 || n.resends[0].sent != 0 {
+		t.Fatalf("resends %+v; want the one cancel, not yet sent", n.resends)
+	}
+	bus[0].Route(1, n.Link(1), true)
+	for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < 1 && time.Now().Before(deadline); {
+		n.expire(time.Now().UnixNano()+int64(noOwnerRetry), nil)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := got[1].n.Load(); g != 1 {
+		t.Fatalf("%d cancels reached the new owner; want 1", g)
+	}
+	if len(n.resends) != 1 || n.resends[0].sent != 1 {
+		t.Fatalf("resends %+v; want the cancel sent once, to be sent again", n.resends)
+	}
+	// Given up once the SET stays without an owner past noOwnerGiveUp.
+	n.resends = n.resends[:0]
+	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 8}, 1, 0)
+	bus[0].Route(1, event.NewNowhere(4096), true)
+	n.expire(now, nil)
+	n.resends[0].until = now
+	n.expire(time.Now().UnixNano()+int64(time.Hour), nil)
+	if len(n.resends) != 0 {
+		t.Fatalf("resends %+v; want none once given up", n.resends)
+	}
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -222,16 +223,18 @@ func (n *Node) overloaded(c crossing) bool {
 }
 
 // publish copies ev into set's ring, waiting for room; false once the ring
-// is closing.
-func (n *Node) publish(set int, ev *event.Event) bool {
+// is closing, or while the SET has no owner (event.ErrNoOwner).
+func (n *Node) publish(set int, ev *event.Event) bool { return n.publishErr(set, ev) == nil }
+
+func (n *Node) publishErr(set int, ev *event.Event) error {
 	r := n.bus.Ring(set)
 	seq, err := r.Claim(1)
 	if err != nil {
-		return false
+		return err
 	}
 	*r.At(seq) = *ev
 	r.Publish(seq, seq)
-	return true
+	return nil
 }
 
 // sweep answers the crossings past their bound "unavailable" and cancels
@@ -267,11 +270,10 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 		// The cancel first: whatever the client sends once it has read
 		// "unavailable" (an OPEN again) queues behind it in the link.
 		if c.kind == event.KOpen {
-			r := resend{user: c.user, env: c.env, xid: e.xid}
-			if !n.cancel(r) {
+			r := resend{user: c.user, env: c.env, xid: e.xid, until: now + int64(noOwnerGiveUp)}
+			if !n.cancel(&r) {
 				return due, false
 			}
-			r.at = time.Now().Add(resendAfter[0]).UnixNano()
 			n.resends = append(n.resends, r)
 		}
 		if !n.overloaded(c) {
@@ -284,11 +286,10 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 			kept = append(kept, r)
 			continue
 		}
-		if !n.cancel(r) {
+		if !n.cancel(&r) {
 			return due, false
 		}
-		if r.sent++; r.sent < len(resendAfter) {
-			r.at = time.Now().Add(resendAfter[r.sent]).UnixNano()
+		if r.sent <= len(resendAfter) {
 			kept = append(kept, r)
 		}
 	}
@@ -304,22 +305,47 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 var resendAfter = [...]time.Duration{time.Second, 3 * time.Second}
 
 // resend is a cancel of crossing xid (an OPEN of env by user) to send again
-// at at, after sent resends.
+// at at, after sent sends.
 type resend struct {
-	at   int64
-	sent int
-	user uint32
-	env  uint64
-	xid  uint32
+	at, until int64 // until: while the SET has no owner, tried again up to then
+	sent      int
+	user      uint32
+	env       uint64
+	xid       uint32
 }
 
-// cancel publishes r's cancel to the envelope's gateway; false once the
-// link is closing.
-func (n *Node) cancel(r resend) bool {
+// noOwnerGiveUp bounds the retries of a cancel for a SET that has no owner
+// (between owners, where SETs fail over): a failover takes seconds.
+const noOwnerGiveUp = 30 * time.Second
+
+// noOwnerRetry is how soon a cancel that found its SET without an owner is
+// tried again.
+const noOwnerRetry = 100 * time.Millisecond
+
+// cancel publishes r's cancel to the envelope's gateway and schedules its
+// next send (r.sent past resendAfter: none); false once the link is
+// closing. A SET without an owner gets it once it has one again: the
+// cancel is tried every noOwnerRetry, uncounted, until r.until.
+func (n *Node) cancel(r *resend) bool {
 	set := envelope.OwnerSET(r.env)
 	if set < 0 || set >= n.o.Sets {
+		r.sent = len(resendAfter) + 1
 		return true
 	}
 	ev := event.Event{Kind: event.KUnopen, User: r.user, Env: r.env, Conn: conn.Handle{Gen: r.xid}}
-	return n.publish(set, &ev)
+	now := time.Now()
+	switch err := n.publishErr(set, &ev); {
+	case errors.Is(err, event.ErrNoOwner):
+		if r.at = now.Add(noOwnerRetry).UnixNano(); r.at > r.until {
+			r.sent = len(resendAfter) + 1
+		}
+		return true
+	case err != nil:
+		return false
+	}
+	if r.sent < len(resendAfter) {
+		r.at = now.Add(resendAfter[r.sent]).UnixNano()
+	}
+	r.sent++
+	return true
 }

@@ -555,6 +555,10 @@ func (n *Node) Heard() []int {
 	return out
 }
 
+// Hearing reports whether this gateway's NATS connection is up: while it is
+// not, it hears no heartbeat, and every other gateway only seems gone.
+func (n *Node) Hearing() bool { return n.nc.IsConnected() }
+
 // Options returns the node's options.
 func (n *Node) Options() Options { return n.o }
 

@@ -1,11 +1,20 @@
 package event
 
-import "hongbao/ring"
+import (
+	"errors"
+
+	"hongbao/ring"
+)
+
+// ErrNoOwner is Nowhere's Claim error: the SET has no owner at the moment,
+// and an event that must not be refused is sent again later, or to the
+// SET's next owner, by whoever keeps it.
+var ErrNoOwner = errors.New("event: the SET has no owner at the moment")
 
 // Nowhere is the route of a SET no gateway runs at the moment (between
 // owners, where SETs fail over): it takes no event. A request for it is
 // answered "overloaded", as for a full ring; a producer that would wait for
-// room gives up, as at a closing ring.
+// room gets ErrNoOwner at once rather than wait.
 type Nowhere struct{ size int }
 
 // NewNowhere returns a Nowhere that claims to have size slots, the size of
@@ -15,7 +24,7 @@ func NewNowhere(size int) *Nowhere { return &Nowhere{size: size} }
 var _ Transport = (*Nowhere)(nil)
 
 func (n *Nowhere) Size() int                               { return n.size }
-func (n *Nowhere) Claim(int) (int64, error)                { return 0, ring.ErrClosed }
+func (n *Nowhere) Claim(int) (int64, error)                { return 0, ErrNoOwner }
 func (n *Nowhere) TryClaim(int) (int64, error)             { return 0, ring.ErrFull }
 func (n *Nowhere) TryClaimLeaving(int, int) (int64, error) { return 0, ring.ErrFull }
 func (n *Nowhere) At(int64) *Event                         { panic("BUG: event: an event claimed from Nowhere") }

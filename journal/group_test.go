@@ -186,6 +186,11 @@ func TestSinkFenceThenReopen(t *testing.T) {
 	if a.Failed() {
 		t.Fatal("reopened, still failed")
 	}
+	// What the stage holds right after a Reopen was loaded from the sink:
+	// an answer about it (a repeated OPEN) waits for nothing.
+	if pos := a.Pos(); pos != 0 || !a.Durable(pos) {
+		t.Fatalf("Pos right after a Reopen: %d (durable %v); want 0, nothing to wait for", pos, a.Durable(pos))
+	}
 	after := a.Append(RecTest, []byte("a3"))
 	if err := a.Wait(after); err != nil {
 		t.Fatal(err)

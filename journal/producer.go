@@ -105,9 +105,11 @@ func (p *Producer) Append(typ uint8, payload []byte) uint64 {
 	return p.tail
 }
 
-// Pos is the position past the last record appended.
+// Pos is the position past the last record appended, or 0 (nothing to wait
+// for) while nothing was appended since its group last opened: the state
+// its stage holds then came from the sink, durable already.
 func (p *Producer) Pos() uint64 {
-	if p == nil {
+	if p == nil || p.tail == p.floor.Load() {
 		return 0
 	}
 	return p.tail

@@ -285,11 +285,12 @@ func (r *replicated) claims() {
 		case <-t.C:
 			// Ticks missed: this process was paused (SIGSTOP, a stalled
 			// VM) and what it last heard is stale — the others look dead.
-			// It hears them for a lease before it claims anything. The
-			// clock, not the tick's time: the tick that waited in the
-			// channel through the pause carries the time it paused.
+			// So do they while its NATS connection is down. It hears them
+			// for a lease before it claims anything. The clock, not the
+			// tick's time: the tick that waited in the channel through the
+			// pause carries the time it paused.
 			now := time.Now()
-			if now.Sub(last) > 4*beat {
+			if now.Sub(last) > 4*beat || !r.s.node.Hearing() {
 				from = now.Add(r.s.opts.Lease)
 			}
 			last = now

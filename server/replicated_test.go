@@ -323,3 +323,101 @@ func TestReplicatedLateHeartbeats(t *testing.T) {
 		t.Fatal("gateway 0 did not learn it lost its SETs")
 	}
 }
+
+// TestReplicatedMoneyCrossings: the money that crosses between gateways —
+// ENVELOPE pushes and OPEN shares — survives the failover of the
+// envelope's SET over core NATS, because a crossing leaves only once its
+// record is acknowledged by JetStream: a push told before the fault names
+// an envelope the new owner has; a share told before it is what the new
+// owner answers a repeated OPEN with, never a second one; an OPEN the fault
+// left without an answer is answered 5 and then served by the new owner;
+// and the shares told add up to what the new owner counts opened, exactly.
+func TestReplicatedMoneyCrossings(t *testing.T) {
+	const sets = 2
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	gws := []*testServer{startReplicated(t, ns, 0, 2, sets, nil), startReplicated(t, ns, 1, 2, sets, nil)}
+	waitFor(t, "every SET to be run by one gateway", func() bool {
+		return metric(t, gws[0], "hongbao_cluster_sets_running")+metric(t, gws[1], "hongbao_cluster_sets_running") == sets
+	})
+	m := runs(t, gws[0])
+	if len(m[0]) != 1 || len(m[1]) != 1 {
+		t.Fatalf("SETs by gateway %v; want one each", m)
+	}
+	// a runs SET 0, where the envelope is made; b runs SET 1.
+	a, b := gws[0], gws[1]
+	if m[0][0] != 0 {
+		a, b = b, a
+	}
+	sender, here := login(t, a, 2), login(t, a, 4)      // SET 0
+	there := []*client{login(t, b, 1), login(t, b, 3)} // SET 1: pushes and OPENs cross
+
+	const total = 1000
+	s := sender.nextStamp()
+	sender.send(proto.AppendSend(nil, s, total, []uint32{1, 3, 4}))
+	st, env := sender.answer(s).SendAck()
+	if st != proto.SendOK {
+		t.Fatalf("SEND: status %d", st)
+	}
+	for _, c := range append([]*client{here}, there...) {
+		if pe, _, _, _ := c.push(proto.Envelope).Envelope(); pe != env {
+			t.Fatalf("user %d: ENVELOPE of %d; want %d", c.user, pe, env)
+		}
+	}
+	open := func(c *client) (uint8, uint32) {
+		s := c.nextStamp()
+		c.send(proto.AppendOpen(nil, s, env))
+		st, _, amount := c.answer(s).OpenResult()
+		return st, amount
+	}
+	// User 1's share crosses from a before the fault.
+	st1, share1 := open(there[0])
+	if st1 != proto.OpenOK || share1 == 0 {
+		t.Fatalf("user 1's OPEN across gateways: status %d, %d fen; want 0", st1, share1)
+	}
+
+	// a goes deaf and idle; user 3's OPEN is in flight to it.
+	if err := a.LeaveCluster(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := there[1].nextStamp()
+	there[1].send(proto.AppendOpen(nil, s3, env))
+	select {
+	case <-a.Lost():
+	case <-time.After(waitTime):
+		t.Fatal("gateway a was not fenced")
+	}
+	waitFor(t, "gateway b to run every SET", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
+	told := map[uint32]uint32{1: share1}
+	if st, _, amount := there[1].answer(s3).OpenResult(); st == proto.OpenOK {
+		told[3] = amount // a drew it and made it durable before it went deaf
+	} else if st != proto.OpenOverloaded {
+		t.Fatalf("user 3's OPEN in flight at the fault: status %d; want 0 or 5", st)
+	}
+	if err := a.shutdown(); !errors.As(err, new(*server.LostError)) {
+		t.Fatalf("the fenced gateway's Shutdown: %v; want a LostError", err)
+	}
+	here.expectError(proto.ErrCodeMoved)
+	here = login(t, b, 4)
+
+	// At the new owner: the same share again for user 1 (and 3, if told);
+	// a first one for the others.
+	for _, c := range []*client{there[0], there[1], here} {
+		st, amount := open(c)
+		switch was, ok := told[c.user]; {
+		case ok && (st != proto.OpenAlready || amount != was):
+			t.Fatalf("user %d's OPEN at the new owner: status %d, %d fen; want 1 with the %d told before", c.user, st, amount, was)
+		case !ok && (st != proto.OpenOK || amount == 0):
+			t.Fatalf("user %d's OPEN at the new owner: status %d, %d fen; want 0", c.user, st, amount)
+		}
+		told[c.user] = amount
+	}
+	var sum uint64
+	for _, v := range told {
+		sum += uint64(v)
+	}
+	after := b.stats()
+	if sum != total || after.Envelopes.OpenedAmount != total || after.Envelopes.CreatedAmount != total {
+		t.Fatalf("shares told %v (%d fen); the new owner counts %d opened of %d created; want all %d", told, sum, after.Envelopes.OpenedAmount, after.Envelopes.CreatedAmount, total)
+	}
+	checkEnvelopeLedger(t, after)
+}
