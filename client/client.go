@@ -9,10 +9,21 @@
 // follows LOGIN_ACK 3 to the user's gateway; once logged in, a Client whose
 // connection is lost (the gateway died, shut down, or moved the user's SET:
 // ERROR 8, ERROR 9) dials the addresses again, with backoff and jitter, and
-// logs in again, as a cluster whose SETs fail over expects of its clients.
-// A request in flight when the connection goes is not sent again: it fails
-// with ErrConnLost, and the caller decides, since it may have been carried
-// out.
+// logs in again, as a cluster whose SETs fail over expects of its clients
+// (MaxReconnects bounds the attempts; OnDisconnect and OnLogin tell).
+// Any other ERROR is final: the server meant this connection to end (a
+// newer LOGIN of the same user replaced it, ERROR 5) or found it broken,
+// and logging in again would only repeat it — two Clients of one user
+// would replace each other for ever. The Client then stops, and every
+// request fails with that *ServerError.
+//
+// A request in flight when its connection ends is not sent again: it may
+// or may not have been carried out (a SHAKE's envelope may be counted as
+// taken), so the caller decides. Its error is ErrConnLost for errors.Is
+// whatever ended the connection, and, when an ERROR frame did, that
+// *ServerError too (errors.Is(err, ErrMoved) holds as well). A request
+// whose connection ended before it was written waits for the next login
+// and is sent there.
 //
 // Every refusal is an error with a kind to test with errors.Is: a status
 // (*StatusError: ErrEmpty, ErrOverloaded…) or an ERROR frame
@@ -45,17 +56,28 @@ type options struct {
 	pushBuffer       int
 	tokens           func(user uint32) []byte
 	pingEvery        time.Duration
+	maxReconnects    int // attempts in a row; < 0: no bound
 	onLogin          func(addr string)
+	onDisconnect     func(addr string, err error)
+	onStop           func(err error)
 }
 
 // DialTimeout bounds each TCP connect (default 5 s).
 func DialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
 
-// Logger receives the Client's reconnects and dropped pushes (default: none).
+// Logger receives the Client's reconnects and dropped pushes, the first
+// dropped and then a line every 10 s at most (default: none).
 func Logger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // NoReconnect makes a lost connection final: every request fails from then on.
 func NoReconnect() Option { return func(o *options) { o.reconnect = false } }
+
+// MaxReconnects bounds the attempts in a row to log in again after a lost
+// connection, each a dial of the next address and the redirects it meets;
+// past them the Client stops, as with NoReconnect. Default: no bound — a
+// cluster's SETs come back once a gateway takes them over, whenever that
+// is (negative: no bound).
+func MaxReconnects(n int) Option { return func(o *options) { o.maxReconnects = n } }
 
 // ReconnectWait sets the backoff between attempts to reach a gateway: it
 // starts at lo, doubles up to hi, and each wait is drawn from its upper
@@ -84,9 +106,28 @@ func Tokens(f func(user uint32) []byte) Option { return func(o *options) { o.tok
 func PingInterval(d time.Duration) Option { return func(o *options) { o.pingEvery = d } }
 
 // OnLogin runs after every login, the first and those after a lost
-// connection, with the gateway's address; on the Client's goroutine: it
-// must not block.
+// connection (nats.go's ReconnectHandler), with the gateway's address.
+//
+// The On… callbacks run one at a time, in the order of what they report,
+// on a goroutine of the Client's own: they may call the Client, and a slow
+// one holds up no connection, only the callbacks after it. One may run
+// after Close returns.
 func OnLogin(f func(addr string)) Option { return func(o *options) { o.onLogin = f } }
+
+// OnDisconnect runs when the logged-in connection ends other than by
+// Close, with the gateway's address and why: ErrConnLost, or the
+// *ServerError of the ERROR frame that ended it (nats.go's
+// DisconnectErrHandler). The Client logs in again unless the error is
+// final; then OnStop follows.
+func OnDisconnect(f func(addr string, err error)) Option {
+	return func(o *options) { o.onDisconnect = f }
+}
+
+// OnStop runs once if the Client stops for good other than by Close: a
+// final ERROR (see the package doc), MaxReconnects used up, NoReconnect,
+// or a login again refused (a bad token); err is what every request gets
+// from then on. Close the Client to free it.
+func OnStop(f func(err error)) Option { return func(o *options) { o.onStop = f } }
 
 // Push is a frame the server sends unasked.
 type Push struct {
@@ -135,7 +176,13 @@ type Client struct {
 	stamp   atomic.Uint64
 	pushes  chan Push
 
+	// The On… callbacks to run, queued under mu as the changes they report
+	// happen, so that they run in that order (dispatch).
+	callbacks []func()
+	wake      chan struct{} // a callback queued: capacity 1
+
 	reconnects, redirects, noOwner, dialErrors, stale, dropped atomic.Uint64
+	droppedLogged                                              atomic.Int64 // when a dropped push was last logged (unix ns)
 }
 
 // Dial connects to the first of addrs that answers (host:port each): every
@@ -146,7 +193,7 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 		return nil, errors.New("hongbao: Dial needs at least one address")
 	}
 	o := options{dialTimeout: 5 * time.Second, reconnect: true, minWait: 50 * time.Millisecond, maxWait: 2 * time.Second,
-		maxRedirects: 4, pushBuffer: 1024, pingEvery: 5 * time.Second}
+		maxRedirects: 4, pushBuffer: 1024, pingEvery: 5 * time.Second, maxReconnects: -1}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -158,7 +205,10 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{o: o, addrs: append([]string(nil), addrs...), log: log, ready: make(chan struct{}),
-		closing: make(chan struct{}), pushes: make(chan Push, max(1, o.pushBuffer))}
+		closing: make(chan struct{}), pushes: make(chan Push, max(1, o.pushBuffer)), wake: make(chan struct{}, 1)}
+	if o.onLogin != nil || o.onDisconnect != nil || o.onStop != nil {
+		go c.dispatch() // not in wg: a callback may call Close, which waits for wg
+	}
 	var errs []error
 	for i, addr := range c.addrs {
 		s, err := c.dial(ctx, addr)
@@ -213,7 +263,7 @@ func (c *Client) Login(ctx context.Context, user uint32, token []byte) error {
 	first := c.first
 	c.first = nil
 	c.mu.Unlock()
-	err := c.establish(ctx, first)
+	err := c.establish(ctx, first, -1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -290,13 +340,28 @@ func (c *Client) Close() error {
 // for one while the Client reconnects) and returns its answer, of type
 // want, as an error unless it is a success.
 func (c *Client) do(ctx context.Context, want proto.Type, build func([]byte, uint64) []byte) (answer, error) {
-	s, err := c.session(ctx)
-	if err != nil {
-		return answer{}, err
-	}
-	a, err := s.roundTrip(ctx, build)
-	if err != nil {
-		return a, err
+	var a answer
+	for {
+		s, err := c.session(ctx)
+		if err != nil {
+			return answer{}, err
+		}
+		var sent bool
+		if a, sent, err = s.roundTrip(ctx, build); !sent {
+			// s ended before the request was written: nothing was done,
+			// so it goes on the next login's connection, once s is no
+			// longer the Client's (fail replaces it before done).
+			select {
+			case <-s.done:
+				continue
+			case <-ctx.Done():
+				return answer{}, ctx.Err()
+			}
+		}
+		if err != nil {
+			return a, err
+		}
+		break
 	}
 	if a.t != want {
 		return a, fmt.Errorf("hongbao: %s answered by %s", want, a.t)
@@ -332,51 +397,63 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 
 // establish logs the user in, on first if it is not nil, else on a
 // connection to the next address, following redirects and backing off
-// between failures until ctx ends. Bad tokens and invalid users are final.
-func (c *Client) establish(ctx context.Context, first *session) error {
+// between attempts until ctx ends or tries attempts failed (tries < 0: no
+// bound). Bad tokens, invalid users and final ERRORs end it at once.
+func (c *Client) establish(ctx context.Context, first *session, tries int) error {
 	wait := c.o.minWait
-	redirects := 0
-	var last error
-	for s := first; ; s = nil {
-		if s == nil {
-			addr := c.nextAddr()
-			var err error
-			if s, err = c.dial(ctx, addr); err != nil {
-				last = err
-				if !c.backoff(ctx, &wait) {
-					return errors.Join(ctx.Err(), last)
-				}
-				continue
-			}
+	for attempt := 1; ; attempt++ {
+		err := c.attempt(ctx, first)
+		first = nil
+		if err == nil || final(err) {
+			return err
 		}
-		for {
-			to, err := c.login(ctx, s)
-			if err == nil {
-				return nil
-			}
-			s.fail(ErrConnLost)
-			last = err
-			if errors.Is(err, ErrBadToken) || errors.Is(err, ErrInvalidUser) || errors.Is(err, ErrClosed) {
-				return err
-			}
-			if to == "" || redirects >= c.o.maxRedirects {
-				if errors.Is(err, ErrNoOwner) {
-					c.noOwner.Add(1)
-				}
-				break
-			}
-			redirects++
-			c.redirects.Add(1)
-			if s, err = c.dial(ctx, to); err != nil {
-				last = err
-				break
-			}
+		if tries >= 0 && attempt >= tries {
+			return fmt.Errorf("hongbao: %d attempts to log in failed, the last: %w", attempt, err)
 		}
-		redirects = 0
 		if !c.backoff(ctx, &wait) {
-			return errors.Join(ctx.Err(), last)
+			return errors.Join(ctx.Err(), err)
 		}
 	}
+}
+
+// attempt logs in once: on s if it is not nil, else on a connection to the
+// next address, following up to MaxRedirects redirects.
+func (c *Client) attempt(ctx context.Context, s *session) error {
+	if s == nil {
+		var err error
+		if s, err = c.dial(ctx, c.nextAddr()); err != nil {
+			return err
+		}
+	}
+	for redirects := 0; ; redirects++ {
+		to, err := c.login(ctx, s)
+		if err == nil {
+			return nil
+		}
+		s.fail(ErrConnLost)
+		if to == "" || redirects >= c.o.maxRedirects || final(err) {
+			if errors.Is(err, ErrNoOwner) {
+				c.noOwner.Add(1)
+			}
+			return err
+		}
+		c.redirects.Add(1)
+		if s, err = c.dial(ctx, to); err != nil {
+			return err
+		}
+	}
+}
+
+// final reports whether err ends the Client rather than calling for
+// another login: the user or its token refused, the Client closed, or an
+// ERROR other than the server's shutdown (8) or a SET's move (9), which
+// a login elsewhere or later mends.
+func final(err error) bool {
+	if errors.Is(err, ErrBadToken) || errors.Is(err, ErrInvalidUser) || errors.Is(err, ErrClosed) {
+		return true
+	}
+	var se *ServerError
+	return errors.As(err, &se) && se.Code != proto.ErrCodeShuttingDown && se.Code != proto.ErrCodeMoved
 }
 
 // login sends LOGIN on s and installs s once LOGIN_ACK 0 comes; with
@@ -388,7 +465,7 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 	if c.o.tokens != nil {
 		token = c.o.tokens(user)
 	}
-	a, err := s.roundTrip(ctx, func(b []byte, stamp uint64) []byte { return proto.AppendLogin(b, stamp, user, token) })
+	a, _, err := s.roundTrip(ctx, func(b []byte, stamp uint64) []byte { return proto.AppendLogin(b, stamp, user, token) })
 	if err != nil {
 		return "", err
 	}
@@ -403,6 +480,15 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 	if c.closed {
 		return "", ErrClosed
 	}
+	// s may have died since its LOGIN_ACK, before it was the Client's, so
+	// unseen by lost: it must not be installed. Once installed, lost sees
+	// it (fail sets s.err before it calls lost).
+	s.mu.Lock()
+	dead := s.err
+	s.mu.Unlock()
+	if dead != nil {
+		return "", dead
+	}
 	c.sess = s
 	close(c.ready)
 	if c.o.pingEvery > 0 {
@@ -412,14 +498,14 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 			s.keepalive(c.o.pingEvery)
 		}()
 	}
-	if c.o.onLogin != nil {
-		c.o.onLogin(s.addr)
+	if f := c.o.onLogin; f != nil {
+		c.queue(func() { f(s.addr) })
 	}
 	return "", nil
 }
 
 // lost replaces s, which died with err, by a new login unless the Client
-// is closed, does not reconnect, or s was not its session.
+// is closed, does not reconnect, err is final, or s was not its session.
 func (c *Client) lost(s *session, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -427,9 +513,16 @@ func (c *Client) lost(s *session, err error) {
 		return
 	}
 	c.sess, c.ready = nil, make(chan struct{})
-	if !c.o.reconnect {
-		c.err = fmt.Errorf("hongbao: the connection to %s was lost and NoReconnect is set: %w", s.addr, err)
-		close(c.ready)
+	if f := c.o.onDisconnect; f != nil {
+		c.queue(func() { f(s.addr, err) })
+	}
+	switch {
+	case final(err):
+		c.log.Error("hongbao: the server ended the connection for good: the client stops", "addr", s.addr, "err", err)
+		c.stop(err)
+		return
+	case !c.o.reconnect:
+		c.stop(fmt.Errorf("hongbao: the connection to %s was lost and NoReconnect is set: %w", s.addr, err))
 		return
 	}
 	c.log.Info("hongbao: connection lost; logging in again", "addr", s.addr, "err", err)
@@ -445,12 +538,11 @@ func (c *Client) lost(s *session, err error) {
 			case <-ctx.Done():
 			}
 		}()
-		if err := c.establish(ctx, nil); err != nil {
+		if err := c.establish(ctx, nil, c.o.maxReconnects); err != nil {
 			c.mu.Lock()
 			if !c.closed {
-				c.err = fmt.Errorf("hongbao: logging in again: %w", err)
 				c.log.Error("hongbao: cannot log in again: the client stops", "err", err)
-				close(c.ready)
+				c.stop(fmt.Errorf("hongbao: logging in again: %w", err))
 			}
 			c.mu.Unlock()
 			return
@@ -458,6 +550,50 @@ func (c *Client) lost(s *session, err error) {
 		c.reconnects.Add(1)
 		c.log.Info("hongbao: logged in again", "addr", c.Addr())
 	}()
+}
+
+// stop ends the Client for good with err, what every request gets from
+// now on; under mu, with no session.
+func (c *Client) stop(err error) {
+	c.err = err
+	close(c.ready)
+	if f := c.o.onStop; f != nil {
+		c.queue(func() { f(err) })
+	}
+}
+
+// queue has f run by dispatch after the callbacks queued before it; under
+// mu, so that callbacks run in the order of the changes they report.
+func (c *Client) queue(f func()) {
+	c.callbacks = append(c.callbacks, f)
+	select {
+	case c.wake <- struct{}{}:
+	default: // dispatch is awake already
+	}
+}
+
+// dispatch runs the queued callbacks in order until the Client is closed
+// and none is left.
+func (c *Client) dispatch() {
+	for {
+		c.mu.Lock()
+		fs, closed := c.callbacks, c.closed
+		c.callbacks = nil
+		c.mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+		if len(fs) > 0 {
+			continue
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-c.wake:
+		case <-c.closing:
+		}
+	}
 }
 
 // nextAddr is the address to dial next, in turn.
@@ -532,39 +668,52 @@ type session struct {
 	done    chan struct{}          // closed once it died
 }
 
-// roundTrip writes a request and waits for its answer.
-func (s *session) roundTrip(ctx context.Context, build func([]byte, uint64) []byte) (answer, error) {
+// roundTrip writes a request and waits for its answer. sent is false when
+// s had ended before the request was written: nothing was done. A request
+// written whose answer s ended before fails with ErrConnLost (inFlight).
+func (s *session) roundTrip(ctx context.Context, build func([]byte, uint64) []byte) (a answer, sent bool, err error) {
 	stamp := s.c.stamp.Add(1)
 	ch := make(chan answer, 1)
 	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
+	if err = s.err; err != nil {
 		s.mu.Unlock()
-		return answer{}, err
+		return answer{}, false, err
 	}
 	s.pending[stamp] = ch
 	s.mu.Unlock()
 	s.wmu.Lock()
 	s.buf = build(s.buf[:0], stamp)
-	_, err := s.nc.Write(s.buf)
+	_, err = s.nc.Write(s.buf)
 	s.wmu.Unlock()
 	if err != nil {
 		s.fail(fmt.Errorf("%w: %v", ErrConnLost, err))
 	}
 	select {
 	case a := <-ch:
-		return a, nil
+		return a, true, nil
 	case <-ctx.Done():
 		s.forget(stamp)
-		return answer{}, ctx.Err()
+		return answer{}, true, ctx.Err()
 	case <-s.done:
 		select {
 		case a := <-ch: // answered before it died
-			return a, nil
+			return a, true, nil
 		default:
 		}
-		return answer{}, s.err
+		return answer{}, true, inFlight(s.err)
 	}
+}
+
+// inFlight is the error of a request written on a connection that ended,
+// with err, before its answer: ErrConnLost, whatever ended it, so that one
+// test tells a caller that the request may or may not have been carried
+// out; an ERROR's *ServerError stays in it for errors.Is and errors.As.
+// Close's requests get ErrClosed: the caller ended them.
+func inFlight(err error) error {
+	if errors.Is(err, ErrConnLost) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrConnLost, err)
 }
 
 // keepalive PINGs every d until the session ends, and fails it when a PING
@@ -588,7 +737,7 @@ func (s *session) keepalive(d time.Duration) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*d)
 			defer cancel()
-			if _, err := s.roundTrip(ctx, func(b []byte, stamp uint64) []byte { return proto.AppendPing(b, stamp) }); err == nil {
+			if _, _, err := s.roundTrip(ctx, func(b []byte, stamp uint64) []byte { return proto.AppendPing(b, stamp) }); err == nil {
 				out.Store(false)
 			}
 		}()
@@ -654,6 +803,22 @@ func (s *session) read() {
 	}
 }
 
+// droppedLogEvery spaces the log lines of dropped pushes: a reader that
+// fell behind drops pushes by the thousand, and one line says as much.
+const droppedLogEvery = 10 * time.Second
+
+// droppedPush counts a push dropped for a full Pushes, and logs the first
+// and then one line every droppedLogEvery at most, with the count so far.
+func (c *Client) droppedPush() {
+	n := c.dropped.Add(1)
+	now := time.Now().UnixNano()
+	last := c.droppedLogged.Load()
+	if n > 1 && now-last < int64(droppedLogEvery) || !c.droppedLogged.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("hongbao: pushes dropped: Pushes is full (PushBuffer); counted in Stats", "dropped", n)
+}
+
 // take hands one frame to its request, or to Pushes.
 func (s *session) take(f proto.Frame) {
 	var a answer
@@ -669,9 +834,7 @@ func (s *session) take(f proto.Frame) {
 		select {
 		case s.c.pushes <- p:
 		default:
-			if s.c.dropped.Add(1) == 1 {
-				s.c.log.Warn("hongbao: a push dropped: Pushes is full (PushBuffer); counted in Stats")
-			}
+			s.c.droppedPush()
 		}
 		return
 	case proto.LoginAck:

@@ -1,8 +1,11 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -200,8 +203,8 @@ func TestRedirectAndMove(t *testing.T) {
 		t.Fatalf("logged in at %s; want the owner %s", c.Addr(), b.addr())
 	}
 	move.Store(true)
-	if _, err := c.Ping(ctx); !errors.Is(err, client.ErrMoved) {
-		t.Fatalf("a request in flight at ERROR 9: %v; want ErrMoved", err)
+	if _, err := c.Ping(ctx); !errors.Is(err, client.ErrMoved) || !errors.Is(err, client.ErrConnLost) {
+		t.Fatalf("a request in flight at ERROR 9: %v; want ErrMoved and ErrConnLost", err)
 	}
 	if _, err := c.Ping(ctx); err != nil {
 		t.Fatalf("after the move: %v; want served again", err)
@@ -335,4 +338,214 @@ func TestStaleConnection(t *testing.T) {
 	if st := c.Stats(); st.Stale == 0 || st.Reconnects == 0 {
 		t.Fatalf("stats %+v; want a stale connection dropped and a reconnect", st)
 	}
+}
+
+// TestReplacedFinal: ERROR 5 (a newer LOGIN of the same user replaced the
+// connection) ends the Client for good: no dial again, which would replace
+// the newer one in turn; the request in flight gets ErrReplaced with
+// ErrConnLost, the next ones the *ServerError, and the callbacks tell.
+func TestReplacedFinal(t *testing.T) {
+	g := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		if f.Type == proto.Ping {
+			c.Write(proto.AppendError(nil, 0, proto.ErrCodeReplaced))
+			c.Close()
+			return nil
+		}
+		return owner(g, c, f)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	events := make(chan string, 16)
+	c, err := client.Dial(ctx, []string{g.addr()}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond),
+		client.OnDisconnect(func(addr string, err error) {
+			events <- fmt.Sprintf("disconnect %v", errors.Is(err, client.ErrReplaced))
+		}),
+		client.OnStop(func(err error) { events <- fmt.Sprintf("stop %v", errors.Is(err, client.ErrReplaced)) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ping(ctx); !errors.Is(err, client.ErrReplaced) || !errors.Is(err, client.ErrConnLost) {
+		t.Fatalf("a request in flight at ERROR 5: %v; want ErrReplaced and ErrConnLost", err)
+	}
+	for _, want := range []string{"disconnect true", "stop true"} {
+		if got := <-events; got != want {
+			t.Fatalf("callback %q; want %q", got, want)
+		}
+	}
+	var se *client.ServerError
+	if _, _, err := c.Shake(ctx); !errors.As(err, &se) || se.Code != proto.ErrCodeReplaced || errors.Is(err, client.ErrConnLost) {
+		t.Fatalf("a request after ERROR 5: %v; want the *ServerError of ERROR 5", err)
+	}
+	time.Sleep(50 * time.Millisecond) // many backoffs: a dial again would have come
+	if n := g.logins.Load(); n != 1 {
+		t.Fatalf("%d LOGINs; want 1: ERROR 5 is final", n)
+	}
+	if st := c.Stats(); st.Reconnects != 0 || st.DialErrors != 0 {
+		t.Fatalf("stats %+v; want no reconnect", st)
+	}
+}
+
+// TestReplacedByTwin: two Clients of one user on a real server. The
+// second's LOGIN replaces the first, which stops; they do not take turns.
+func TestReplacedByTwin(t *testing.T) {
+	addr, stop := startServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var cs [2]*client.Client
+	for i := range cs {
+		c, err := client.Dial(ctx, []string{addr}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Login(ctx, 11, nil); err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
+	}
+	for {
+		_, err := cs[0].Ping(ctx)
+		if errors.Is(err, client.ErrReplaced) {
+			break
+		}
+		if err != nil && !errors.Is(err, client.ErrReplaced) || ctx.Err() != nil {
+			t.Fatalf("the replaced Client: %v; want ErrReplaced", err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for range 3 {
+		if _, err := cs[1].Ping(ctx); err != nil {
+			t.Fatalf("the newer Client: %v", err)
+		}
+	}
+	if st := cs[0].Stats(); st.Reconnects != 0 {
+		t.Fatalf("the replaced Client logged in again: %+v", st)
+	}
+}
+
+// TestMaxReconnects: with the gateway gone, the Client tries to log in
+// again as many times as MaxReconnects allows, then stops; OnStop and the
+// requests after it tell why.
+func TestMaxReconnects(t *testing.T) {
+	g := newGateway(t, owner)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	c, err := client.Dial(ctx, []string{g.addr()}, client.ReconnectWait(time.Millisecond, 5*time.Millisecond),
+		client.MaxReconnects(3), client.OnStop(func(err error) { stopped <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.ln.Close() // connections refused from now on
+	g.closeAll()
+	var why error
+	select {
+	case why = <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the Client did not stop")
+	}
+	if st := c.Stats(); st.DialErrors != 3 || st.Reconnects != 0 {
+		t.Fatalf("stats %+v; want 3 dials failed, no reconnect", st)
+	}
+	if _, err := c.Ping(ctx); err == nil || err.Error() != why.Error() {
+		t.Fatalf("a request after the Client stopped: %v; want %v", err, why)
+	}
+}
+
+// TestReconnectCallbacks: a connection lost is told by OnDisconnect, the
+// login again by OnLogin, in that order; a callback may call the Client.
+func TestReconnectCallbacks(t *testing.T) {
+	g := newGateway(t, owner)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	events := make(chan string, 16)
+	var c *client.Client
+	c, err := client.Dial(ctx, []string{g.addr()}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond),
+		client.OnLogin(func(addr string) { events <- "login " + addr + " " + c.Addr() }),
+		client.OnDisconnect(func(addr string, err error) {
+			events <- fmt.Sprintf("disconnect %s %v", addr, errors.Is(err, client.ErrConnLost))
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	login := "login " + g.addr() + " " + g.addr()
+	if got := <-events; got != login {
+		t.Fatalf("callback %q; want %q", got, login)
+	}
+	g.closeAll()
+	for _, want := range []string{"disconnect " + g.addr() + " true", login} {
+		select {
+		case got := <-events:
+			if got != want {
+				t.Fatalf("callback %q; want %q", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no callback; want %q", want)
+		}
+	}
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDroppedPushesLogged: pushes past PushBuffer are dropped and counted;
+// the log says so once, not once a push.
+func TestDroppedPushesLogged(t *testing.T) {
+	g := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		if f.Type == proto.Ping {
+			var out []byte
+			for i := range uint64(100) {
+				out = proto.AppendEnvelope(out, i, 1<<51|i, 2, 100, 3)
+			}
+			return proto.AppendPong(out, f.Stamp)
+		}
+		return owner(g, c, f)
+	})
+	ctx := context.Background()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	c, err := client.Dial(ctx, []string{g.addr()}, client.PushBuffer(10),
+		client.Logger(slog.New(slog.NewTextHandler(&lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ping(ctx); err != nil { // answered after its pushes
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.DroppedPushes != 90 {
+		t.Fatalf("%d pushes dropped; want 90", st.DroppedPushes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := bytes.Count(logged.Bytes(), []byte("pushes dropped")); n != 1 {
+		t.Fatalf("%d log lines of dropped pushes; want 1:\n%s", n, logged.Bytes())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

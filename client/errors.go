@@ -99,7 +99,9 @@ var errorKinds = []error{nil, ErrMalformed, ErrUnknownType, ErrNotLoggedIn, ErrT
 	ErrTooSlow, ErrLoginTimeout, ErrShutdown, ErrMoved}
 
 // ServerError is an ERROR frame: the server closed the connection after it.
-// A Client reconnects after ErrShutdown and ErrMoved.
+// A Client logs in again after ErrShutdown and ErrMoved, elsewhere or
+// later. Any other ERROR is final: the Client stops, and every request
+// fails with it (see the package doc).
 type ServerError struct {
 	Code uint8
 	Kind error // one of the codes' Err… above, ErrUnknownStatus for a newer one
@@ -120,7 +122,8 @@ func serverError(code uint8) *ServerError {
 // ErrConnLost: the connection went away before the request was answered.
 // The request may or may not have been carried out (a SHAKE's envelope may
 // be counted as taken): the Client reconnects, and the caller decides
-// whether to ask again.
+// whether to ask again. When an ERROR ended the connection, the request's
+// error is its *ServerError too: errors.Is(err, ErrMoved) holds as well.
 var ErrConnLost = errors.New("hongbao: connection lost before the answer")
 
 // ErrClosed: the Client was closed.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
@@ -35,27 +37,33 @@ const rulesFile = "prometheus/hongbao.rules.yml"
 // promql parses as Prometheus does, with its default functions.
 var promql = parser.NewParser(parser.Options{})
 
-// names returns the metric names expr selects.
-func names(t *testing.T, where, expr string) []string {
+// use is a series selector of a rule or a panel, and where it is.
+type use struct {
+	where string
+	vs    *parser.VectorSelector
+}
+
+// selectors returns the series selectors of expr.
+func selectors(t *testing.T, where, expr string) []use {
 	t.Helper()
 	e, err := promql.ParseExpr(expr)
 	if err != nil {
 		t.Errorf("%s: %v\n%s", where, err, expr)
 		return nil
 	}
-	var out []string
+	var out []use
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
 		if vs, ok := n.(*parser.VectorSelector); ok {
-			out = append(out, vs.Name)
+			out = append(out, use{where, vs})
 		}
 		return nil
 	})
 	return out
 }
 
-// rules parses the rules file and returns the metrics its expressions
-// name, and the names it records.
-func rules(t *testing.T) (used map[string]string, recorded map[string]bool) {
+// rules parses the rules file and returns the series its expressions
+// select, and the names it records.
+func rules(t *testing.T) (used []use, recorded map[string]bool) {
 	t.Helper()
 	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, promql, slog.New(slog.DiscardHandler))
 	for _, err := range errs {
@@ -64,14 +72,12 @@ func rules(t *testing.T) (used map[string]string, recorded map[string]bool) {
 	if groups == nil {
 		t.FailNow()
 	}
-	used, recorded = map[string]string{}, map[string]bool{}
+	recorded = map[string]bool{}
 	alerts := 0
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			where := rulesFile + ": " + r.Record + r.Alert
-			for _, n := range names(t, where, r.Expr) {
-				used[n] = where
-			}
+			used = append(used, selectors(t, where, r.Expr)...)
 			if r.Record != "" {
 				recorded[r.Record] = true
 			} else {
@@ -88,8 +94,8 @@ func rules(t *testing.T) (used map[string]string, recorded map[string]bool) {
 	return used, recorded
 }
 
-// dashboard returns the metrics the dashboard's queries name.
-func dashboard(t *testing.T) map[string]string {
+// dashboard returns the series the dashboard's queries select.
+func dashboard(t *testing.T) []use {
 	t.Helper()
 	const file = "grafana/hongbao.json"
 	b, err := os.ReadFile(file)
@@ -115,7 +121,7 @@ func dashboard(t *testing.T) map[string]string {
 	}
 	// Grafana's variables, as Grafana substitutes them.
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$instance", ".*")
-	used := map[string]string{}
+	var used []use
 	queries := 0
 	for _, p := range d.Panels {
 		if p.Type != "row" && len(p.Targets) == 0 {
@@ -123,9 +129,7 @@ func dashboard(t *testing.T) map[string]string {
 		}
 		for _, q := range p.Targets {
 			queries++
-			for _, n := range names(t, file+": "+p.Title, vars.Replace(q.Expr)) {
-				used[n] = file + ": " + p.Title
-			}
+			used = append(used, selectors(t, file+": "+p.Title, vars.Replace(q.Expr))...)
 		}
 	}
 	if queries < 20 {
@@ -204,33 +208,87 @@ func TestPrometheusConfig(t *testing.T) {
 }
 
 // TestMetricsExist: every metric a rule or a panel names is one a live
-// server or gateway exposes (or a recording rule's): a single server with
-// the file journal, and a gateway whose SETs fail over.
+// server or gateway exposes (or a recording rule's), and the label values
+// it matches are ones they expose (a result, a bucket's bound, a type): a
+// single server with the file journal, and a gateway whose SETs fail over.
 func TestMetricsExist(t *testing.T) {
 	used, recorded := rules(t)
-	for n, where := range dashboard(t) {
-		used[n] = where
-	}
-	live := map[string]bool{"up": true} // Prometheus's own
+	used = append(used, dashboard(t)...)
+	live := map[string][]labels.Labels{"up": nil} // Prometheus's own
 	single := server.Options{Data: t.TempDir()}
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	gateway := server.Options{Sets: 2, NATS: ns.URL(), Node: "0/1", Journal: "jetstream", Replicas: 1, Lease: time.Second,
 		ClusterTimeout: 500 * time.Millisecond}
 	for _, o := range []server.Options{single, gateway} {
-		for n := range scrape(t, o) {
-			live[n] = true
+		for _, ls := range scrape(t, o) {
+			n := ls.Get(labels.MetricName)
+			live[n] = append(live[n], ls)
 		}
 	}
-	for n, where := range used {
-		if !live[n] && !recorded[n] {
-			t.Errorf("%s names %s: no server exposes it", where, n)
+	for _, u := range used {
+		series, ok := live[u.vs.Name]
+		switch {
+		case recorded[u.vs.Name] || u.vs.Name == "up":
+			continue
+		case !ok:
+			t.Errorf("%s names %s: no server exposes it", u.where, u.vs.Name)
+			continue
+		}
+		if bad := unmatched(u.vs.LabelMatchers, series); bad != "" {
+			t.Errorf("%s selects %s: no series of a live server has %s", u.where, u.vs, bad)
 		}
 	}
 }
 
-// scrape starts a server of o on loopback and returns the metric names of
-// its /metrics.
-func scrape(t *testing.T, o server.Options) map[string]bool {
+// unmatched checks matchers against the live series of one metric: some
+// series matches them all, and each value a matcher lists as a literal
+// (le="0.049152", type=~"shake|open") is a value of some series. job and
+// instance are Prometheus's, not the server's. It returns what is missing,
+// or "".
+func unmatched(matchers []*labels.Matcher, series []labels.Labels) string {
+	var ms []*labels.Matcher
+	for _, m := range matchers {
+		if m.Name != labels.MetricName && m.Name != "job" && m.Name != "instance" {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return ""
+	}
+	for _, m := range ms {
+		var want []string
+		switch m.Type {
+		case labels.MatchEqual:
+			want = []string{m.Value}
+		case labels.MatchRegexp:
+			// An alternation of literals: each must be a value.
+			if alts := strings.Split(m.Value, "|"); !slices.ContainsFunc(alts, func(a string) bool { return regexp.QuoteMeta(a) != a }) {
+				want = alts
+			}
+		}
+		for _, v := range want {
+			if !slices.ContainsFunc(series, func(ls labels.Labels) bool { return ls.Get(m.Name) == v }) {
+				return fmt.Sprintf("%s=%q", m.Name, v)
+			}
+		}
+	}
+	all := func(ls labels.Labels) bool {
+		for _, m := range ms {
+			if !m.Matches(ls.Get(m.Name)) {
+				return false
+			}
+		}
+		return true
+	}
+	if !slices.ContainsFunc(series, all) {
+		return "a series matching them all"
+	}
+	return ""
+}
+
+// scrape starts a server of o on loopback and returns the series of its
+// /metrics.
+func scrape(t *testing.T, o server.Options) []labels.Labels {
 	t.Helper()
 	o.Listen, o.Admin, o.Ring, o.Loops = "127.0.0.1:0", "127.0.0.1:0", 128, 1
 	if o.Sets == 0 {
@@ -260,16 +318,24 @@ func scrape(t *testing.T, o server.Options) map[string]bool {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
 	}
-	out := map[string]bool{}
+	var out []labels.Labels
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			out[line[:i]] = true
+		// The series, then its value (no timestamps): a label value may
+		// hold a space, the value does not.
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("/metrics: %q is not a sample", line)
 		}
+		ls, err := promql.ParseMetric(line[:i])
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		out = append(out, ls)
 	}
 	return out
 }
@@ -307,14 +373,15 @@ func TestSystemdUnit(t *testing.T) {
 }
 
 // TestSysctl: every setting is key = value with a line of reason above
-// it, and names a setting this kernel has (conntrack's only once its module
-// is loaded).
+// it, and names a setting this kernel has, unless it is prefixed "-"
+// (sysctl.d(5): skipped where the kernel lacks it, as conntrack's without
+// its module).
 func TestSysctl(t *testing.T) {
 	b, err := os.ReadFile("sysctl/90-hongbao.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	setting := regexp.MustCompile(`^([a-z0-9_.-]+) = (\S+( \S+)*)$`)
+	setting := regexp.MustCompile(`^(-?)([a-z0-9_][a-z0-9_.-]*) = (\S+( \S+)*)$`)
 	lines := strings.Split(string(b), "\n")
 	n := 0
 	for i, line := range lines {
@@ -327,12 +394,17 @@ func TestSysctl(t *testing.T) {
 			continue
 		}
 		n++
+		optional, key := m[1] == "-", m[2]
 		if i == 0 || !strings.HasPrefix(lines[i-1], "#") {
-			t.Errorf("line %d: %s has no reason above it", i+1, m[1])
+			t.Errorf("line %d: %s has no reason above it", i+1, key)
 		}
-		path := filepath.Join("/proc/sys", strings.ReplaceAll(m[1], ".", "/"))
-		if _, err := os.Stat(path); err != nil && !strings.HasPrefix(m[1], "net.netfilter.") {
-			t.Errorf("line %d: %s: %v", i+1, m[1], err)
+		path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+		if _, err := os.Stat(path); err != nil && !optional {
+			t.Errorf("line %d: %s: %v", i+1, key, err)
+		}
+		// A module's settings exist only once it is loaded: optional.
+		if strings.HasPrefix(key, "net.netfilter.") && !optional {
+			t.Errorf(`line %d: %s: want "-%[2]s", skipped where conntrack is not loaded`, i+1, key)
 		}
 	}
 	if n < 8 {

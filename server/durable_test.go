@@ -12,24 +12,23 @@ import (
 	"testing"
 	"time"
 
+	hbclient "hongbao/client"
 	"hongbao/journal"
 	"hongbao/proto"
 	"hongbao/server"
 )
 
-// shakeAll shakes as user until the pool answers empty, and returns the ids
-// and the sum of what it got.
-func shakeAll(t *testing.T, c *client) (ids []uint64, sum uint64) {
+// shakeAll shakes as c's user until the pool answers empty, and returns the
+// ids and the sum of what it got.
+func shakeAll(t *testing.T, c *hbclient.Client) (ids []uint64, sum uint64) {
 	t.Helper()
 	for {
-		s := c.nextStamp()
-		c.send(proto.AppendShake(nil, s))
-		status, id, amount := c.answer(s).ShakeResult()
-		if status != proto.ShakeGot {
-			if status != proto.ShakeNothing {
-				t.Fatalf("SHAKE answered %d", status)
-			}
+		id, amount, err := c.Shake(t.Context())
+		if errors.Is(err, hbclient.ErrEmpty) {
 			return ids, sum
+		}
+		if err != nil {
+			t.Fatalf("SHAKE: %v", err)
 		}
 		ids = append(ids, id)
 		sum += uint64(amount)
@@ -107,7 +106,7 @@ func TestRestartRecovers(t *testing.T) {
 	}
 	var ids []uint64
 	for u := range uint32(4) { // a user of each SET: each SET has its pool
-		more, _ := shakeAll(t, login(t, b, 10+u))
+		more, _ := shakeAll(t, appLogin(t, b, 10+u))
 		ids = append(ids, more...)
 	}
 	if len(ids) != 300-40+10 {
@@ -165,32 +164,30 @@ func TestJournalFailure(t *testing.T) {
 		}
 	})
 	ts.waitCampaign(ts.startCampaign("shake", "rate=100000&total=100&min=1&max=100").ID)
-	alice, bob := login(t, ts, 1), login(t, ts, 2)
-	s := alice.nextStamp()
-	alice.send(proto.AppendSend(nil, s, 100, []uint32{2}))
-	_, env := alice.answer(s).SendAck()
-	bob.push(proto.Envelope)
+	ctx := t.Context()
+	alice, bob := appLogin(t, ts, 1), appLogin(t, ts, 2)
+	env, err := alice.Send(ctx, 100, []uint32{2})
+	if err != nil {
+		t.Fatalf("SEND: %v", err)
+	}
+	if p := <-bob.Pushes(); p.Envelope != env {
+		t.Fatalf("pushed %+v; want envelope %#x", p, env)
+	}
 	if code, _ := ts.do(http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("/healthz %d before the failure", code)
 	}
 	off.Store(true)
 	got := ts.stats().Shake.GotAmount
 	for range 5 {
-		s := alice.nextStamp()
-		alice.send(proto.AppendShake(nil, s))
-		if status, _, _ := alice.answer(s).ShakeResult(); status != proto.ShakeOverloaded {
-			t.Fatalf("SHAKE after the failure answered %d; want %d", status, proto.ShakeOverloaded)
+		if _, _, err := alice.Shake(ctx); !errors.Is(err, hbclient.ErrOverloaded) {
+			t.Fatalf("SHAKE after the failure: %v; want SHAKE_RESULT %d", err, proto.ShakeOverloaded)
 		}
 	}
-	s = alice.nextStamp()
-	alice.send(proto.AppendSend(nil, s, 100, []uint32{2}))
-	if status, _ := alice.answer(s).SendAck(); status != proto.SendOverloaded {
-		t.Fatalf("SEND after the failure answered %d; want %d", status, proto.SendOverloaded)
+	if _, err := alice.Send(ctx, 100, []uint32{2}); !errors.Is(err, hbclient.ErrOverloaded) {
+		t.Fatalf("SEND after the failure: %v; want SEND_ACK %d", err, proto.SendOverloaded)
 	}
-	s = bob.nextStamp()
-	bob.send(proto.AppendOpen(nil, s, env))
-	if status, _, _ := bob.answer(s).OpenResult(); status != proto.OpenOverloaded {
-		t.Fatalf("OPEN after the failure answered %d; want %d", status, proto.OpenOverloaded)
+	if _, err := bob.Open(ctx, env); !errors.Is(err, hbclient.ErrOverloaded) {
+		t.Fatalf("OPEN after the failure: %v; want OPEN_RESULT %d", err, proto.OpenOverloaded)
 	}
 	code, body := ts.do(http.MethodGet, "/healthz", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "journal") || !strings.Contains(string(body), "injected") {
@@ -274,7 +271,7 @@ func TestJournalOff(t *testing.T) {
 	edit := func(o *server.Options) { o.Data, o.Journal = data, "off" }
 	a := startServer(t, edit)
 	a.waitCampaign(a.startCampaign("shake", "rate=100000&total=10&min=1&max=100").ID)
-	if _, sum := shakeAll(t, login(t, a, 1)); sum == 0 {
+	if _, sum := shakeAll(t, appLogin(t, a, 1)); sum == 0 {
 		t.Fatal("nothing shaken")
 	}
 	if err := a.shutdown(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"hongbao/campaign"
+	hbclient "hongbao/client"
 	"hongbao/loadclient"
 	"hongbao/proto"
 	"hongbao/server"
@@ -501,4 +502,22 @@ func dialer(rcvbuf int) *net.Dialer {
 		}
 		return serr
 	}}
+}
+
+// appLogin logs user in on ts (no token) with package client, as an
+// application would, and closes it when the test ends: for tests of flows,
+// where the bytes on the wire are not the point.
+func appLogin(t testing.TB, ts *testServer, user uint32) *hbclient.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTime)
+	defer cancel()
+	c, err := hbclient.Dial(ctx, []string{ts.addr}, hbclient.NoReconnect())
+	if err != nil {
+		t.Fatalf("dial %s: %v", ts.addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Login(ctx, user, nil); err != nil {
+		t.Fatalf("LOGIN user %d: %v", user, err)
+	}
+	return c
 }

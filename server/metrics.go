@@ -93,6 +93,19 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.family("hongbao_shed_total", "counter", "Requests answered overloaded at once because they had waited longer than -shed-delay in the kernel before being read (part of the overload results), by type.")
 	e.sample(`hongbao_shed_total{type="shake"}`, ist.Shed.Shake)
 	e.sample(`hongbao_shed_total{type="chat"}`, ist.Shed.Chat)
+	// The two families an overload ratio needs: every request read, refused
+	// or not (hongbao_latency_seconds counts only those answered past the
+	// door), and the refusals of every type, not SHAKE's only.
+	e.family("hongbao_requests_total", "counter", "Requests read from clients (well-formed frames), by type, whether served or refused.")
+	for _, r := range requestTypes {
+		e.sample(fmt.Sprintf(`hongbao_requests_total{type=%q}`, r.name), ist.Frames.Of(r.t))
+	}
+	e.family("hongbao_requests_overloaded_total", "counter", "Requests the ingress answered overloaded at once (SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2), because their SET's ring was full or by delay (hongbao_shed_total is part of it), by type.")
+	for _, r := range requestTypes {
+		if r.t != proto.Login && r.t != proto.Ping { // never refused
+			e.sample(fmt.Sprintf(`hongbao_requests_overloaded_total{type=%q}`, r.name), ist.Overload.Of(r.t))
+		}
+	}
 	e.counter("hongbao_stamped_reads_total", "Reads made with the kernel's receive timestamp, to measure how long requests waited: only while some may wait near -shed-delay.", ist.Stamped)
 	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
 
@@ -145,6 +158,12 @@ func (s *Server) writeMetrics(w io.Writer) {
 	s.writeJournal(e)
 	s.writeCluster(e)
 }
+
+// requestTypes names the request types as the latency histograms' type label does.
+var requestTypes = []struct {
+	name string
+	t    proto.Type
+}{{"login", proto.Login}, {"shake", proto.Shake}, {"open", proto.Open}, {"send", proto.Send}, {"chat", proto.Chat}, {"ping", proto.Ping}}
 
 // writeLatency writes the histogram family name, one per request type,
 // summed over the SETs' egress buckets that of selects (bucket i: below
@@ -366,6 +385,9 @@ func (s *Server) writeCluster(e exposition) {
 		e.sample(`hongbao_cluster_forged_total{kind="`+cluster.ForgedName(k)+`"}`, s.node.Forged(k))
 	}
 	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
+	// Every gateway tells the cluster's SETs: an alert sums what they run
+	// against it, and hongbao_ring_capacity lists only the SETs run here.
+	e.gauge("hongbao_cluster_sets", "SETs of the cluster (-sets), whichever gateways run them: the SETs the gateways run (hongbao_cluster_sets_running, summed over them) should add up to it.", int64(s.opts.Sets))
 	e.gauge("hongbao_cluster_gateways_up", "Gateways up: ready (their SETs recovered) and heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
 	connected := int64(0)
 	if s.node.Connected() {

@@ -98,6 +98,20 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("hongbao_ring_capacity{set=%q} %g; want -ring %d", label(m, "set"), v, ts.opts.Ring)
 		}
 	}
+	// One request of each type was read above, and none refused.
+	for _, m := range families["hongbao_requests_total"].GetMetric() {
+		if v := m.GetCounter().GetValue(); v < 1 {
+			t.Errorf("hongbao_requests_total{type=%q} %g; want at least 1", label(m, "type"), v)
+		}
+	}
+	if n := len(families["hongbao_requests_total"].GetMetric()); n != len(types) {
+		t.Errorf("hongbao_requests_total: %d series; want one per type of %q", n, types)
+	}
+	for _, m := range families["hongbao_requests_overloaded_total"].GetMetric() {
+		if v := m.GetCounter().GetValue(); v != 0 {
+			t.Errorf("hongbao_requests_overloaded_total{type=%q} %g; want 0", label(m, "type"), v)
+		}
+	}
 	// The SEND and the OPEN above each waited for a durable round (the SHAKE
 	// found the pool empty: nothing to journal).
 	if h := families["hongbao_journal_fsync_seconds"].GetMetric(); len(h) != 1 || h[0].GetHistogram().GetSampleCount() < 2 {
@@ -179,6 +193,9 @@ func TestMetricsLintCluster(t *testing.T) {
 	}
 	if v := value("hongbao_cluster_gateways_up"); v != 2 {
 		t.Errorf("hongbao_cluster_gateways_up %g; want 2", v)
+	}
+	if v := value("hongbao_cluster_sets"); v != sets {
+		t.Errorf("hongbao_cluster_sets %g; want -sets %d", v, sets)
 	}
 	if v := value("hongbao_cluster_nats_connected"); v != 1 {
 		t.Errorf("hongbao_cluster_nats_connected %g; want 1", v)

@@ -348,7 +348,7 @@ func TestReplicatedMoneyCrossings(t *testing.T) {
 	if m[0][0] != 0 {
 		a, b = b, a
 	}
-	sender, here := login(t, a, 2), login(t, a, 4)      // SET 0
+	sender, here := login(t, a, 2), login(t, a, 4)     // SET 0
 	there := []*client{login(t, b, 1), login(t, b, 3)} // SET 1: pushes and OPENs cross
 
 	const total = 1000
