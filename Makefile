@@ -23,9 +23,10 @@ PINGCOUNT ?= 3
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build the binaries into bin/
+build: ## build the binaries into bin/, nats-server among them (from its Go module: the demos' NATS, nothing to install)
 	@# -buildvcs=auto: the binaries say their revision (-version, hongbao_build_info) even where GOFLAGS turns stamping off
 	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
 test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests and memory bounds
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)

@@ -62,7 +62,8 @@ type options struct {
 	onStop           func(err error)
 }
 
-// DialTimeout bounds each TCP connect (default 5 s).
+// DialTimeout bounds each TCP connect, and the LOGIN_ACK after it
+// (default 5 s).
 func DialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
 
 // Logger receives the Client's reconnects and dropped pushes, the first
@@ -465,7 +466,11 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 	if c.o.tokens != nil {
 		token = c.o.tokens(user)
 	}
-	a, _, err := s.roundTrip(ctx, func(b []byte, stamp uint64) []byte { return proto.AppendLogin(b, stamp, user, token) })
+	// A gateway that accepts but does not answer (paused: the kernel
+	// accepts for it) is given up like one that does not accept.
+	lctx, cancel := context.WithTimeout(ctx, c.o.dialTimeout)
+	defer cancel()
+	a, _, err := s.roundTrip(lctx, func(b []byte, stamp uint64) []byte { return proto.AppendLogin(b, stamp, user, token) })
 	if err != nil {
 		return "", err
 	}

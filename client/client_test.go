@@ -340,6 +340,46 @@ func TestStaleConnection(t *testing.T) {
 	}
 }
 
+// TestSilentLoginGivenUp: a gateway that takes connections but answers
+// nothing, LOGIN included (paused: the kernel accepts for it), is given up
+// after DialTimeout like one that refuses, and the next address serves.
+func TestSilentLoginGivenUp(t *testing.T) {
+	var paused atomic.Bool
+	silent := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		if paused.Load() {
+			return nil
+		}
+		return owner(g, c, f)
+	})
+	other := newGateway(t, owner)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logins := make(chan string, 16)
+	// The silent gateway twice: the first reconnect dials it again.
+	c, err := client.Dial(ctx, []string{silent.addr(), silent.addr(), other.addr()}, client.DialTimeout(100*time.Millisecond),
+		client.PingInterval(20*time.Millisecond), client.ReconnectWait(time.Millisecond, 10*time.Millisecond),
+		client.OnLogin(func(addr string) { logins <- addr }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-logins
+	paused.Store(true)
+	for {
+		select {
+		case addr := <-logins:
+			if addr == other.addr() {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no login at the other gateway: stuck on a LOGIN the silent one never answers (stats %+v)", c.Stats())
+		}
+	}
+}
+
 // TestReplacedFinal: ERROR 5 (a newer LOGIN of the same user replaced the
 // connection) ends the Client for good: no dial again, which would replace
 // the newer one in turn; the request in flight gets ErrReplaced with

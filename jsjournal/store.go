@@ -76,6 +76,9 @@ type Store struct {
 
 	// The writer's: a round's futures.
 	futs []jetstream.PubAckFuture
+	// afterLast, in tests, runs in resolve between reading the last
+	// message and publishing again: where an original still in flight lands.
+	afterLast func(group int)
 }
 
 // Open creates the stream and the bucket, or opens them if they exist as
@@ -217,11 +220,18 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 			switch {
 			case err != nil:
 				left++
-			case last.Seq == b.ExpectLast: // not stored: again
+			case last.Seq == b.ExpectLast: // not stored yet: again
+				if s.afterLast != nil {
+					s.afterLast(b.Group)
+				}
 				ack, err := s.js.PublishMsg(try, s.message(b), jetstream.WithExpectLastSequencePerSubject(b.ExpectLast), jetstream.WithRetryAttempts(0))
 				if err == nil {
 					b.Seq, b.Err = ack.Sequence, nil
-				} else if b.Err = appendError(s.Subject(b.Group), err); !errors.Is(b.Err, journal.ErrFenced) {
+				} else {
+					// Refused for a wrong last sequence, it may be the
+					// original, still in flight when the last was read,
+					// that landed first: read again to know whose it is.
+					b.Err = fmt.Errorf("jsjournal: appending to %s again: %v", s.Subject(b.Group), err)
 					left++
 				}
 			case !last.Claim && last.Gateway == s.o.Gateway && last.After == b.ExpectLast: // stored

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"hongbao/journal"
 )
@@ -342,6 +343,35 @@ func TestResolveUnknownFate(t *testing.T) {
 	s.resolve(d, time.Now().Add(5*time.Second))
 	if !errors.Is(d[0].Err, journal.ErrFenced) {
 		t.Errorf("after another writer's claim: %v; want ErrFenced", d[0].Err)
+	}
+}
+
+// TestResolveOriginalLandsLate: the original message of a round whose fate
+// was unknown lands between the resolver's read of the subject's last
+// message (not there yet) and its publishing again, which is then refused
+// for a wrong last sequence: the round is stored, once — not fenced, which
+// would stop a gateway no one took a SET from.
+func TestResolveOriginalLandsLate(t *testing.T) {
+	ns := startJS(t)
+	s := openStore(t, ns.URL(), "gw-a", nil)
+	b := []journal.Batch{{Group: 0, Data: []byte("x"), ExpectLast: 0, Err: errors.New("nats: timeout")}}
+	var landed uint64
+	s.afterLast = func(group int) {
+		if landed != 0 {
+			return
+		}
+		ack, err := s.js.PublishMsg(ctxT(t), s.message(&b[0]), jetstream.WithExpectLastSequencePerSubject(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		landed = ack.Sequence
+	}
+	s.resolve(b, time.Now().Add(5*time.Second))
+	if b[0].Err != nil || b[0].Seq != landed {
+		t.Fatalf("the original landed late as %d: seq %d, err %v; want it stored, not fenced", landed, b[0].Seq, b[0].Err)
+	}
+	if n := len(messages(t, s, s.Subject(0))); n != 1 {
+		t.Errorf("group 0 holds %d messages; want 1", n)
 	}
 }
 

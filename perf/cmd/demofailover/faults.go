@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/internal/embednats"
 	"hongbao/perf/internal/harness"
 )
 
@@ -30,8 +29,15 @@ type fault struct {
 	GapMs    float64         `json:"longest_gap_ms"` // the longest any SET went without money, from the fault to the window's end
 	Empty    map[int]int     `json:"probe_empty"`    // SHAKE_RESULT 0 to each SET's probe: its pool ran dry
 	Took     []takeover      `json:"takeovers,omitempty"`
-	Before   int64           `json:"money_before"` // /cluster/stats got_amount + opened_amount right before the fault
+	Before   int64           `json:"money_before"` // /cluster/stats got_amount + opened_amount right before the fault: at least what was told by then
 	After    int64           `json:"money_after"`  // the same once the cluster settled
+	// Fenced are the money answers the stopped gateway gave, once it ran
+	// again, to SHAKEs of its SETs sent while it was stopped (witnesses):
+	// it had lost those SETs by then, so there must be none. Witnessed are
+	// the SETs that count (taken over before SIGCONT), with their answers.
+	Fenced    int `json:"fenced_money_answers"`
+	Witnessed int `json:"witnessed_sets,omitempty"`
+	Answers   int `json:"witness_answers,omitempty"`
 	Exit     string          `json:"exit,omitempty"`
 	Restart  string          `json:"restart,omitempty"`
 	Problems []string        `json:"problems,omitempty"`
@@ -55,7 +61,7 @@ type runner struct {
 	cfg   config
 	r     *harness.Run
 	cl    *harness.Cluster
-	js    *embednats.JSCluster
+	js    *harness.NATSServers
 	ps    *probes
 	csv   io.Writer // probes.csv
 	start time.Time // the load's
@@ -155,13 +161,8 @@ func pick(owners []int) int {
 
 // streamLeader is the NATS server that leads the journal's stream (0 if
 // none is found).
-func (x *runner) streamLeader() int {
-	for i := range x.js.Len() {
-		if s := x.js.Server(i); s != nil && s.JetStreamIsStreamLeader(s.GlobalAccount().Name, "hongbao_journal") {
-			return i
-		}
-	}
-	return 0
+func (x *runner) streamLeader(ctx context.Context) int {
+	return max(0, x.js.StreamLeader(ctx, stream))
 }
 
 // fault runs one fault of kind and measures it.
@@ -178,8 +179,8 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		return f
 	}
 	if kind == "nats" {
-		f.node = x.streamLeader()
-		f.Target = "NATS server " + x.js.Name(f.node) + " (the journal stream's leader)"
+		f.node = x.streamLeader(ctx)
+		f.Target = fmt.Sprintf("NATS server %s (pid %d, the journal stream's leader)", x.js.Name(f.node), x.js.PID(f.node))
 		f.Measured = all
 	} else {
 		f.node = pick(own)
@@ -216,11 +217,22 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		x.cl.Kill(f.node)
 	case "stop":
 		srv := x.cl.Gateways[f.node].Srv
+		wit, err := dialWitnesses(srv.Listen, f.Moved, cfg.sets)
+		if err != nil {
+			f.problem("%v", err)
+		}
 		x.r.Step(fmt.Sprintf("fault: gateway %d stopped past its lease", f.node), fmt.Sprintf("kill -STOP %d; sleep %g; kill -CONT %d", srv.PID, cfg.stopFor.Seconds(), srv.PID))
 		srv.Signal(syscall.SIGSTOP)
+		if wit != nil {
+			wit.send()
+		}
 		sleep(ctx, cfg.stopFor)
 		srv.Signal(syscall.SIGCONT)
 		cont := time.Now()
+		if wit != nil {
+			wit.read(10 * time.Second)
+			x.fenced(f, wit, t0, cont)
+		}
 		code, ok := srv.Wait(15 * time.Second)
 		f.Exit = fmt.Sprintf("exit %d %.2fs after SIGCONT", code, time.Since(cont).Seconds())
 		switch {
@@ -236,12 +248,12 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		}
 		x.cl.Gateways[f.node].Srv = nil
 	case "nats":
-		x.r.Step("fault: "+f.Target+" shut down inside demofailover, restarted after "+cfg.natsDown.String(), "# (embednats.JSCluster.Kill, Restart)")
+		x.r.Step("fault: kill -9 "+f.Target+", restarted after "+cfg.natsDown.String(), fmt.Sprintf("kill -9 %d; sleep %g; %s", x.js.PID(f.node), cfg.natsDown.Seconds(), x.js.CommandLine(f.node)))
 		x.js.Kill(f.node)
 		sleep(ctx, cfg.natsDown)
 		if err := x.js.Restart(f.node); err != nil {
 			f.problem("restarting %s: %v", x.js.Name(f.node), err)
-		} else if err := x.js.WaitJetStream(30 * time.Second); err != nil {
+		} else if err := x.js.WaitJetStream(ctx, 30*time.Second); err != nil {
 			f.problem("%v", err)
 		}
 		from = time.Now()
@@ -286,10 +298,30 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	if f.After, _, err = x.money(-1, 10*time.Second); err != nil {
 		f.problem("/cluster/stats after the fault: %v", err)
 	} else if f.After < f.Before {
-		f.problem("money counted after the fault %d < told before it %d: %d fen lost", f.After, f.Before, f.Before-f.After)
+		f.problem("money counted after the fault %d < counted before it %d (which holds every fen told by then): %d fen lost", f.After, f.Before, f.Before-f.After)
 	}
 	f.Took = x.takeovers(t0)
 	return f
+}
+
+// fenced counts the witnesses' money answers of the SETs taken over while
+// their gateway was stopped (a fresh probe's money elsewhere between the
+// fault at t0 and SIGCONT at cont): each is money a fenced gateway told.
+func (x *runner) fenced(f *fault, w *witnesses, t0, cont time.Time) {
+	for i, s := range w.sets {
+		if at, ok := x.ps.p[s].firstAfter(t0, true); !ok || at.After(cont) {
+			continue // not yet taken over when the gateway ran again: its money may be its own
+		}
+		f.Witnessed++
+		f.Answers += w.answered[i]
+		f.Fenced += w.money[i]
+		if w.money[i] > 0 {
+			f.problem("SET %d: the stopped gateway answered %d SHAKEs with money after another took the SET over (its witness's connection: %s)", s, w.money[i], w.ended[i])
+		}
+	}
+	if f.Witnessed == 0 {
+		f.problem("no SET of the stopped gateway was taken over before SIGCONT: nothing witnessed")
+	}
 }
 
 // supervise restarts, as a supervisor would, a gateway that exited by

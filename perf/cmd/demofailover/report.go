@@ -17,8 +17,12 @@ func (f *fault) line() string {
 	if f.Kind == "nats" {
 		sets = "every SET"
 	}
-	return fmt.Sprintf("%s of %s: %s; first money answer after the fault max %s, median %.0f ms; longest without money %.0f ms; money before %d, after %d: %s",
-		what, f.Target, sets, f.maxFirst(), f.MedMs, f.GapMs, f.Before, f.After, verdict(len(f.Problems) == 0))
+	fenced := ""
+	if f.Kind == "stop" {
+		fenced = fmt.Sprintf("; money answers from the fenced gateway %d (of %d answers to %d witnessed SETs)", f.Fenced, f.Answers, f.Witnessed)
+	}
+	return fmt.Sprintf("%s of %s: %s; first money answer after the fault max %s, median %.0f ms; longest without money %.0f ms; money counted before %d (≥ told by then), after %d%s: %s",
+		what, f.Target, sets, f.maxFirst(), f.MedMs, f.GapMs, f.Before, f.After, fenced, verdict(len(f.Problems) == 0))
 }
 
 // maxFirst is the largest first-money time, or how many SETs had none.
@@ -27,6 +31,21 @@ func (f *fault) maxFirst() string {
 		return fmt.Sprintf("none from %d", n)
 	}
 	return fmt.Sprintf("%.0f ms", f.MaxMs)
+}
+
+// killFailover is each kill's failover, the fault to its last moved SET's
+// first money answer, and their median.
+func killFailover(faults []*fault) ([]string, float64) {
+	var each []string
+	var v []float64
+	for _, f := range faults {
+		if f.Kind == "kill" && len(f.FirstMs) == len(f.Measured) && len(f.Measured) > 0 {
+			each = append(each, fmt.Sprintf("%.0f ms", f.MaxMs))
+			v = append(v, f.MaxMs)
+		}
+	}
+	_, med := maxMedian(v)
+	return each, med
 }
 
 func verdict(ok bool) string {
@@ -42,7 +61,7 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.sets, cfg.replicas, cfg.lease)
 	p("load: %s\n", res.Load)
-	t := &harness.Table{Right: true, Head: []string{"#", "fault", "at", "SETs timed", "first money max", "median", "longest gap", "takeover max", "money before", "after", "verdict"}}
+	t := &harness.Table{Right: true, Head: []string{"#", "fault", "at", "SETs timed", "first money max", "median", "longest gap", "takeover max", "counted before", "after", "fenced money", "verdict"}}
 	for i, f := range res.Faults {
 		what := map[string]string{"kill": "kill -9 ", "stop": "SIGSTOP ", "nats": ""}[f.Kind] + f.Target
 		took := 0.0
@@ -50,9 +69,12 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 			took = max(took, tk.Ms)
 		}
 		t.Add(fmt.Sprint(i+1), what, fmt.Sprintf("+%.1fs", f.AtS), fmt.Sprint(len(f.Measured)), f.maxFirst(), fmt.Sprintf("%.0f ms", f.MedMs),
-			fmt.Sprintf("%.0f ms", f.GapMs), fmt.Sprintf("%.1f ms", took), fmt.Sprint(f.Before), fmt.Sprint(f.After), verdict(len(f.Problems) == 0))
+			fmt.Sprintf("%.0f ms", f.GapMs), fmt.Sprintf("%.1f ms", took), fmt.Sprint(f.Before), fmt.Sprint(f.After), fmt.Sprint(f.Fenced), verdict(len(f.Problems) == 0))
 	}
 	b.WriteString(t.Text())
+	if kills, med := killFailover(res.Faults); len(kills) > 0 {
+		p("\nfailover of the kill -9 faults (the fault to the last moved SET's first money answer): median %.0f ms of %d: %s", med, len(kills), strings.Join(kills, ", "))
+	}
 	p("\nfirst money: from the fault to the first SHAKE_RESULT 1 a probe got from each timed SET (moved SETs; NATS: every SET);")
 	p("longest gap: the longest any SET's probe went without one, from the fault to the window's end; takeover: claim to serving, as the survivor logged it.")
 	for i, f := range res.Faults {

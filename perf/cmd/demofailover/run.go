@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"hongbao/cluster"
-	"hongbao/internal/embednats"
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 )
@@ -87,27 +86,29 @@ func run(ctx context.Context, cfg config, command string) error {
 	if err != nil {
 		return err
 	}
-	var users []embednats.User
+	var users []harness.NATSUser
 	for _, id := range ids {
-		users = append(users, embednats.User{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
+		users = append(users, harness.NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
 	}
 	pass := make([]byte, 16)
 	rand.Read(pass)
-	auditor := embednats.User{Name: "demofailover-audit", Password: hex.EncodeToString(pass), Publish: []string{">"}, Subscribe: []string{">"}}
+	auditor := harness.NATSUser{Name: "demofailover-audit", Password: hex.EncodeToString(pass)}
 	store, err := os.MkdirTemp("", "demofailover-nats-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(store)
-	js, err := embednats.StartJSCluster(3, store, append(users, auditor))
+	js, err := harness.StartNATSServers(cfg.NATSServer(), r.Dir, store, gateways, append(users, auditor))
 	if err != nil {
 		return err
 	}
 	defer js.Stop()
-	if err := js.WaitJetStream(30 * time.Second); err != nil {
+	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
 		return err
 	}
-	r.Step("3 NATS servers with JetStream inside demofailover", "# "+js.URL())
+	for i := range js.Len() {
+		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
+	}
 
 	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String()}
 	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,

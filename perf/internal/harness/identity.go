@@ -43,9 +43,9 @@ func IdentityArgs(ids []Identity) func(node int) []string {
 	}
 }
 
-// BuildBinaries builds the server (under the race detector with race) and
-// the load client into dir from the module at root: the binaries a tool's
-// tests run.
+// BuildBinaries builds the server (under the race detector with race), the
+// load client and nats-server (from its module) into dir from the module at
+// root: the binaries a tool's tests run.
 func BuildBinaries(root, dir string, race bool) (server, client string, err error) {
 	build := func(pkg, out string, race bool) error {
 		args := []string{"build", "-o", filepath.Join(dir, out)}
@@ -65,5 +65,13 @@ func BuildBinaries(root, dir string, race bool) (server, client string, err erro
 	if err := build("./cmd/loadclient", "loadclient", false); err != nil {
 		return "", "", err
 	}
+	if err := build(NATSServerModule, "nats-server", false); err != nil {
+		return "", "", err
+	}
 	return filepath.Join(dir, "server"), filepath.Join(dir, "loadclient"), nil
 }
+
+// NATSServerModule is the package of the nats-server binary: make build
+// builds it from the module the gateways' tests embed, so nothing needs
+// installing.
+const NATSServerModule = "github.com/nats-io/nats-server/v2"

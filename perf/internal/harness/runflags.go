@@ -38,9 +38,10 @@ func (r *RunFlags) Add(fs *flag.FlagSet, tool, prefix string) {
 	fs.StringVar(&r.ClientFlags, "client-flags", "", "more load client `flags`, space-separated (e.g. \"-loops 1\")")
 }
 
-// Server and Client are the binaries.
-func (r *RunFlags) Server() string { return filepath.Join(r.Bin, "server") }
-func (r *RunFlags) Client() string { return filepath.Join(r.Bin, "loadclient") }
+// Server, Client and NATSServer are the binaries.
+func (r *RunFlags) Server() string     { return filepath.Join(r.Bin, "server") }
+func (r *RunFlags) Client() string     { return filepath.Join(r.Bin, "loadclient") }
+func (r *RunFlags) NATSServer() string { return filepath.Join(r.Bin, "nats-server") }
 
 // Validate reports what is wrong with these flags and with a run of users
 // connections sending group envelopes of recipients shares: users must be

@@ -1,0 +1,349 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// NATSUser is a user of NATSServers: its name, password and the subjects
+// it may publish and subscribe to (none: all).
+type NATSUser struct {
+	Name, Password     string
+	Publish, Subscribe []string
+}
+
+// NATSServers are real nats-server processes (bin/nats-server, which make
+// build builds from the nats-server module) clustered over loopback, each
+// with JetStream on its own store synced at every write (sync_interval:
+// always), as deploy/nats/nats-server-js.conf runs them: a server can be
+// killed with SIGKILL, as a machine dies, and started again on its ports
+// and store. Its methods are safe for concurrent use.
+type NATSServers struct {
+	bin, dir, store string
+
+	mu    sync.Mutex
+	nodes []*natsProc
+}
+
+type natsProc struct {
+	name                   string
+	port, cluster, monitor int
+	conf, log              string
+	cmd                    *exec.Cmd
+	done                   chan struct{}
+	starts                 int
+}
+
+// StartNATSServers starts n servers of bin, their configurations and logs in
+// dir and their JetStream stores under store, with users (none: open to
+// every client), and waits until every one takes connections;
+// WaitJetStream waits for JetStream to form.
+func StartNATSServers(bin, dir, store string, n int, users []NATSUser) (*NATSServers, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s: %w (make build builds it from the nats-server module)", bin, err)
+	}
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
+	c := &NATSServers{bin: bin, dir: dir, store: store}
+	for i := range n {
+		c.nodes = append(c.nodes, &natsProc{name: fmt.Sprintf("n%d", i), port: ports[3*i], cluster: ports[3*i+1], monitor: ports[3*i+2]})
+	}
+	for i, nd := range c.nodes {
+		nd.conf = filepath.Join(dir, nd.name+".conf")
+		if err := os.WriteFile(nd.conf, c.config(i, users), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	for i := range c.nodes {
+		if err := c.start(i); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// freePorts returns n distinct loopback ports nothing listened on a moment
+// ago.
+func freePorts(n int) ([]int, error) {
+	addrs, err := FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, a := range addrs {
+		_, p, _ := net.SplitHostPort(a)
+		port, _ := strconv.Atoi(p)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// config is server i's configuration file.
+func (c *NATSServers) config(i int, users []NATSUser) []byte {
+	nd := c.nodes[i]
+	q := func(v any) string { // JSON, which the configuration's syntax takes, with > as it is
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		e.Encode(v)
+		return strings.TrimSpace(b.String())
+	}
+	var routes []string
+	for j, o := range c.nodes {
+		if j != i {
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.cluster))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n", nd.name, nd.port, nd.monitor)
+	fmt.Fprintf(&b, "jetstream { store_dir: %s, sync_interval: always }\n", q(filepath.Join(c.store, nd.name)))
+	fmt.Fprintf(&b, "cluster { name: hongbao, listen: 127.0.0.1:%d, routes: %s }\n", nd.cluster, q(routes))
+	if len(users) > 0 {
+		b.WriteString("authorization { users: [\n")
+		for _, u := range users {
+			fmt.Fprintf(&b, "  {user: %s, password: %s", q(u.Name), q(u.Password))
+			if len(u.Publish) > 0 || len(u.Subscribe) > 0 {
+				fmt.Fprintf(&b, ", permissions: {publish: %s, subscribe: %s}", q(u.Publish), q(u.Subscribe))
+			}
+			b.WriteString("}\n")
+		}
+		b.WriteString("] }\n")
+	}
+	return []byte(b.String())
+}
+
+// start runs server i once its ports are free again, and waits until it
+// takes connections.
+func (c *NATSServers) start(i int) error {
+	nd := c.nodes[i]
+	if err := waitPortsFree(5*time.Second, nd.port, nd.cluster, nd.monitor); err != nil {
+		return fmt.Errorf("NATS server %s: %w", nd.name, err)
+	}
+	nd.log = filepath.Join(c.dir, nd.name+".log")
+	if nd.starts > 0 {
+		nd.log = filepath.Join(c.dir, fmt.Sprintf("%s.%d.log", nd.name, nd.starts))
+	}
+	nd.starts++
+	out, err := os.Create(nd.log)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, "-c", nd.conf)
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("NATS server %s: %w", nd.name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); out.Close(); close(done) }()
+	nd.cmd, nd.done = cmd, done
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", nd.port), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("NATS server %s exited at its start (log: %s)", nd.name, nd.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("NATS server %s takes no connection after 10s (log: %s)", nd.name, nd.log)
+		}
+	}
+}
+
+// waitPortsFree waits until every port can be listened on at 127.0.0.1.
+func waitPortsFree(timeout time.Duration, ports ...int) error {
+	deadline := time.Now().Add(timeout)
+	for _, p := range ports {
+		for {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err == nil {
+				ln.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("port %d not free within %v: %w", p, timeout, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Len is the number of servers, up or down.
+func (c *NATSServers) Len() int { return len(c.nodes) }
+
+// Name is server i's server_name, as JetStream names a stream's leader.
+func (c *NATSServers) Name(i int) string { return c.nodes[i].name }
+
+// PID is server i's process id, 0 while it is down.
+func (c *NATSServers) PID(i int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if nd := c.nodes[i]; nd.cmd != nil {
+		return nd.cmd.Process.Pid
+	}
+	return 0
+}
+
+// URL is every server's client URL, comma-separated: what a client takes to
+// reach whichever is up.
+func (c *NATSServers) URL() string {
+	var urls []string
+	for _, nd := range c.nodes {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", nd.port))
+	}
+	return strings.Join(urls, ",")
+}
+
+// CommandLine is server i's start as a shell line.
+func (c *NATSServers) CommandLine(i int) string { return c.bin + " -c " + c.nodes[i].conf }
+
+// Kill kills server i with SIGKILL and waits for it: what it had not synced
+// is lost with it, its store stays for Restart. Killing a server that is
+// down does nothing.
+func (c *NATSServers) Kill(i int) {
+	c.mu.Lock()
+	nd := c.nodes[i]
+	cmd, done := nd.cmd, nd.done
+	nd.cmd = nil
+	c.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Restart starts server i again on its ports and store.
+func (c *NATSServers) Restart(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[i].cmd != nil {
+		return fmt.Errorf("NATS server %s is running", c.nodes[i].name)
+	}
+	return c.start(i)
+}
+
+// Stop ends every server: SIGTERM, then SIGKILL after 5 s.
+func (c *NATSServers) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nd := range c.nodes {
+		if nd.cmd == nil {
+			continue
+		}
+		nd.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-nd.done:
+		case <-time.After(5 * time.Second):
+			nd.cmd.Process.Signal(syscall.SIGKILL)
+			<-nd.done
+		}
+		nd.cmd = nil
+	}
+}
+
+// up are the servers running.
+func (c *NATSServers) up() []*natsProc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*natsProc
+	for _, nd := range c.nodes {
+		if nd.cmd != nil {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// WaitJetStream waits until every running server's /healthz says its
+// JetStream is current with the cluster's.
+func (c *NATSServers) WaitJetStream(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var bad []string
+		for _, nd := range c.up() {
+			if code, body := monitor(ctx, nd, "/healthz"); code != http.StatusOK {
+				bad = append(bad, fmt.Sprintf("%s: %d %s", nd.name, code, strings.TrimSpace(string(body))))
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("NATS JetStream not current within %v: %s", timeout, strings.Join(bad, "; "))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StreamLeader is the server that leads stream, by the first running
+// server's /jsz that names one; -1 if none does.
+func (c *NATSServers) StreamLeader(ctx context.Context, stream string) int {
+	for _, nd := range c.up() {
+		code, body := monitor(ctx, nd, "/jsz?accounts=true&streams=true")
+		if code != http.StatusOK {
+			continue
+		}
+		var jsz struct {
+			Accounts []struct {
+				Streams []struct {
+					Name    string `json:"name"`
+					Cluster struct {
+						Leader string `json:"leader"`
+					} `json:"cluster"`
+				} `json:"stream_detail"`
+			} `json:"account_details"`
+		}
+		if json.Unmarshal(body, &jsz) != nil {
+			continue
+		}
+		for _, a := range jsz.Accounts {
+			for _, s := range a.Streams {
+				for i, n := range c.nodes {
+					if s.Name == stream && s.Cluster.Leader == n.name {
+						return i
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// monitor GETs path from nd's monitoring port: the status and body (0 when
+// it does not answer).
+func monitor(ctx context.Context, nd *natsProc, path string) (int, []byte) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://127.0.0.1:%d%s", nd.monitor, path), nil)
+	if err != nil {
+		return 0, nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return resp.StatusCode, b
+}
