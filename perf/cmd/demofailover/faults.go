@@ -35,12 +35,12 @@ type fault struct {
 	// again, to SHAKEs of its SETs sent while it was stopped (witnesses):
 	// it had lost those SETs by then, so there must be none. Witnessed are
 	// the SETs that count (taken over before SIGCONT), with their answers.
-	Fenced    int `json:"fenced_money_answers"`
-	Witnessed int `json:"witnessed_sets,omitempty"`
-	Answers   int `json:"witness_answers,omitempty"`
-	Exit     string          `json:"exit,omitempty"`
-	Restart  string          `json:"restart,omitempty"`
-	Problems []string        `json:"problems,omitempty"`
+	Fenced    int      `json:"fenced_money_answers"`
+	Witnessed int      `json:"witnessed_sets,omitempty"`
+	Answers   int      `json:"witness_answers,omitempty"`
+	Exit      string   `json:"exit,omitempty"`
+	Restart   string   `json:"restart,omitempty"`
+	Problems  []string `json:"problems,omitempty"`
 }
 
 // takeover is a survivor's "serving SET" log line.
