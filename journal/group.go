@@ -368,7 +368,7 @@ func (j *Journal) failGroup(g *group, err error) {
 	if fenced {
 		j.M.Fenced.Add(1)
 		if j.o.OnFenced != nil {
-			j.o.OnFenced(g.id)
+			j.o.OnFenced(g.id, ge)
 		}
 	} else {
 		j.M.GroupFailures.Add(1)

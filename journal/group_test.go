@@ -146,7 +146,7 @@ func TestSinkGroupNotOpenCostsNothing(t *testing.T) {
 func TestSinkFenceThenReopen(t *testing.T) {
 	sink := newFakeSink()
 	var fenced []int
-	j := openSink(t, sink, func(o *Options) { o.OnFenced = func(g int) { fenced = append(fenced, g) } })
+	j := openSink(t, sink, func(o *Options) { o.OnFenced = func(g int, _ error) { fenced = append(fenced, g) } })
 	a, b := j.ProducerIn(0), j.ProducerIn(1)
 	if err := j.Start(); err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestSinkFailureAndRelease(t *testing.T) {
 	failed := map[int]error{}
 	j := openSink(t, sink, func(o *Options) {
 		o.OnGroupFailed = func(g int, err error) { failed[g] = err }
-		o.OnFenced = func(g int) { t.Errorf("group %d fenced", g) }
+		o.OnFenced = func(g int, _ error) { t.Errorf("group %d fenced", g) }
 	})
 	ps := []*Producer{j.ProducerIn(0), j.ProducerIn(1), j.ProducerIn(ClusterGroup)}
 	if err := j.Start(); err != nil {

@@ -58,8 +58,9 @@ type Options struct {
 	// OnFenced runs on the writer's goroutine when a group's message was
 	// refused because another writer appended to it: the group is fenced,
 	// nothing of it becomes durable here again until a Reopen, and the
-	// server drops its SET. It must not block or call Reopen or Release.
-	OnFenced func(group int)
+	// server drops its SET; err says what the sink refused. It must not
+	// block or call Reopen or Release.
+	OnFenced func(group int, err error)
 	// OnGroupFailed runs on the writer's goroutine when a group's message
 	// failed otherwise (a timeout, the sink unavailable): what it held may
 	// or may not have been stored, so nothing of the group becomes durable

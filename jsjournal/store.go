@@ -190,7 +190,10 @@ func (s *Store) Commit(batches []journal.Batch) {
 			batches[i].Err = appendError(f.Msg().Subject, err)
 		}
 		futs[i] = nil
-		unsure = unsure || batches[i].Err != nil && !errors.Is(batches[i].Err, journal.ErrFenced)
+		// Even a wrong last sequence is settled by reading: the server
+		// also refuses so a message that comes while its subject's previous
+		// one, acknowledged already, is still being applied.
+		unsure = unsure || batches[i].Err != nil
 	}
 	if unsure {
 		s.resolve(batches, deadline)
@@ -203,16 +206,23 @@ func (s *Store) message(b *journal.Batch) *nats.Msg {
 		Header: nats.Header{HeaderGateway: s.gw, HeaderAfter: {strconv.FormatUint(b.ExpectLast, 10)}}}
 }
 
-// resolve settles the batches whose message may or may not have been
-// stored, until deadline: each keeps its error if it could not be.
+// resolve settles the batches that failed (their message may or may not
+// have been stored, or was refused) by reading their subject's last
+// message, until deadline: each is stored, published again, or fenced —
+// another writer's message follows ExpectLast — or keeps its error if it
+// could not be settled.
 func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	pending := make([]bool, len(batches))
+	for i := range batches {
+		pending[i] = batches[i].Err != nil
+	}
 	for {
 		left := 0
 		for i := range batches {
 			b := &batches[i]
-			if b.Err == nil || errors.Is(b.Err, journal.ErrFenced) {
+			if !pending[i] {
 				continue
 			}
 			try, cancelTry := context.WithTimeout(ctx, resolveAfter)
@@ -226,7 +236,7 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 				}
 				ack, err := s.js.PublishMsg(try, s.message(b), jetstream.WithExpectLastSequencePerSubject(b.ExpectLast), jetstream.WithRetryAttempts(0))
 				if err == nil {
-					b.Seq, b.Err = ack.Sequence, nil
+					b.Seq, b.Err, pending[i] = ack.Sequence, nil, false
 				} else {
 					// Refused for a wrong last sequence, it may be the
 					// original, still in flight when the last was read,
@@ -235,9 +245,14 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 					left++
 				}
 			case !last.Claim && last.Gateway == s.o.Gateway && last.After == b.ExpectLast: // stored
-				b.Seq, b.Err = last.Seq, nil
+				b.Seq, b.Err, pending[i] = last.Seq, nil, false
 			default:
-				b.Err = fmt.Errorf("%w: %s: message %d is not this writer's after %d", journal.ErrFenced, s.Subject(b.Group), last.Seq, b.ExpectLast)
+				who := last.Gateway
+				if last.Claim {
+					who += fmt.Sprintf("'s claim at epoch %d", last.Epoch)
+				}
+				b.Err = fmt.Errorf("%w: %s: message %d, after %d, is %s", journal.ErrFenced, s.Subject(b.Group), last.Seq, b.ExpectLast, who)
+				pending[i] = false
 			}
 			cancelTry()
 		}

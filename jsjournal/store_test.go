@@ -148,7 +148,7 @@ func TestFencing(t *testing.T) {
 	var fenced atomic.Int64
 	fenced.Store(-100)
 	wa := newWriter(t, a, []spec{{0, 1}, {1, 1}}, func(o *journal.Options) {
-		o.OnFenced = func(g int) { fenced.Store(int64(g)) }
+		o.OnFenced = func(g int, _ error) { fenced.Store(int64(g)) }
 		o.OnGroupFailed = func(g int, err error) { t.Errorf("group %d failed: %v", g, err) }
 	})
 	for _, g := range []int{0, 1} {
@@ -242,7 +242,7 @@ func TestUnavailable(t *testing.T) {
 	failed := make(chan int, 8)
 	w := newWriter(t, s, []spec{{0, 1}, {1, 1}}, func(o *journal.Options) {
 		o.OnGroupFailed = func(g int, err error) { failed <- g }
-		o.OnFenced = func(g int) { t.Errorf("group %d fenced", g) }
+		o.OnFenced = func(g int, _ error) { t.Errorf("group %d fenced", g) }
 	})
 	ps := []*journal.Producer{w.ps[0][0], w.ps[1][0]}
 	for g, p := range ps {
@@ -385,7 +385,7 @@ func TestLostInFlight(t *testing.T) {
 	s := openStore(t, "nats://"+px.addr(), "gw-a", func(o *Options) { o.AckWait = 3 * resolveAfter })
 	w := newWriter(t, s, []spec{{0, 1}}, func(o *journal.Options) {
 		o.OnGroupFailed = func(g int, err error) { t.Errorf("group %d failed: %v", g, err) }
-		o.OnFenced = func(g int) { t.Errorf("group %d fenced", g) }
+		o.OnFenced = func(g int, _ error) { t.Errorf("group %d fenced", g) }
 	})
 	p := w.ps[0][0]
 	if err := w.j.Reopen(0, 0); err != nil {

@@ -151,8 +151,8 @@ func (s *Server) joinReplicated() error {
 // journalOptions are the journal's options on JetStream.
 func (r *replicated) journalOptions(o journal.Options) journal.Options {
 	o.Sink = r.store
-	o.OnFenced = func(group int) {
-		r.lose(group, "another gateway appended to its journal: it took the SET over")
+	o.OnFenced = func(group int, err error) {
+		r.lose(group, fmt.Sprintf("another gateway appended to its journal: it took the SET over (%v)", err))
 	}
 	o.OnGroupFailed = func(group int, err error) {
 		r.lose(group, fmt.Sprintf("a journal round was not acknowledged (%v): what it held may or may not be in JetStream", err))
