@@ -10,7 +10,11 @@
 // connection is lost (the gateway died, shut down, or moved the user's SET:
 // ERROR 8, ERROR 9) dials the addresses again, with backoff and jitter, and
 // logs in again, as a cluster whose SETs fail over expects of its clients
-// (MaxReconnects bounds the attempts; OnDisconnect and OnLogin tell).
+// (MaxReconnects bounds the attempts; OnDisconnect and OnLogin tell). A
+// gateway that just failed — refused the connect, or took it and did not
+// answer a LOGIN or a PING — is passed over for twice DialTimeout (at least
+// a second), redirects to it included: while a paused or dead gateway's
+// SETs fail over, the others name it for a moment still.
 // Any other ERROR is final: the server meant this connection to end (a
 // newer LOGIN of the same user replaced it, ERROR 5) or found it broken,
 // and logging in again would only repeat it — two Clients of one user
@@ -152,6 +156,7 @@ type Stats struct {
 	NoOwner       uint64 // LOGIN_ACK 3 with no address: the user's SET had no gateway
 	DialErrors    uint64 // connects that failed
 	Stale         uint64 // connections dropped for a PING unanswered
+	Shunned       uint64 // redirects not followed: they named a gateway that failed lately
 	DroppedPushes uint64 // pushes dropped because Pushes was full
 }
 
@@ -169,6 +174,10 @@ type Client struct {
 	token    []byte
 	loggedIn bool
 	next     int // the address to try next
+	// shunned: the gateways that failed lately (a connect refused, a LOGIN
+	// or PING unanswered), by address, until when they are passed over:
+	// a dead or paused gateway's redirects would cost a timeout each.
+	shunned map[string]time.Time
 	closed   bool
 	err      error // why the Client stopped for good
 
@@ -182,7 +191,7 @@ type Client struct {
 	callbacks []func()
 	wake      chan struct{} // a callback queued: capacity 1
 
-	reconnects, redirects, noOwner, dialErrors, stale, dropped atomic.Uint64
+	reconnects, redirects, noOwner, dialErrors, stale, shuns, dropped atomic.Uint64
 	droppedLogged                                              atomic.Int64 // when a dropped push was last logged (unix ns)
 }
 
@@ -232,7 +241,7 @@ func (c *Client) Pushes() <-chan Push { return c.pushes }
 // Stats returns the Client's counters.
 func (c *Client) Stats() Stats {
 	return Stats{Reconnects: c.reconnects.Load(), Redirects: c.redirects.Load(), NoOwner: c.noOwner.Load(),
-		DialErrors: c.dialErrors.Load(), Stale: c.stale.Load(), DroppedPushes: c.dropped.Load()}
+		DialErrors: c.dialErrors.Load(), Stale: c.stale.Load(), Shunned: c.shuns.Load(), DroppedPushes: c.dropped.Load()}
 }
 
 // Addr is the address of the gateway the Client is logged in at ("" while
@@ -438,6 +447,12 @@ func (c *Client) attempt(ctx context.Context, s *session) error {
 			}
 			return err
 		}
+		if c.isShunned(to) {
+			// Sent to a gateway that just failed: most likely the one
+			// whose SET is failing over. Ask again shortly, elsewhere.
+			c.shuns.Add(1)
+			return fmt.Errorf("%w: redirected to %s, which failed %v ago or less", ErrNoOwner, to, c.shunFor())
+		}
 		c.redirects.Add(1)
 		if s, err = c.dial(ctx, to); err != nil {
 			return err
@@ -472,6 +487,9 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 	defer cancel()
 	a, _, err := s.roundTrip(lctx, func(b []byte, stamp uint64) []byte { return proto.AppendLogin(b, stamp, user, token) })
 	if err != nil {
+		if lctx.Err() != nil && ctx.Err() == nil {
+			c.shun(s.addr) // it took the connection and said nothing
+		}
 		return "", err
 	}
 	if a.t != proto.LoginAck {
@@ -605,9 +623,45 @@ func (c *Client) dispatch() {
 func (c *Client) nextAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := c.addrs[c.next]
-	c.next = (c.next + 1) % len(c.addrs)
-	return a
+	now := time.Now()
+	first := c.next
+	for range c.addrs { // the next not shunned; if every one is, the next
+		a := c.addrs[c.next]
+		c.next = (c.next + 1) % len(c.addrs)
+		if until, ok := c.shunned[a]; !ok || now.After(until) {
+			return a
+		}
+	}
+	c.next = (first + 1) % len(c.addrs)
+	return c.addrs[first]
+}
+
+// shunFor is how long a gateway that failed is passed over: twice the
+// connect bound, at least a second — a failover's few seconds.
+func (c *Client) shunFor() time.Duration { return max(2*c.o.dialTimeout, time.Second) }
+
+// shun passes over addr for shunFor.
+func (c *Client) shun(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shunned == nil {
+		c.shunned = map[string]time.Time{}
+	}
+	now := time.Now()
+	for a, until := range c.shunned { // kept small: the gateways met lately
+		if now.After(until) {
+			delete(c.shunned, a)
+		}
+	}
+	c.shunned[addr] = now.Add(c.shunFor())
+}
+
+// isShunned reports whether addr failed within shunFor.
+func (c *Client) isShunned(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.shunned[addr]
+	return ok && time.Now().Before(until)
 }
 
 // backoff sleeps a jittered *wait and doubles it up to the maximum; false
@@ -631,6 +685,9 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		c.dialErrors.Add(1)
+		if ctx.Err() == nil {
+			c.shun(addr)
+		}
 		return nil, fmt.Errorf("hongbao: %w", err)
 	}
 	s := &session{c: c, nc: nc, addr: addr, pending: map[uint64]chan answer{}, done: make(chan struct{})}
@@ -735,6 +792,7 @@ func (s *session) keepalive(d time.Duration) {
 		}
 		if out.Load() {
 			s.c.stale.Add(1)
+			s.c.shun(s.addr)
 			s.fail(fmt.Errorf("%w: no PONG within %v: the gateway paused or is cut off", ErrConnLost, d))
 			return
 		}

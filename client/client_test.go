@@ -380,6 +380,70 @@ func TestSilentLoginGivenUp(t *testing.T) {
 	}
 }
 
+// TestRedirectToFailedShunned: while a gateway's SET fails over, the
+// others still send its users to it for a moment (it was heard lately). A
+// Client that just found it silent does not follow them there, where each
+// LOGIN would cost DialTimeout, but asks again elsewhere until it is sent
+// to the SET's new owner.
+func TestRedirectToFailedShunned(t *testing.T) {
+	var paused atomic.Bool
+	var accepted atomic.Int64 // connections the silent gateway took while paused
+	silent := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		if paused.Load() {
+			if f.Type == proto.Login {
+				accepted.Add(1)
+			}
+			return nil
+		}
+		return owner(g, c, f)
+	})
+	owner2 := newGateway(t, owner)
+	var moved atomic.Bool
+	other := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		if f.Type != proto.Login {
+			return owner(g, c, f)
+		}
+		user, _ := f.Login()
+		to := silent.addr()
+		if moved.Load() {
+			to = owner2.addr()
+		}
+		return proto.AppendLoginRedirect(nil, f.Stamp, user, to)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logins := make(chan string, 16)
+	c, err := client.Dial(ctx, []string{silent.addr(), other.addr()}, client.DialTimeout(5*time.Second),
+		client.PingInterval(20*time.Millisecond), client.ReconnectWait(time.Millisecond, 10*time.Millisecond),
+		client.OnLogin(func(addr string) { logins <- addr }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-logins
+	paused.Store(true)
+	for c.Stats().Shunned < 3 { // sent to the silent one, and not gone
+		if ctx.Err() != nil {
+			t.Fatalf("stats %+v: no redirect to the silent gateway passed over", c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	moved.Store(true)
+	for addr := ""; addr != owner2.addr(); {
+		select {
+		case addr = <-logins:
+		case <-ctx.Done():
+			t.Fatalf("no login at the SET's new owner (stats %+v)", c.Stats())
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("%d LOGINs sent to the silent gateway after it was found silent; want none", n)
+	}
+}
+
 // TestReplacedFinal: ERROR 5 (a newer LOGIN of the same user replaced the
 // connection) ends the Client for good: no dial again, which would replace
 // the newer one in turn; the request in flight gets ErrReplaced with
