@@ -178,8 +178,8 @@ type Client struct {
 	// or PING unanswered), by address, until when they are passed over:
 	// a dead or paused gateway's redirects would cost a timeout each.
 	shunned map[string]time.Time
-	closed   bool
-	err      error // why the Client stopped for good
+	closed  bool
+	err     error // why the Client stopped for good
 
 	closing chan struct{}
 	wg      sync.WaitGroup // readers and the reconnect
@@ -192,7 +192,7 @@ type Client struct {
 	wake      chan struct{} // a callback queued: capacity 1
 
 	reconnects, redirects, noOwner, dialErrors, stale, shuns, dropped atomic.Uint64
-	droppedLogged                                              atomic.Int64 // when a dropped push was last logged (unix ns)
+	droppedLogged                                                     atomic.Int64 // when a dropped push was last logged (unix ns)
 }
 
 // Dial connects to the first of addrs that answers (host:port each): every
