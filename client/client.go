@@ -11,10 +11,11 @@
 // ERROR 8, ERROR 9) dials the addresses again, with backoff and jitter, and
 // logs in again, as a cluster whose SETs fail over expects of its clients
 // (MaxReconnects bounds the attempts; OnDisconnect and OnLogin tell). A
-// gateway that just failed — refused the connect, or took it and did not
-// answer a LOGIN or a PING — is passed over for twice DialTimeout (at least
-// a second), redirects to it included: while a paused or dead gateway's
-// SETs fail over, the others name it for a moment still.
+// gateway that failed — refused the connect, or took it and did not answer
+// a LOGIN or a PING — is asked again only once every other has failed
+// since, and redirects to it are not followed for twice DialTimeout (at
+// least a second): while a paused or dead gateway's SETs fail over, the
+// others name it for a moment still.
 // Any other ERROR is final: the server meant this connection to end (a
 // newer LOGIN of the same user replaced it, ERROR 5) or found it broken,
 // and logging in again would only repeat it — two Clients of one user
@@ -174,12 +175,12 @@ type Client struct {
 	token    []byte
 	loggedIn bool
 	next     int // the address to try next
-	// shunned: the gateways that failed lately (a connect refused, a LOGIN
-	// or PING unanswered), by address, until when they are passed over:
-	// a dead or paused gateway's redirects would cost a timeout each.
-	shunned map[string]time.Time
-	closed  bool
-	err     error // why the Client stopped for good
+	// failed: when each gateway last failed (a connect refused, a LOGIN or
+	// PING unanswered), until it answers a LOGIN again: a dead or paused
+	// gateway, asked or redirected to, would cost a timeout each time.
+	failed map[string]time.Time
+	closed bool
+	err    error // why the Client stopped for good
 
 	closing chan struct{}
 	wg      sync.WaitGroup // readers and the reconnect
@@ -492,6 +493,7 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 		}
 		return "", err
 	}
+	c.answered(s.addr)
 	if a.t != proto.LoginAck {
 		return "", fmt.Errorf("hongbao: LOGIN answered by %s", a.t)
 	}
@@ -623,45 +625,57 @@ func (c *Client) dispatch() {
 func (c *Client) nextAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	first := c.next
-	for range c.addrs { // the next not shunned; if every one is, the next
-		a := c.addrs[c.next]
+	// In turn, the gateways that have not failed since they last answered;
+	// if each has, the one that failed longest ago.
+	oldest := -1
+	for range c.addrs {
+		i := c.next
 		c.next = (c.next + 1) % len(c.addrs)
-		if until, ok := c.shunned[a]; !ok || now.After(until) {
-			return a
+		at, ok := c.failed[c.addrs[i]]
+		if !ok {
+			return c.addrs[i]
+		}
+		if oldest < 0 || at.Before(c.failed[c.addrs[oldest]]) {
+			oldest = i
 		}
 	}
-	c.next = (first + 1) % len(c.addrs)
-	return c.addrs[first]
+	return c.addrs[oldest]
 }
 
 // shunFor is how long a gateway that failed is passed over: twice the
 // connect bound, at least a second — a failover's few seconds.
 func (c *Client) shunFor() time.Duration { return max(2*c.o.dialTimeout, time.Second) }
 
-// shun passes over addr for shunFor.
+// shun notes that addr failed now.
 func (c *Client) shun(addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.shunned == nil {
-		c.shunned = map[string]time.Time{}
+	if c.failed == nil {
+		c.failed = map[string]time.Time{}
 	}
-	now := time.Now()
-	for a, until := range c.shunned { // kept small: the gateways met lately
-		if now.After(until) {
-			delete(c.shunned, a)
+	if len(c.failed) >= 64 { // redirects name gateways not in addrs: keep it small
+		for a := range c.failed {
+			delete(c.failed, a)
+			break
 		}
 	}
-	c.shunned[addr] = now.Add(c.shunFor())
+	c.failed[addr] = time.Now()
 }
 
-// isShunned reports whether addr failed within shunFor.
+// answered notes that addr answered a LOGIN: it serves again.
+func (c *Client) answered(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.failed, addr)
+}
+
+// isShunned reports whether addr failed within shunFor and has not
+// answered since.
 func (c *Client) isShunned(addr string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	until, ok := c.shunned[addr]
-	return ok && time.Now().Before(until)
+	at, ok := c.failed[addr]
+	return ok && time.Since(at) < c.shunFor()
 }
 
 // backoff sleeps a jittered *wait and doubles it up to the maximum; false
