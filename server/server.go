@@ -144,11 +144,15 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 		ShedDelay:    max(o.ShedDelay, 0),
 		ChatRate:     o.ChatRate,
 		ChatBurst:    o.ChatBurst,
-		NoYield:      o.Pipeline == "disruptor", // its listeners poll: a yield queues the loop behind them
-		Handoff:      o.Handoff,
-		NetpollWait:  o.LoopWait == "netpoller",
-		Redirect:     s.redirect,
-		Logger:       log,
+		// Disruptor's listeners poll: a yield queues the loop behind them.
+		// With a P more than the loops (a gateway's), what a round woke
+		// runs on the free P, and a yield only moves the loop to another
+		// thread (docs/DESIGN.md, Epoll loops yield after a round).
+		NoYield:     o.Pipeline == "disruptor" || runtime.GOMAXPROCS(0) > o.Loops,
+		Handoff:     o.Handoff,
+		NetpollWait: o.LoopWait == "netpoller",
+		Redirect:    s.redirect,
+		Logger:      log,
 	})
 	if err != nil {
 		s.closeRings()

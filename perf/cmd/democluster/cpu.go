@@ -23,6 +23,9 @@ type cpuSide struct {
 	WindowS   float64 `json:"window_s"`
 	PerShake  float64 `json:"us_per_shake"`
 	ShakeRate float64 `json:"shakes_per_s"`
+	// natsCPU: the NATS server processes' CPU over the same window (a
+	// cluster whose journal is on them).
+	natsCPU []time.Duration
 }
 
 // runCPU measures server CPU per SHAKE of a single server, then of each
@@ -53,23 +56,38 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	sides = append(sides, s...)
 
 	// A cluster of 2 gateways, twice the users and the rate.
-	cl, err := newCluster(&cfg, dir, perGW*2, 2, stderr)
+	cl, stop, err := newCluster(ctx, &cfg, dir, perGW*2, 2, stderr)
 	if err != nil {
 		return err
 	}
-	defer cl.Cleanup()
+	defer stop()
 	if err := cl.Start(ctx, 2); err != nil {
 		return err
 	}
-	s, err = measureCPU(ctx, cfg, r, "gateway", cl.Gateways[0].Srv, []*harness.Server{cl.Gateways[0].Srv, cl.Gateways[1].Srv}, 2*cfg.users, 2*cfg.qps, ramp, dur)
+	var nats []int
+	if js := cl.NATSServers; js != nil {
+		for i := range js.Len() {
+			nats = append(nats, js.PID(i))
+		}
+	}
+	s, err = measureCPU(ctx, cfg, r, "gateway", cl.Gateways[0].Srv, []*harness.Server{cl.Gateways[0].Srv, cl.Gateways[1].Srv}, 2*cfg.users, 2*cfg.qps, ramp, dur, nats...)
 	if err != nil {
 		return err
 	}
 	sides = append(sides, s...)
+	natsLine := ""
+	if js := cl.NATSServers; js != nil && len(s) > 0 {
+		var cpu time.Duration
+		for _, c := range s[0].natsCPU {
+			cpu += c
+		}
+		shakes := s[0].Shakes + s[1].Shakes
+		natsLine = fmt.Sprintf("  the 3 NATS servers (JetStream, R3): %.0f ms CPU over the window: %.2f µs per SHAKE of the 2 gateways\n", float64(cpu.Microseconds())/1000, float64(cpu.Microseconds())/float64(max(1, shakes)))
+	}
 	cl.Stop(30 * time.Second)
 
 	var txt strings.Builder
-	fmt.Fprintf(&txt, "\nserver CPU per SHAKE, %s, same users, SHAKE/s and shake campaign (200/s) per process:\n", time.Now().UTC().Format("2006-01-02 15:04"))
+	fmt.Fprintf(&txt, "\nserver CPU per SHAKE, %s, same users, SHAKE/s and shake campaign (%d/s) per process; the gateways' journal: %s\n", time.Now().UTC().Format("2006-01-02 15:04"), cfg.camps.Shake, cfg.journal)
 	for _, s := range sides {
 		fmt.Fprintf(&txt, "  %-10s pid %-7d %6d users %3d SETs: %9d SHAKEs in %.0f s (%.0f/s), %8.0f ms CPU: %.2f µs per SHAKE\n",
 			s.Name, s.PID, s.Users, s.SETs, s.Shakes, s.WindowS, s.ShakeRate, s.CPUms, s.PerShake)
@@ -78,6 +96,7 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		gw := (sides[1].PerShake + sides[2].PerShake) / 2
 		fmt.Fprintf(&txt, "  ratio gateway / single: %.2f (gateways' mean %.2f µs vs %.2f µs)\n", gw/sides[0].PerShake, gw, sides[0].PerShake)
 	}
+	txt.WriteString(natsLine)
 	writeText(r, "democluster -mode cpu", txt.String(), sides)
 	return r.WriteCommands()
 }
@@ -86,7 +105,7 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 // returns each server's CPU per SHAKE from a second after the ramp to a
 // second before the end.
 func measureCPU(ctx context.Context, cfg config, r *harness.Run, name string, via *harness.Server, servers []*harness.Server,
-	users, qps int, ramp, dur time.Duration) ([]cpuSide, error) {
+	users, qps int, ramp, dur time.Duration, nats ...int) ([]cpuSide, error) {
 	sub := r.Path(name)
 	os.MkdirAll(sub, 0o755)
 	client, err := r.StartClient(ctx, via, harness.ClientConfig{
@@ -100,24 +119,30 @@ func measureCPU(ctx context.Context, cfg config, r *harness.Run, name string, vi
 	}
 	r.Say("%s", client.CommandLine())
 	from, to := client.Start.Add(ramp+time.Second), client.Start.Add(ramp+dur-time.Second)
-	// A shake campaign of 200 envelopes a second per process, over the
+	// A shake campaign of -shake-rate envelopes a second per process (0:
+	// none, every SHAKE empty), over the
 	// load: some SHAKEs get money (and a journal write), as in the demo.
 	sleepUntil(ctx, client.Start.Add(ramp/2))
 	secs := int((ramp/2 + dur).Seconds())
-	if _, err := via.Admin.StartCampaign("shake", harness.ShakeCampaign(200*len(servers), secs)); err != nil {
-		r.Say("shake campaign: %v", err)
+	if cfg.camps.Shake > 0 {
+		if _, err := via.Admin.StartCampaign("shake", harness.ShakeCampaign(cfg.camps.Shake*len(servers), secs)); err != nil {
+			r.Say("shake campaign: %v", err)
+		}
 	}
 	type reading struct {
 		cpu    time.Duration
 		shakes int64
 	}
 	read := func() []reading {
-		out := make([]reading, len(servers))
+		out := make([]reading, len(servers)+len(nats))
 		for i, s := range servers {
 			out[i].cpu, _ = harness.CPUTime(s.PID)
 			if st, _, err := s.Admin.Stats(); err == nil {
 				out[i].shakes = st.Shake.Requests
 			}
+		}
+		for i, pid := range nats {
+			out[len(servers)+i].cpu, _ = harness.CPUTime(pid)
 		}
 		return out
 	}
@@ -141,6 +166,9 @@ func measureCPU(ctx context.Context, cfg config, r *harness.Run, name string, vi
 			side.PerShake = float64(cpu.Microseconds()) / float64(n)
 		}
 		out = append(out, side)
+	}
+	for i := range nats {
+		out[0].natsCPU = append(out[0].natsCPU, b[len(servers)+i].cpu-a[len(servers)+i].cpu)
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"hongbao/cluster"
 	"hongbao/envelope"
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
@@ -92,7 +93,7 @@ func startFailRun(t *testing.T) *failRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	id, err := newIdentities(dir, failGateways)
+	id, err := newIdentities(dir, failGateways, cluster.Permissions)
 	if err != nil {
 		t.Fatal(err)
 	}

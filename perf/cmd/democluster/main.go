@@ -25,6 +25,7 @@ import (
 // config is one run.
 type config struct {
 	mode       string
+	journal    string // the gateways' -journal: on (each its own) or jetstream (3 NATS servers, R3)
 	gateways   int
 	sets       int
 	users      int
@@ -48,6 +49,7 @@ const perProcess = 19000
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{duration: 30 * time.Second, ramp: 5 * time.Second, timeout: time.Second}
 	fs.StringVar(&c.mode, "mode", "demo", "`mode`: demo (the cluster under load, reconciled), cpu (server CPU per SHAKE, a gateway of 2 vs a single server) or open (cross-gateway OPEN latency)")
+	fs.StringVar(&c.journal, "journal", "on", "the gateways' `journal`: on (each its own file journal, one NATS server inside this process) or jetstream (every SET's journal replicated on 3 nats-server processes of -bin, -replicas 3, synced at every write; SETs fail over)")
 	fs.IntVar(&c.gateways, "gateways", 3, "gateways of the cluster (`N`), each a server process with -node I/N")
 	fs.IntVar(&c.sets, "sets", 24, "-sets of every gateway (`N`): gateway I runs the SETs s with s mod gateways == I")
 	fs.IntVar(&c.users, "users", 30000, "users 1..`N`, each its own connection; -mode cpu: users per server process (default there 5000)")
@@ -73,7 +75,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 redirected, SENDs, OPENs and CHATs crossing, -procs as the open-files limit needs), campaigns
 POSTed on gateway 1 and dealt by parts; strict reconciliation with GET /cluster/stats, every
 ledger checked, the crossings read from /metrics, SIGTERM → exit 0 for each gateway.
--mode cpu: a single server, then 2 gateways, each process with -users at -qps: CPU per SHAKE.
+-mode cpu: a single server, then 2 gateways, each process with -users at -qps and a shake campaign
+of -shake-rate (0: none, every SHAKE empty): CPU per SHAKE.
 -mode open: 2 gateways, -open-users senders on one SEND to openers on the other, who OPEN at
 once: -open-rate crossing OPENs a second, then local ones, alternated -open-rounds times;
 latency from the write to OPEN_RESULT. Bounded by ramp + duration + 4 minutes.
@@ -97,13 +100,17 @@ Exit status: 0 when everything passed, 1 when something failed, 2 for a bad comm
 	}
 	var bad harness.Problems
 	bad.If(c.mode != "demo" && c.mode != "cpu" && c.mode != "open", "-mode=%q: want demo, cpu or open", c.mode)
+	bad.If(c.journal != "on" && c.journal != "jetstream", "-journal=%q: want on or jetstream", c.journal)
+	bad.If(c.journal == "jetstream" && c.mode == "open", "-journal=jetstream: -mode demo or cpu")
 	bad.If(c.gateways < 2 || c.gateways > 16, "-gateways=%d: want 2..16", c.gateways)
 	bad.If(c.sets < c.gateways || c.sets > 4096, "-sets=%d: want at least one SET per gateway, at most 4096", c.sets)
 	bad.If(c.qps < 0, "-qps=%d: want 0 or more", c.qps)
 	bad.If(c.duration < 5*time.Second, "-duration=%v: want at least 5s", c.duration)
 	bad.If(c.ramp < time.Second, "-ramp=%v: want at least 1s", c.ramp)
 	bad.If(c.sendRate < 0 || c.chatRate < 0, "-send-rate=%v, -chat-rate=%v: want 0 or more", c.sendRate, c.chatRate)
-	bad.Add(c.camps.Validate("send-campaign-rate"))
+	if c.mode != "cpu" || c.camps.Shake != 0 { // -mode cpu -shake-rate 0: empty SHAKEs only
+		bad.Add(c.camps.Validate("send-campaign-rate"))
+	}
 	bad.If(c.timeout <= 0, "-cluster-timeout=%v: want a positive duration", c.timeout)
 	bad.If(c.openRate < 1 || c.connsPerGW < 2, "-open-rate=%d, -open-users=%d: want at least 1 and 2", c.openRate, c.connsPerGW)
 	bad.If(c.openRounds < 1 || c.openRounds > 60 || c.duration/time.Duration(max(1, c.openRounds)) < time.Second, "-open-rounds=%d: want 1..60, each phase at least 1s of -duration", c.openRounds)
@@ -150,14 +157,45 @@ func main() {
 }
 
 // newCluster is the cluster of a run of gateways: the server binary, the
-// gateways' flags, NATS inside this process with a user per gateway.
-func newCluster(cfg *config, dir string, sets, gateways int, echo io.Writer) (*harness.Cluster, error) {
-	id, err := newIdentities(dir, gateways)
-	if err != nil {
-		return nil, err
+// gateways' flags, NATS inside this process with a user per gateway — or,
+// with -journal jetstream, 3 nats-server processes with JetStream, each
+// gateway's user allowed the journal's stream too. stop ends it all.
+func newCluster(ctx context.Context, cfg *config, dir string, sets, gateways int, echo io.Writer) (cl *harness.Cluster, stop func(), err error) {
+	if cfg.journal != "jetstream" {
+		id, err := newIdentities(dir, gateways, cluster.Permissions)
+		if err != nil {
+			return nil, nil, err
+		}
+		cl = &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(),
+			Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: id.startNATS, Auth: id.args}
+		return cl, cl.Cleanup, nil
 	}
-	return &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(),
-		Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: id.startNATS, Auth: id.args}, nil
+	id, err := newIdentities(dir, gateways, cluster.JetStreamPermissions)
+	if err != nil {
+		return nil, nil, err
+	}
+	var users []harness.NATSUser
+	for _, u := range id.users {
+		users = append(users, harness.NATSUser{Name: u.Name, Password: u.Password, Publish: u.Publish, Subscribe: u.Subscribe})
+	}
+	store, err := os.MkdirTemp("", "democluster-nats-")
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := harness.StartNATSServers(cfg.NATSServer(), dir, store, 3, users)
+	if err != nil {
+		os.RemoveAll(store)
+		return nil, nil, err
+	}
+	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
+		js.Stop()
+		os.RemoveAll(store)
+		return nil, nil, err
+	}
+	extra := append([]string{"-journal", "jetstream", "-replicas", "3"}, strings.Fields(cfg.ServerFlags)...)
+	cl = &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(), Extra: extra, Dir: dir, Echo: echo,
+		URL: js.URL(), Auth: id.args, NATSServers: js}
+	return cl, func() { cl.Cleanup(); js.Stop(); os.RemoveAll(store) }, nil
 }
 
 // identities are the gateways' NATS users, as an operator's configuration
@@ -169,8 +207,8 @@ type identities struct {
 	args  func(node int) []string
 }
 
-func newIdentities(dir string, n int) (*identities, error) {
-	ids, err := harness.NewIdentities(dir, n, func(node int) ([]string, []string) { return cluster.Permissions("hongbao", node) })
+func newIdentities(dir string, n int, perms func(prefix string, node int) ([]string, []string)) (*identities, error) {
+	ids, err := harness.NewIdentities(dir, n, func(node int) ([]string, []string) { return perms("hongbao", node) })
 	if err != nil {
 		return nil, err
 	}

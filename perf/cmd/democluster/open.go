@@ -36,11 +36,11 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	dir := r.Dir
 	sets := cfg.sets &^ 1 // even: user u's gateway is u mod 2
-	cl, err := newCluster(&cfg, dir, sets, 2, stderr)
+	cl, stop, err := newCluster(ctx, &cfg, dir, sets, 2, stderr)
 	if err != nil {
 		return err
 	}
-	defer cl.Cleanup()
+	defer stop()
 	if err := cl.Start(ctx, 2); err != nil {
 		return err
 	}

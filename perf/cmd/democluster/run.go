@@ -57,15 +57,21 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	ramp, dur := cfg.ramp.Round(time.Second), cfg.duration.Round(time.Second)
 	r.Say("%d gateways, %d SETs, %d users, %d SHAKE/s for %v after a %v ramp; SEND %v/s, CHAT %v/s; files in %s/",
 		cfg.gateways, cfg.sets, cfg.users, cfg.qps, dur, ramp, cfg.sendRate, cfg.chatRate, r.Dir)
-	cl, err := newCluster(&cfg, r.Dir, cfg.sets, cfg.gateways, stderr)
+	cl, stop, err := newCluster(ctx, &cfg, r.Dir, cfg.sets, cfg.gateways, stderr)
 	if err != nil {
 		return err
 	}
-	defer cl.Cleanup()
+	defer stop()
 	if err := cl.Start(ctx, cfg.gateways); err != nil {
 		return err
 	}
-	r.Step("NATS inside democluster", "# "+cl.NATSURL())
+	if js := cl.NATSServers; js != nil {
+		for i := range js.Len() {
+			r.Step("NATS server "+js.Name(i)+" (JetStream)", js.CommandLine(i))
+		}
+	} else {
+		r.Step("NATS inside democluster", "# "+cl.NATSURL())
+	}
 	for _, g := range cl.Gateways {
 		r.Say("gateway %d/%d pid %d serving %s, admin %s", g.Node, cfg.gateways, g.Srv.PID, g.Srv.Listen, g.Srv.Admin.URL)
 		r.Step(fmt.Sprintf("gateway %d", g.Node), g.Srv.CommandLine())

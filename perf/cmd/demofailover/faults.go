@@ -96,28 +96,6 @@ func (x *runner) waitOwned(timeout time.Duration) ([]int, error) {
 	}
 }
 
-// waitRunning waits until the running gateways run every SET between
-// them (hongbao_cluster_sets_running), each loaded: until then GET
-// /cluster/stats counts nothing for a SET whose record names a gateway
-// that restarted and runs it no more.
-func (x *runner) waitRunning(timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		n := 0.0
-		for _, g := range x.cl.Gateways {
-			if g.Srv != nil {
-				m, _ := g.Srv.Admin.Metrics()
-				n += m["hongbao_cluster_sets_running"]
-			}
-		}
-		if int(n) == x.cfg.sets {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the gateways run %.0f of the %d SETs after %v", n, x.cfg.sets, timeout)
-		}
-	}
-}
-
 // money is the cluster's money told, got_amount + opened_amount of
 // /cluster/stats from a running gateway other than not, once no gateway
 // that runs SETs is missing from it (within timeout).
@@ -292,7 +270,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	if err := x.cl.WaitUp(20 * time.Second); err != nil {
 		f.problem("after the fault: %v", err)
 	}
-	if err := x.waitRunning(cfg.window); err != nil {
+	if err := x.cl.WaitRunning(cfg.window); err != nil {
 		f.problem("after the fault: %v", err)
 	}
 	if f.After, _, err = x.money(-1, 10*time.Second); err != nil {

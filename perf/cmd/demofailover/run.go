@@ -262,7 +262,7 @@ func (x *runner) campaigns(end time.Time, fail func(string, ...any)) {
 // s) and checks the run's money: told by the load client and the probes
 // ≤ counted since the baseline.
 func (x *runner) settle(res *result, fail func(string, ...any)) {
-	err := x.waitRunning(10 * time.Second)
+	err := x.cl.WaitRunning(10 * time.Second)
 	if err != nil {
 		fail("at the end: %v", err)
 	}

@@ -35,6 +35,9 @@ type Cluster struct {
 	// supervisor restarts a process: the addresses the clients and the
 	// other gateways hold stay good.
 	SamePorts bool
+	// NATSServers, when the tool runs nats-server processes for URL, are
+	// they: for its report (their commands, their CPU).
+	NATSServers *NATSServers
 
 	natsPort int
 	natsStop func()
@@ -70,7 +73,33 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 			return err
 		}
 	}
-	return c.WaitUp(15 * time.Second)
+	if err := c.WaitUp(15 * time.Second); err != nil {
+		return err
+	}
+	return c.WaitRunning(15 * time.Second)
+}
+
+// WaitRunning waits until the running gateways run every SET between them,
+// where SETs are claimed (-journal jetstream: hongbao_cluster_sets_running);
+// elsewhere each gateway's SETs run once it is up.
+func (c *Cluster) WaitRunning(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		n, claimed := 0.0, false
+		for _, g := range c.Gateways {
+			if g.Srv == nil {
+				continue
+			}
+			m, _ := g.Srv.Admin.Metrics()
+			v, ok := m["hongbao_cluster_sets_running"]
+			n, claimed = n+v, claimed || ok
+		}
+		if !claimed || int(n) == c.Sets {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateways run %.0f of the %d SETs after %v", n, c.Sets, timeout)
+		}
+	}
 }
 
 func (c *Cluster) start(ctx context.Context, i int) error {
