@@ -55,6 +55,10 @@ type Bus struct {
 type route struct {
 	t      Transport
 	remote bool // a link to the gateway that runs the SET
+	// leaving: the SET is being handed to another gateway. Its transport
+	// still takes answers and the events of other SETs while it drains,
+	// but no new request: it is not Local, nor IsLocal.
+	leaving bool
 }
 
 // NewBus wraps the SETs' rings (or other transports). A request is refused
@@ -101,11 +105,29 @@ func (b *Bus) Route(set int, t Transport, remote bool) {
 	b.relist()
 }
 
+// SetLeaving marks set as being handed to another gateway: from now on a
+// request for it is refused (ClaimRequest fails, and its producers answer
+// "overloaded"), it is neither Local — campaigns deal around it — nor
+// IsLocal — logins for it are redirected, events from other gateways not
+// taken — while answers, its connections' events and other SETs' events
+// still reach its transport, which then drains. A later Route ends it.
+func (b *Bus) SetLeaving(set int) {
+	b.routeMu.Lock()
+	defer b.routeMu.Unlock()
+	r := *b.routes[set].Load()
+	r.leaving = true
+	b.routes[set].Store(&r)
+	b.relist()
+}
+
+// Leaving reports whether set is being handed to another gateway.
+func (b *Bus) Leaving(set int) bool { return b.root().routes[set].Load().leaving }
+
 // relist makes Local the SETs whose route is local.
 func (b *Bus) relist() {
 	var local []int
 	for set := range b.routes {
-		if !b.routes[set].Load().remote {
+		if r := b.routes[set].Load(); !r.remote && !r.leaving {
 			local = append(local, set)
 		}
 	}
@@ -121,8 +143,11 @@ func (b *Bus) Local() []int {
 	return *b.local.Load()
 }
 
-// IsLocal reports whether set runs here.
-func (b *Bus) IsLocal(set int) bool { return !b.root().routes[set].Load().remote }
+// IsLocal reports whether set runs here (and is not leaving).
+func (b *Bus) IsLocal(set int) bool {
+	r := b.root().routes[set].Load()
+	return !r.remote && !r.leaving
+}
 
 // root is the bus a view was made of, or b.
 func (b *Bus) root() *Bus {
@@ -165,6 +190,9 @@ func (s Slot) Publish() { s.ring.Publish(s.seq, s.seq) }
 // ClaimRequest claims a slot for a new request in set's ring, failing (false)
 // when the ring is nearly full: the caller answers "overloaded" instead.
 func (b *Bus) ClaimRequest(set int) (Slot, bool) {
+	if b.root().routes[set].Load().leaving {
+		return Slot{}, false
+	}
 	r := b.ring(set)
 	seq, err := r.TryClaimLeaving(1, b.headroom)
 	if err != nil {

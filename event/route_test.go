@@ -137,3 +137,46 @@ func routeWhilePublishing(t *testing.T, viewsOnly bool) {
 	}
 	other.Close()
 }
+
+// TestLeaving: a SET being handed over refuses requests, through the bus
+// and through a running view, but takes answers on the same transport; it
+// is neither Local nor IsLocal; a Route ends it.
+func TestLeaving(t *testing.T) {
+	a, seen := startedRing(t, true)
+	b, _ := startedRing(t, true)
+	bus := event.NewBus([]event.Transport{a, b}, 8)
+	defer bus.Close()
+	view := bus.RunningBus(func(int) {})
+	bus.SetLeaving(0)
+	for _, bb := range []*event.Bus{bus, view} {
+		if _, ok := bb.ClaimRequest(0); ok {
+			t.Fatal("a request claimed in a leaving SET")
+		}
+		s, ok := bb.ClaimAnswer(0)
+		if !ok {
+			t.Fatal("an answer refused by a leaving SET")
+		}
+		*s.Event() = event.Event{Kind: event.KAnswer, Env: 1}
+		s.Publish()
+		s, ok = bb.ClaimRequest(1)
+		if !ok {
+			t.Fatal("a request refused by the other SET")
+		}
+		*s.Event() = event.Event{Kind: event.KShake}
+		s.Publish()
+	}
+	if !bus.Leaving(0) || bus.IsLocal(0) || len(bus.Local()) != 1 || bus.Local()[0] != 1 {
+		t.Fatalf("leaving %v, local %v, Local %v; want SET 0 leaving and neither", bus.Leaving(0), bus.IsLocal(0), bus.Local())
+	}
+	for deadline := time.Now().Add(5 * time.Second); seen.n.Load() < 2 && time.Now().Before(deadline); {
+		view.Run(0, 64)
+		time.Sleep(time.Millisecond)
+	}
+	if n := seen.n.Load(); n != 2 {
+		t.Fatalf("%d answers reached the leaving SET's ring; want 2", n)
+	}
+	bus.Route(0, a, false)
+	if bus.Leaving(0) || !bus.IsLocal(0) {
+		t.Fatal("routed again, still leaving")
+	}
+}

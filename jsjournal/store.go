@@ -318,7 +318,8 @@ func (s *Store) Last(ctx context.Context, group int) (Last, error) {
 // claimant loads the group again.
 func (s *Store) AppendClaim(ctx context.Context, group int, owner string, epoch, expectLast uint64) (uint64, error) {
 	subject := s.Subject(group)
-	m := &nats.Msg{Subject: subject, Header: nats.Header{HeaderGateway: {owner}, HeaderClaim: {strconv.FormatUint(epoch, 10)}}}
+	m := &nats.Msg{Subject: subject, Header: nats.Header{HeaderGateway: {owner}, HeaderClaim: {strconv.FormatUint(epoch, 10)},
+		HeaderAfter: {strconv.FormatUint(expectLast, 10)}}}
 	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expectLast), jetstream.WithRetryAttempts(0))
 	if err != nil {
 		return 0, appendError(subject, err)

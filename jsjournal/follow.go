@@ -1,0 +1,191 @@
+package jsjournal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"hongbao/journal"
+)
+
+// ErrGap is a Follower's error when a message of its group was purged
+// before it read it (it fell a snapshot behind): what it applied is not
+// whole, so its state is dropped and loaded again.
+var ErrGap = errors.New("jsjournal: a message of the group was purged before the follower read it")
+
+// Follower keeps a group's state current on a gateway that does not own it,
+// as LMAX's replica does: it loaded the newest snapshot and applies every
+// record appended after it as it is appended, so that taking the group over
+// costs the tail it has not read yet rather than a whole replay. It applies
+// on its own goroutine; Stop ends it, after which the state is the caller's.
+type Follower struct {
+	s      *Store
+	group  int
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	applied atomic.Uint64 // the last message of the group read (applied, or dropped)
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	r      Replayed
+	from   Snapshot
+	filter *markFilter
+	err    error // why it stopped, once done
+}
+
+// Follow loads group's newest snapshot into restore (if there is one) and
+// applies each record after it to fn as Replay does, then goes on applying
+// what is appended, until Stop or an error (Err). fn runs on the Follower's
+// goroutine; payloads alias the messages.
+func (s *Store) Follow(ctx context.Context, group int, restore func(Snapshot) error, fn func(journal.Record) error) (*Follower, error) {
+	snap, ok, err := s.getSnapshot(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if err := restore(snap); err != nil {
+			return nil, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.Subject(group), snap.Seq, err)
+		}
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.Subject(group)}, InactiveThreshold: 30 * time.Second}
+	if snap.Seq != 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, snap.Seq
+	}
+	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("jsjournal: following %s: %w", s.Subject(group), err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullHeartbeat(replayHeartbeat))
+	if err != nil {
+		return nil, fmt.Errorf("jsjournal: following %s: %w", s.Subject(group), err)
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	f := &Follower{s: s, group: group, cancel: cancel, done: make(chan struct{}),
+		r: Replayed{Owner: snap.Owner, Epoch: snap.Epoch, Snapshot: snap.Seq}, from: snap, filter: newMarkFilter(snap, fn)}
+	f.cond = sync.NewCond(&f.mu)
+	go f.run(fctx, it, cons)
+	return f, nil
+}
+
+// run applies the messages until ctx ends or one fails.
+func (f *Follower) run(ctx context.Context, it jetstream.MessagesContext, cons jetstream.Consumer) {
+	subject, from, filter := f.s.Subject(f.group), f.from, f.filter
+	var prev uint64 // the group's message before this one, as read
+	err := func() error {
+		for {
+			m, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				return err
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := md.Sequence.Stream
+			h := m.Headers()
+			f.mu.Lock()
+			first := f.r.Messages == 0
+			f.mu.Unlock()
+			if first && from.Seq != 0 && seq != from.Seq {
+				return ErrGap // the snapshot's first message was purged: a newer one holds it
+			}
+			// A round names the message it was appended after: one that
+			// does not follow the last read means some were purged unread.
+			if after, err := strconv.ParseUint(h.Get(HeaderAfter), 10, 64); err == nil && after != prev && (prev != 0 || from.Seq == 0) {
+				return fmt.Errorf("%w: message %d follows %d, read %d", ErrGap, seq, after, prev)
+			}
+			f.mu.Lock()
+			err = f.r.message(subject, seq, h.Get(HeaderGateway), h.Get(HeaderClaim), m.Data(), filter)
+			f.r.LastSeq = seq
+			f.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			prev = seq
+			f.applied.Store(seq)
+			f.mu.Lock()
+			f.cond.Broadcast()
+			f.mu.Unlock()
+		}
+	}()
+	it.Stop()
+	if info := cons.CachedInfo(); info != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = f.s.js.DeleteConsumer(dctx, f.s.name, info.Name) // else it lingers until its inactive threshold
+		cancel()
+	}
+	if ctx.Err() != nil {
+		err = nil // stopped
+	}
+	f.mu.Lock()
+	f.err = err
+	f.cond.Broadcast()
+	f.mu.Unlock()
+	close(f.done)
+}
+
+// Applied is the last message of the group the Follower read.
+func (f *Follower) Applied() uint64 { return f.applied.Load() }
+
+// WaitApplied waits until the Follower has read the group's message seq, or
+// ctx ends, or it stopped: nil once it has.
+func (f *Follower) WaitApplied(ctx context.Context, seq uint64) error {
+	stop := context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	})
+	defer stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.applied.Load() < seq {
+		select {
+		case <-f.done:
+			if f.err != nil {
+				return f.err
+			}
+			return fmt.Errorf("jsjournal: the follower of %s stopped at message %d, before %d", f.s.Subject(f.group), f.applied.Load(), seq)
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("jsjournal: the follower of %s at message %d, waiting for %d: %w", f.s.Subject(f.group), f.applied.Load(), seq, err)
+		}
+		f.cond.Wait()
+	}
+	return nil
+}
+
+// Stop ends the Follower and waits for it: what it applied stays applied.
+// It returns what it read, and why it had stopped before, if it had, or
+// that it never met the mark of a producer of its snapshot (every later
+// record of that producer skipped).
+func (f *Follower) Stop() (Replayed, error) {
+	f.cancel()
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil && f.r.Messages > 0 {
+		return f.r, f.filter.done(f.s.Subject(f.group), f.from)
+	}
+	return f.r, f.err
+}
+
+// Err is why the Follower stopped by itself (nil while it runs, or after
+// Stop).
+func (f *Follower) Err() error {
+	select {
+	case <-f.done:
+	default:
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
