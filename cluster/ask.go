@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +18,10 @@ import (
 
 // askHeader carries a request's id, from the request to its answers.
 const askHeader = "Hongbao-Ask"
+
+// toHeader names the one gateway a request is for (RequestOne): the others
+// pass it over.
+const toHeader = "Hongbao-To"
 
 // Answer is one gateway's answer to a Request.
 type Answer struct {
@@ -34,9 +40,34 @@ type asking struct {
 // Request sends data to every other gateway that is up as request name,
 // and gathers their answers until every one has answered or ctx ends.
 func (n *Node) Request(ctx context.Context, name string, data []byte) ([]Answer, error) {
+	return n.request(ctx, name, data, -1)
+}
+
+// ErrNoAnswer is RequestOne's error when the gateway asked did not answer
+// before ctx ended.
+var ErrNoAnswer = errors.New("cluster: the gateway asked did not answer in time")
+
+// RequestOne sends data to gateway node alone as request name, heard or
+// not, and returns its answer: ErrNoAnswer if none came before ctx ended.
+func (n *Node) RequestOne(ctx context.Context, node int, name string, data []byte) ([]byte, error) {
+	if node < 0 || node >= n.o.Nodes || node == n.o.Node {
+		return nil, fmt.Errorf("cluster: no other gateway %d to ask", node)
+	}
+	out, err := n.request(ctx, name, data, node)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, ErrNoAnswer
+	}
+	return out[0].Data, nil
+}
+
+// request is Request, or RequestOne of gateway to (≥ 0).
+func (n *Node) request(ctx context.Context, name string, data []byte, to int) ([]Answer, error) {
 	a := &asking{want: map[int]bool{}}
 	for node := range n.o.Nodes {
-		if node != n.o.Node && n.up(node) {
+		if node != n.o.Node && (to < 0 && n.up(node) || node == to) {
 			a.want[node] = true
 		}
 	}
@@ -54,6 +85,9 @@ func (n *Node) Request(ctx context.Context, name string, data []byte) ([]Answer,
 	m := nats.NewMsg(n.own(subAsk + "." + name))
 	m.Data = data
 	m.Header.Set(askHeader, strconv.FormatUint(id, 10))
+	if to >= 0 {
+		m.Header.Set(toHeader, strconv.Itoa(to))
+	}
 	if err := n.nc.PublishMsg(m); err != nil {
 		return nil, err
 	}
@@ -98,8 +132,20 @@ func (n *Node) answered(m *nats.Msg) {
 
 // Serve answers the requests name of the other gateways with fn's reply
 // (nil: none), and hands their broadcasts name to fn. fn learns which
-// gateway sent them; this gateway's own are not handed to it.
+// gateway sent them; this gateway's own are not handed to it. fn runs on
+// the subscription's goroutine, one request at a time.
 func (n *Node) Serve(name string, fn func(from int, data []byte) []byte) error {
+	return n.serve(name, fn, false)
+}
+
+// ServeEach is Serve with fn run on a goroutine of each request's own, for
+// requests that wait (on JetStream, on a SET) and must not hold up the
+// next.
+func (n *Node) ServeEach(name string, fn func(from int, data []byte) []byte) error {
+	return n.serve(name, fn, true)
+}
+
+func (n *Node) serve(name string, fn func(from int, data []byte) []byte, each bool) error {
 	sub, err := n.nc.Subscribe(n.anyGateway(subAsk+"."+name), func(m *nats.Msg) {
 		from, ok := n.peerSender(m.Subject)
 		if !ok {
@@ -108,15 +154,25 @@ func (n *Node) Serve(name string, fn func(from int, data []byte) []byte) error {
 			}
 			return
 		}
-		r := fn(from, m.Data)
-		id := m.Header.Get(askHeader)
-		if r == nil || id == "" {
-			return
+		if to := m.Header.Get(toHeader); to != "" && to != strconv.Itoa(n.o.Node) {
+			return // another gateway's
 		}
-		a := nats.NewMsg(n.own(subAnswer + "." + strconv.Itoa(from)))
-		a.Data = r
-		a.Header.Set(askHeader, id)
-		n.nc.PublishMsg(a)
+		answer := func() {
+			r := fn(from, m.Data)
+			id := m.Header.Get(askHeader)
+			if r == nil || id == "" {
+				return
+			}
+			a := nats.NewMsg(n.own(subAnswer + "." + strconv.Itoa(from)))
+			a.Data = r
+			a.Header.Set(askHeader, id)
+			n.nc.PublishMsg(a)
+		}
+		if each {
+			go answer()
+		} else {
+			answer()
+		}
 	})
 	if err == nil {
 		n.subs = append(n.subs, sub)

@@ -25,6 +25,7 @@ import (
 type Options struct {
 	URL     string        // NATS server(s), comma-separated
 	Node    int           // this gateway's number, 0..Nodes−1
+	Name    string        // its name (where SETs fail over: in their ownership records)
 	Nodes   int           // gateways in the cluster
 	Sets    int           // SETs of the cluster, the same on every gateway
 	Addr    string        // the client address other gateways send users to (LOGIN_ACK 3)
@@ -72,6 +73,11 @@ type Gateway struct {
 	// confirmed). Only a ready gateway counts as up: crossings to one that
 	// is not are answered at once.
 	Ready bool `json:"ready,omitempty"`
+	// Name, where SETs fail over: the name its SETs' records give it.
+	Name string `json:"name,omitempty"`
+	// Leaving: it hands its SETs to the others before it stops, and takes
+	// none.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Node is this gateway's membership of the cluster: its NATS connection,
@@ -180,7 +186,7 @@ func Join(o Options, version string) (*Node, error) {
 	}
 	n := &Node{o: o, log: o.Logger, peers: map[int]peer{}, odd: map[uint64]Gateway{}, cross: newCrossings(), stop: make(chan struct{}),
 		asks: map[uint64]*asking{},
-		self: Gateway{Node: o.Node, Nodes: o.Nodes, Sets: o.Sets, Addr: o.Addr, Admin: o.Admin, Instance: rand.Uint64(), Version: version}}
+		self: Gateway{Node: o.Node, Nodes: o.Nodes, Sets: o.Sets, Addr: o.Addr, Admin: o.Admin, Instance: rand.Uint64(), Version: version, Name: o.Name}}
 	auth, err := o.Auth.options()
 	if err != nil {
 		return nil, err
@@ -418,6 +424,8 @@ func (n *Node) Conflict() bool {
 // GatewayStatus is one gateway in GET /cluster.
 type GatewayStatus struct {
 	Node      int     `json:"node"`
+	Name      string  `json:"name,omitempty"`
+	Leaving   bool    `json:"leaving,omitempty"`
 	Addr      string  `json:"addr"`
 	Admin     string  `json:"admin"`
 	Sets      []int   `json:"sets"`
@@ -452,10 +460,10 @@ func (n *Node) Map() Map {
 			}
 		}
 		if node == n.o.Node {
-			g.Addr, g.Admin, g.Up, g.Self = n.o.Addr, n.o.Admin, true, true
+			g.Addr, g.Admin, g.Up, g.Self, g.Name, g.Leaving = n.o.Addr, n.o.Admin, true, true, n.self.Name, n.self.Leaving
 		} else if p, ok := n.peers[node]; ok {
 			age := now.Sub(p.seen)
-			g.Addr, g.Admin, g.Up, g.LastSeenS = p.Addr, p.Admin, p.Ready && age < n.o.downAfter(), age.Seconds()
+			g.Addr, g.Admin, g.Up, g.LastSeenS, g.Name, g.Leaving = p.Addr, p.Admin, p.Ready && age < n.o.downAfter(), age.Seconds(), p.Name, p.Leaving
 		}
 		m.Gateways = append(m.Gateways, g)
 	}
@@ -553,6 +561,59 @@ func (n *Node) Heard() []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// SetLeaving announces that this gateway hands its SETs over and takes no
+// more (or, false, that it takes them again).
+func (n *Node) SetLeaving(on bool) {
+	n.mu.Lock()
+	n.self.Leaving = on
+	n.mu.Unlock()
+	n.beat(false)
+}
+
+// Takers returns the gateways heard within the lease that take SETs (not
+// leaving), ascending, this one included unless it is leaving.
+func (n *Node) Takers() []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []int
+	if !n.self.Leaving {
+		out = append(out, n.o.Node)
+	}
+	for node, p := range n.peers {
+		if node != n.o.Node && time.Since(p.seen) < n.o.downAfter() && p.Ready && !p.Leaving {
+			out = append(out, node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NameOf returns the name gateway node announced ("" if unheard).
+func (n *Node) NameOf(node int) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if node == n.o.Node {
+		return n.self.Name
+	}
+	return n.peers[node].Name
+}
+
+// NodeNamed returns the node of the gateway heard lately under name (this
+// one's included), false if none.
+func (n *Node) NodeNamed(name string) (int, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.self.Name == name {
+		return n.o.Node, true
+	}
+	for node, p := range n.peers {
+		if p.Name == name && time.Since(p.seen) < n.o.downAfter() {
+			return node, true
+		}
+	}
+	return -1, false
 }
 
 // Hearing reports whether this gateway's NATS connection is up: while it is

@@ -111,7 +111,7 @@ func TestOwnersShape(t *testing.T) {
 func TestOrphans(t *testing.T) {
 	f := func(owner, live []int, node int, want []int) {
 		t.Helper()
-		if got := Orphans(owner, live, node); !slices.Equal(got, want) {
+		if got := Orphans(owner, live, live, node); !slices.Equal(got, want) {
 			t.Errorf("Orphans(%v, live %v, node %d) = %v; want %v", owner, live, node, got, want)
 		}
 	}
@@ -128,6 +128,43 @@ func TestOrphans(t *testing.T) {
 	f(none, []int{0, 1}, 2, nil)
 	// Nothing to claim.
 	f([]int{0, 1}, []int{0, 1}, 0, nil)
+	// A gateway leaving keeps its SETs and takes no orphan.
+	if got := Orphans([]int{0, 1, -1, -1}, []int{0, 1}, []int{1}, 0); got != nil {
+		t.Errorf("a leaving gateway's orphans: %v; want none", got)
+	}
+	if got := Orphans([]int{0, 1, -1, -1}, []int{0, 1}, []int{1}, 1); !slices.Equal(got, []int{2, 3}) {
+		t.Errorf("the taker's orphans beside a leaving gateway: %v; want 2, 3", got)
+	}
+}
+
+// TestNextMove: a gateway that joins gets its even share, one SET at a
+// time from those that run more; one that leaves hands every SET over; an
+// even cluster moves nothing.
+func TestNextMove(t *testing.T) {
+	f := func(owner, takers []int, node, wantSet, wantTo int, wantOK bool) {
+		t.Helper()
+		set, to, ok := NextMove(owner, takers, node)
+		if ok != wantOK || ok && (set != wantSet || to != wantTo) {
+			t.Errorf("NextMove(%v, takers %v, node %d) = %d → %d, %v; want %d → %d, %v", owner, takers, node, set, to, ok, wantSet, wantTo, wantOK)
+		}
+	}
+	// Gateway 2 joined a cluster of 2 running 6 SETs: each of the others
+	// gives one, the highest-numbered first, then it is even.
+	six := []int{0, 1, 0, 1, 0, 1}
+	f(six, []int{0, 1, 2}, 0, 4, 2, true)
+	f(six, []int{0, 1, 2}, 1, 5, 2, true)
+	f(six, []int{0, 1, 2}, 2, 0, 0, false)
+	f([]int{0, 1, 0, 1, 2, 2}, []int{0, 1, 2}, 0, 0, 0, false)
+	// Uneven by one: nothing to gain.
+	f([]int{0, 0, 0, 1, 1}, []int{0, 1}, 0, 0, 0, false)
+	// Gateway 1 leaves (not a taker): every SET of its goes, to the one that
+	// runs the fewest; the others move nothing meanwhile.
+	f([]int{0, 1, 2, 1, 1, 2}, []int{0, 2}, 1, 4, 0, true)
+	f([]int{0, 0, 0, 1, 1, 2}, []int{0, 2}, 1, 4, 2, true)
+	f([]int{0, 1, 2, 1, 1, 2}, []int{0, 2}, 0, 0, 0, false)
+	// The last taker gone: nowhere to go.
+	f([]int{1, 1}, nil, 1, 0, 0, false)
+	f([]int{1, 1}, []int{1}, 1, 0, 0, false)
 }
 
 // TestToClaim: a gateway's new process reclaims every SET its records
@@ -136,7 +173,7 @@ func TestOrphans(t *testing.T) {
 func TestToClaim(t *testing.T) {
 	f := func(owner []int, running []bool, live []int, node int, want []int) {
 		t.Helper()
-		if got := ToClaim(owner, running, live, node); !slices.Equal(got, want) {
+		if got := ToClaim(owner, running, live, live, node); !slices.Equal(got, want) {
 			t.Errorf("ToClaim(%v, running %v, live %v, node %d) = %v; want %v", owner, running, live, node, got, want)
 		}
 	}
@@ -152,6 +189,10 @@ func TestToClaim(t *testing.T) {
 	f([]int{0, 0, 1, 1}, []bool{true, false, false, false}, []int{0, 1}, 0, []int{1})
 	// Not live: nothing.
 	f(owner, no, []int{1, 2}, 0, nil)
+	// Leaving (live, not a taker): its own records only, no orphan.
+	if got := ToClaim([]int{0, -1, 1}, []bool{false, false, true}, []int{0, 1}, []int{1}, 0); !slices.Equal(got, []int{0}) {
+		t.Errorf("a leaving gateway claims %v; want its own record only", got)
+	}
 }
 
 // TestOwnersRelease: a gateway hands its SET back (no owner, same epoch);

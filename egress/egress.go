@@ -199,6 +199,7 @@ func (e *Egress) Handle(b event.Batch) {
 	if len(e.gated) > 0 {
 		e.bus.MarkHeld(e.set) // the journal's writer ticks this SET once a round is durable
 	}
+	e.c.Held.Store(int64(len(e.gated) + e.out.Held()))
 	now := e.now()
 	if len(e.draining) > 0 {
 		e.endDrains(now)

@@ -82,9 +82,10 @@ type group struct {
 	id        int
 	producers []*Producer
 	state     atomic.Int32
-	err       error  // why it is not open (under j.mu)
-	last      uint64 // the writer's: its last message's sequence
-	buf       []byte // the writer's: the round's message
+	err       error         // why it is not open (under j.mu)
+	last      uint64        // the writer's: its last message's sequence
+	lastSeq   atomic.Uint64 // last, for any goroutine
+	buf       []byte        // the writer's: the round's message
 }
 
 // markAt is where a snapshot mark was made durable: the message's sequence.
@@ -137,6 +138,38 @@ func (j *Journal) Reopen(group int, lastSeq uint64) error {
 	return j.control(group, true, lastSeq)
 }
 
+// Drain waits until everything group's producers published is durable and
+// returns the group's last message in the sink: once its SET stopped (its
+// ring closed) nothing more is appended, so that message is its last. An
+// error if the group failed, was fenced or is not open. Only with a sink.
+func (j *Journal) Drain(group int) (uint64, error) {
+	if j.o.Sink == nil {
+		return 0, errors.New("journal: groups drain only with a sink")
+	}
+	g, err := j.findGroup(group)
+	if err != nil {
+		return 0, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		switch {
+		case j.failed.Load():
+			return 0, j.err
+		case g.state.Load() != groupOpen:
+			return 0, g.err
+		}
+		durable := true
+		for _, p := range g.producers {
+			durable = durable && p.durable.Load() >= p.pub.Load()
+		}
+		if durable {
+			return g.lastSeq.Load(), nil
+		}
+		j.cond.Wait()
+	}
+}
+
 // Release closes group here: its producers drop what they are given from
 // now on, and what they published that is not durable yet never will be. A
 // SET handed to another gateway is released once its answers are durable.
@@ -185,6 +218,7 @@ func (j *Journal) apply(c groupCtl) {
 			p.durable.Store(t)
 		}
 		g.last = c.last
+		g.lastSeq.Store(c.last)
 	}
 	j.mu.Lock()
 	if c.open {
@@ -318,6 +352,7 @@ func (j *Journal) commitSink() bool {
 			continue
 		}
 		g.last = b.Seq
+		g.lastSeq.Store(b.Seq)
 		for _, p := range g.producers {
 			p.durable.Store(j.marks[p.id])
 		}

@@ -396,3 +396,46 @@ func TestRotateUnderSteadyLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSinkDrain: Drain returns once everything a group's producers
+// published is durable, with the group's last message: the one holding
+// their last record; a failed group's Drain says why.
+func TestSinkDrain(t *testing.T) {
+	sink := newFakeSink()
+	j := openSink(t, sink, func(o *Options) { o.OnGroupFailed = func(int, error) {} })
+	a, b, c := j.ProducerIn(0), j.ProducerIn(0), j.ProducerIn(1)
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, g := range []int{0, 1} {
+		if err := j.Reopen(g, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range 50 {
+		a.Append(RecTest, []byte{byte(k)})
+		b.Append(RecTest, []byte{byte(k)})
+		a.Publish()
+		b.Publish()
+	}
+	last, err := j.Drain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Durable(a.Pos()) || !b.Durable(b.Pos()) {
+		t.Fatal("Drain returned before every record was durable")
+	}
+	sink.mu.Lock()
+	want := sink.last[0]
+	sink.mu.Unlock()
+	if last != want || last == 0 {
+		t.Fatalf("Drain's last message %d; the sink's last of the group %d", last, want)
+	}
+	sink.setFail(1, errUnavailable)
+	c.Append(RecTest, []byte("x"))
+	c.Publish()
+	if _, err := j.Drain(1); !errors.Is(err, errUnavailable) {
+		t.Fatalf("a failed group's Drain: %v; want the sink's error", err)
+	}
+}

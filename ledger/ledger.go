@@ -79,6 +79,9 @@ type EgressCounters struct {
 	Dropped        atomic.Uint64 // frames for connections that were gone
 	CutOff         atomic.Uint64 // connections closed for a backlog over the limit (ERROR 6)
 	Conns          atomic.Int64  // gauge: logged-in connections of the SET
+	// Held: money answers waiting for their record to be durable, and
+	// events for other SETs waiting for room (gauge, as of the last batch).
+	Held atomic.Int64
 	// Latency by the type of the request answered (RequestTypes): from the
 	// ingress's read (the start of its loop's chunk of reads) to the end of
 	// the write.

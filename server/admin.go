@@ -42,6 +42,9 @@ func (s *Server) listenAdmin() error {
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.HandleFunc("GET /cluster", s.handleCluster)
 	mux.HandleFunc("GET /cluster/stats", s.handleClusterStats)
+	mux.HandleFunc("POST /sets/{s}/move", s.handleMove)
+	mux.HandleFunc("POST /cluster/rebalance", s.handleRebalance)
+	mux.HandleFunc("POST /cluster/drain", s.handleDrain)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", serveCmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -112,7 +115,7 @@ func (s *Server) authorize(token string, next http.Handler) http.Handler {
 
 // Stats sums the ledger now.
 func (s *Server) Stats() Stats {
-	st := ledger.Sum(s.ledgers)
+	st := ledger.Sum(s.ledgers())
 	ist := s.ing.Stats()
 	st.Connections = int64(s.ing.Conns())
 	st.Shake.Overload = ist.Overload.Shake

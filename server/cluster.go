@@ -134,10 +134,10 @@ func (s *Server) joinCluster() error {
 		return err
 	}
 	s.campaignKey = []byte(token)
-	co := cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets,
+	co := cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets, Name: s.opts.Name,
 		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}
 	if s.repl != nil {
-		co.Owners, co.Former, co.Lease = s.repl.owners.Of, s.repl.owners.Former, s.opts.Lease
+		co.Owners, co.Former, co.Lease, co.Name = s.repl.owners.Of, s.repl.owners.Former, s.opts.Lease, s.repl.name
 	}
 	node, err := cluster.Join(co, buildinfo.Read().Version)
 	if err != nil {
@@ -166,6 +166,11 @@ func (s *Server) startCluster() error {
 	if err := s.node.Serve("campaign", s.campaignFromPeer); err != nil {
 		return err
 	}
+	if s.repl != nil {
+		if err := s.node.ServeEach("move", s.moveFromPeer); err != nil {
+			return err
+		}
+	}
 	return s.node.Start(s.bus, s.journal)
 }
 
@@ -175,7 +180,14 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.node.Map())
+	m := struct {
+		cluster.Map
+		Moves []MoveStatus `json:"moves,omitempty"` // -journal jetstream: the moves of this gateway's SETs in flight, both ways
+	}{Map: s.node.Map()}
+	if s.repl != nil {
+		m.Moves = s.repl.moveStatuses()
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 // ClusterStats is GET /cluster/stats: the gateways' ledgers summed.
@@ -272,9 +284,10 @@ func (s *Server) closeCluster() error {
 	return s.node.Close()
 }
 
-// redirect is the ingress's LOGIN_ACK 3 address for a SET run elsewhere.
+// redirect is the ingress's LOGIN_ACK 3 address for a SET run elsewhere:
+// none while it moves from here (retry shortly).
 func (s *Server) redirect(set int) string {
-	if s.node == nil {
+	if s.node == nil || s.repl.isMoving(set) {
 		return ""
 	}
 	return s.node.OwnerAddr(set)

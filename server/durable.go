@@ -188,7 +188,7 @@ func (s *Server) recover() error {
 	for _, st := range s.sets {
 		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
 	}
-	st := ledger.Sum(s.ledgers)
+	st := ledger.Sum(s.ledgers())
 	took := time.Since(start)
 	s.recoveryTime = took
 	s.log.Info("recovered", "data", s.opts.Data, "snapshot", snap.path, "records_replayed", records, "took", took.Round(time.Microsecond),

@@ -53,11 +53,11 @@ func (e exposition) gauge(name, help string, v int64) {
 // writeMetrics writes the server's own families.
 func (s *Server) writeMetrics(w io.Writer) {
 	e := exposition{w}
-	st, ist := s.Stats(), s.ing.Stats()
+	st, ist, ls := s.Stats(), s.ing.Stats(), s.ledgers()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
 	var takeBackLost, popped, returned, openOK, takenBack uint64
-	for _, l := range s.ledgers {
+	for _, l := range ls {
 		bytesOut += l.Egress.Bytes.Load()
 		writes += l.Egress.Writes.Load()
 		dropped += l.Egress.Dropped.Load()
@@ -147,11 +147,11 @@ func (s *Server) writeMetrics(w io.Writer) {
 			e.sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
 		}
 	}
-	s.writeLatency(e, "hongbao_latency_seconds", "Time from the ingress reading a request (the start of its epoll loop's chunk of up to 64 reads) to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
+	writeLatency(e, ls, "hongbao_latency_seconds", "Time from the ingress reading a request (the start of its epoll loop's chunk of up to 64 reads) to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.LatencyBuckets, &c.LatencySumNs
 		})
-	s.writeLatency(e, "hongbao_batch_wait_seconds", "Time from the ingress decoding a request to the egress beginning the batch that answers it (waiting for its SET to run, and the stages before egress), by request type; the part of hongbao_latency_seconds before the write.",
+	writeLatency(e, ls, "hongbao_batch_wait_seconds", "Time from the ingress decoding a request to the egress beginning the batch that answers it (waiting for its SET to run, and the stages before egress), by request type; the part of hongbao_latency_seconds before the write.",
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.WaitBuckets, &c.WaitSumNs
 		})
@@ -168,13 +168,13 @@ var requestTypes = []struct {
 // writeLatency writes the histogram family name, one per request type,
 // summed over the SETs' egress buckets that of selects (bucket i: below
 // ledger.LatencyBucketUs(i) µs).
-func (s *Server) writeLatency(e exposition, name, help string,
+func writeLatency(e exposition, ls []*ledger.Ledger, name, help string,
 	of func(*ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64)) {
 	e.family(name, "histogram", help)
 	for t := range ledger.RequestTypes {
 		var buckets [ledger.LatencyBuckets]uint64
 		var sum, count uint64
-		for _, l := range s.ledgers {
+		for _, l := range ls {
 			bs, sums := of(&l.Egress)
 			for i := range buckets {
 				n := bs[t][i].Load()
@@ -411,11 +411,25 @@ func (r *replicated) writeMetrics(e exposition) {
 		{"claims_deferred", "Claims of a SET not made because its owner, unheard for -lease, had appended to its journal within it: alive, its heartbeats late.", &r.deferred},
 		{"claim_failures", "Claims that did not get to serving: handed back when fencing the old owner failed; once the SET was being loaded, this gateway stops (exit status 3).", &r.takeFailures},
 		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
+		{"moves", "SETs this gateway handed to another on purpose (a move: POST /sets/{s}/move, rebalancing, draining), the other serving them.", &r.moves},
+		{"move_failures", "Moves out of this gateway that did not end with the other gateway serving the SET.", &r.moveFailures},
 	} {
 		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
 	}
 	e.family("hongbao_cluster_takeover_seconds", "gauge", "The last takeover's time from the claim to serving: fencing the old owner, loading the snapshot, replaying the records after it.")
 	fmt.Fprintf(e.w, "hongbao_cluster_takeover_seconds %g\n", float64(r.takeoverNs.Load())/1e9)
+	e.family("hongbao_cluster_move_pause_seconds", "gauge", "The last move out of this gateway's pause: from refusing the SET's requests to the other gateway serving it.")
+	fmt.Fprintf(e.w, "hongbao_cluster_move_pause_seconds %g\n", float64(r.movePauseNs.Load())/1e9)
+	r.mu.Lock()
+	out, in := len(r.moving), len(r.incoming)
+	r.mu.Unlock()
+	e.gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(out))
+	e.gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(in))
+	leaving := int64(0)
+	if r.leaving.Load() {
+		leaving = 1
+	}
+	e.gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", leaving)
 	lost := int64(0)
 	if r.lostReason() != "" {
 		lost = 1

@@ -14,12 +14,12 @@ import (
 // over the SETs and cumulative: two SHAKEs answered in 700 µs, one in each
 // of two SETs, count from le="0.000768" up and not at le="0.00064".
 func TestWriteLatencyBounds(t *testing.T) {
-	s := &Server{ledgers: []*ledger.Ledger{new(ledger.Ledger), new(ledger.Ledger)}}
-	for _, l := range s.ledgers {
+	ls := []*ledger.Ledger{new(ledger.Ledger), new(ledger.Ledger)}
+	for _, l := range ls {
 		l.Egress.LatencyBuckets[event.KShake-event.KLogin][ledger.LatencyBucket(700)].Add(1)
 	}
 	var b bytes.Buffer
-	s.writeLatency(exposition{&b}, "x_seconds", "help",
+	writeLatency(exposition{&b}, ls, "x_seconds", "help",
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.LatencyBuckets, &c.LatencySumNs
 		})

@@ -110,6 +110,9 @@ const pprofDefaultSeconds = 30
 func writeDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := adminWriteTime
+		if strings.HasPrefix(r.URL.Path, "/sets/") || r.URL.Path == "/cluster/rebalance" {
+			d += moveTimeout
+		}
 		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
 			sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64)
 			if err != nil || sec <= 0 {
@@ -146,10 +149,10 @@ func (s *Server) stopAdmin(ctx context.Context) {
 // that the difference never goes below zero.
 func (s *Server) shakeTaken() uint64 {
 	var popped, returned uint64
-	for _, l := range s.ledgers {
+	for _, l := range s.ledgers() {
 		returned += l.Shake.Returned.Load()
 	}
-	for _, l := range s.ledgers {
+	for _, l := range s.ledgers() {
 		popped += l.Shake.Popped.Load()
 	}
 	return popped - min(returned, popped)
@@ -160,7 +163,7 @@ func (s *Server) shakeTaken() uint64 {
 // which forget fully opened envelopes early to stay within it.
 func (s *Server) envelopesLive() uint64 {
 	var n uint64
-	for _, l := range s.ledgers {
+	for _, l := range s.ledgers() {
 		n += l.Split.Live.Load()
 	}
 	return n

@@ -62,6 +62,7 @@ type Options struct {
 	Name            string        // -name: this gateway's name; "" gw<node>
 	Replicas        int           // -replicas: copies of the JetStream journal and records
 	Lease           time.Duration // -lease: a gateway not heard from for this long loses its SETs
+	Rebalance       time.Duration // -rebalance: least time between two SETs handed over to even out the cluster; 0: DefaultRebalance, negative: never by itself
 	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
 	JournalRound    time.Duration // -journal-round: least time between the starts of two journal rounds; 0: journal.DefaultRoundEvery, negative: none
 	JournalRepair   bool          // -journal-repair: a start on a damaged journal cuts it (keeping the cut bytes beside it) instead of refusing
@@ -177,6 +178,11 @@ const (
 	// does not look like death, short enough that a dead gateway's users
 	// wait for it ~2 s at most (docs/DESIGN.md, The lease).
 	DefaultLease = 1500 * time.Millisecond
+	// DefaultRebalance paces a cluster evening out, a SET at a time per
+	// gateway: each move pauses its SET for a few tens of ms and has the
+	// target load it, so a joining gateway takes its share over seconds
+	// rather than all at once (docs/DESIGN.md, Moving a SET).
+	DefaultRebalance = time.Second
 	// DefaultSnapshotEvery bounds what a start replays to a minute of
 	// journal (at 60,000 SHAKE/s ~80 MB, a few seconds) and the journal kept
 	// on disk with it; a snapshot of the default -max-pool and
@@ -223,6 +229,7 @@ func (o *Options) Fill() {
 	fillZero(&o.Journal, "on")
 	fillZero(&o.Replicas, DefaultReplicas)
 	fillZero(&o.Lease, DefaultLease)
+	fillZero(&o.Rebalance, DefaultRebalance)
 	fillZero(&o.SnapshotEvery, DefaultSnapshotEvery)
 }
 
@@ -490,6 +497,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.IntVar(&o.Replicas, "replicas", DefaultReplicas, "-journal jetstream: copies JetStream keeps of the journal, the snapshots and the ownership records,\n"+
 		"1..5 (3 for a cluster of three NATS servers; 1 for a single one). A record is acknowledged once a majority has it")
 	fs.DurationVar(&o.Lease, "lease", DefaultLease, "-journal jetstream: a gateway not heard from for this long loses its SETs to the others (heartbeats every 250 ms)")
+	fs.DurationVar(&o.Rebalance, "rebalance", DefaultRebalance, "-journal jetstream: least time between two of this gateway's SETs it hands, one at a time, to a gateway that runs fewer than\n"+
+		"its share (one that joined): the cluster evens out by itself; negative: never by itself (POST /cluster/rebalance still does)")
 	fs.BoolVar(&o.JournalRepair, "journal-repair", false, "start on a journal that is not whole (a bad round before its end, a segment or the checkpoint missing or cut short)\n"+
 		"by cutting it where it stops being whole, instead of refusing to start: every byte cut is kept in a file beside the\n"+
 		"segment (<segment>.cut-<unix time>) and each cut is logged. Money told to clients may be lost: restore from a copy first if there is one")

@@ -16,7 +16,6 @@ import (
 	"hongbao/event"
 	"hongbao/journal"
 	"hongbao/jsjournal"
-	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/stages"
 )
@@ -81,6 +80,20 @@ type replicated struct {
 	deferred     atomic.Uint64 // claims not made: the unheard owner still appends
 	takeFailures atomic.Uint64 // claims that did not get to serving
 	released     atomic.Uint64 // SETs handed back at a graceful stop
+
+	// Moves (move.go): one out at a time (moveMu); the SETs being handed
+	// out and followed in, and those whose state object ran, loaded or
+	// followed here (used), under mu.
+	moveMu       sync.Mutex
+	mu           sync.Mutex
+	moving       map[int]*moveOut
+	incoming     map[int]*moveIn
+	used         []bool
+	moves        atomic.Uint64 // SETs handed to another gateway
+	moveFailures atomic.Uint64
+	movePauseNs  atomic.Int64 // the last move's pause
+	lastMove     time.Time    // the claims loop's last move out (rebalancing)
+	leaving      atomic.Bool  // draining: every SET handed over, none taken
 }
 
 // openReplicated connects to JetStream and opens the journal's stream and
@@ -96,7 +109,8 @@ func (s *Server) openReplicated(password string) error {
 		return err
 	}
 	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
-		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1)}
+		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
+		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Prefix: jsPrefix, Gateway: name, Replicas: s.opts.Replicas, AckWait: s.opts.JetStreamAckWait}); err != nil {
@@ -198,7 +212,7 @@ func (r *replicated) changed(set int, was, now cluster.Claim) {
 		}
 		return // this gateway's own claim: take routes it
 	}
-	if r.active[set].Load() {
+	if r.active[set].Load() && !r.isMoving(set) {
 		r.lose(set, fmt.Sprintf("its ownership record now names %s (gateway %d, epoch %d)", now.Name, now.Node, now.Epoch))
 		return
 	}
@@ -299,12 +313,14 @@ func (r *replicated) claims() {
 			}
 		}
 		for set := range owner {
-			owner[set], running[set] = r.owners.Of(set), r.active[set].Load()
+			owner[set], running[set] = r.owners.Of(set), r.active[set].Load() || r.isMoving(set)
 		}
-		claim := cluster.ToClaim(owner, running, r.s.node.Heard(), r.node)
+		claim := cluster.ToClaim(owner, running, r.s.node.Heard(), r.s.node.Takers(), r.node)
 		if !r.takeAll(claim) {
 			return // a record may name this gateway, which cannot serve it: stop
 		}
+		r.dropStaleFollows()
+		r.rebalance(owner)
 	}
 }
 
@@ -402,7 +418,11 @@ func (r *replicated) take(set int) error {
 		r.s.log.Warn("fencing a SET's old owner failed: claim handed back, retried later", "set", set, "err", err)
 		return nil
 	}
-	st := r.s.sets[set]
+	if err := r.blank(set); err != nil {
+		return fail(err)
+	}
+	r.abortIn(set, "its source is gone: taken over from JetStream")
+	st := r.s.setAt(set)
 	fenced := time.Now()
 	now := fenced.UnixNano()
 	rep, err := r.store.Load(ctx, set, func(snap jsjournal.Snapshot) error {
@@ -428,21 +448,10 @@ func (r *replicated) take(set int) error {
 	if rep.LastSeq != seq {
 		return fail(fmt.Errorf("SET %d: appended to after this gateway's claim (message %d, the claim %d)", set, rep.LastSeq, seq))
 	}
-	if sum := ledger.Sum([]*ledger.Ledger{st.Ledger()}); sum.Check() != nil {
-		err := sum.Check()
-		return fail(fmt.Errorf("SET %d as loaded does not balance: %w", set, err))
-	}
 	loaded := time.Now()
-	if err := r.s.journal.Reopen(set, seq); err != nil {
+	if err := r.serve(set, seq); err != nil {
 		return fail(err)
 	}
-	// Started before it is routed here: nothing reads a ring's state
-	// (metrics, the ticker) before it runs.
-	if err := st.Transport().Start(); err != nil {
-		return fail(err)
-	}
-	r.active[set].Store(true)
-	r.s.bus.Route(set, st.Transport(), false)
 	took := time.Since(start)
 	r.takeovers.Add(1)
 	r.takeoverNs.Store(int64(took))
@@ -558,7 +567,7 @@ func (s *Server) snapshotSETs() error {
 
 // setOf is the SET of journal producer pid.
 func (s *Server) setOf(pid uint16) int {
-	for _, st := range s.sets {
+	for _, st := range s.allSets() {
 		if p := st.PIDs(); p[0] == int(pid) || p[1] == int(pid) {
 			return st.Index()
 		}

@@ -15,12 +15,13 @@ import (
 )
 
 // startReplicated starts gateway node of a replicated cluster of up to
-// nodes gateways over the JetStream server ns.
+// nodes gateways over the JetStream server ns. It does not rebalance by
+// itself (-rebalance) unless edit says so: the tests place the SETs.
 func startReplicated(t *testing.T, ns *embednats.Server, node, nodes, sets int, edit func(o *server.Options)) *testServer {
 	t.Helper()
 	return startServer(t, func(o *server.Options) {
 		o.Sets, o.NATS, o.Node = sets, ns.URL(), fmt.Sprintf("%d/%d", node, nodes)
-		o.Journal, o.Replicas, o.Lease = "jetstream", 1, time.Second
+		o.Journal, o.Replicas, o.Lease, o.Rebalance = "jetstream", 1, time.Second, -1
 		o.ClusterTimeout = 500 * time.Millisecond
 		if edit != nil {
 			edit(o)

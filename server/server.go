@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,6 @@ type Server struct {
 	opts       Options
 	log        *slog.Logger
 	bus        *event.Bus // nil with -pipeline=none
-	ledgers    []*ledger.Ledger
 	ing        *ingress.Ingress
 	camps      *campaign.Runner
 	campLimits campaign.Limits // what a campaign may ask: the whole of one, in a cluster, before its parts
@@ -64,6 +64,8 @@ type Server struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+	leave        chan struct{} // closed by POST /cluster/drain
+	leaveOnce    sync.Once
 
 	node *cluster.Node // in a cluster (-nats): this gateway's membership; else nil
 	repl *replicated   // -journal jetstream: the replicated SETs; else nil
@@ -72,7 +74,12 @@ type Server struct {
 	campaignKey []byte
 	journal     *journal.Journal // nil with -journal off or -pipeline=none
 	dataDir     *dataDir
-	sets        []*set.SET
+	// sets are the SETs built here, in SET order; byIndex the same by SET
+	// number (nil for one another gateway runs for good). A SET that moves
+	// away is renewed in place: under setsMu once the server runs.
+	setsMu  sync.RWMutex
+	sets    []*set.SET
+	byIndex []*set.SET
 	// recoveryTime is how long the replay took at start.
 	recoveryTime time.Duration
 	snapMu       sync.Mutex       // one snapshot at a time
@@ -93,7 +100,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{}),
+	s := &Server{opts: o, log: log, stopTick: make(chan struct{}), tickDone: make(chan struct{}), leave: make(chan struct{}),
 		snapParts: make(chan stages.Part, 2*o.Sets), stopSnap: make(chan struct{}), snapDone: make(chan struct{})}
 	maxConns, clamped, err := connLimit(o.MaxConns)
 	s.maxConns = maxConns
@@ -213,8 +220,67 @@ func (s *Server) buildSETs() error {
 	if err != nil {
 		return err
 	}
-	s.bus, s.ledgers, s.sets = bus, set.Ledgers(sets), sets
+	s.bus, s.sets = bus, sets
+	s.byIndex = make([]*set.SET, s.opts.Sets)
+	for _, st := range sets {
+		s.byIndex[st.Index()] = st
+	}
 	return nil
+}
+
+// setAt is SET i as built here (nil if it is another gateway's for good).
+func (s *Server) setAt(i int) *set.SET {
+	s.setsMu.RLock()
+	defer s.setsMu.RUnlock()
+	return s.byIndex[i]
+}
+
+// renewSET replaces SET i, which does not run here, with a blank one that
+// journals to the same producers: a SET that left, or whose load was
+// abandoned, loads afresh.
+func (s *Server) renewSET(i int) error {
+	old := s.setAt(i)
+	n, err := old.Renew(s.bus)
+	if err != nil {
+		return err
+	}
+	if s.repl != nil {
+		n.Snapshots(func(p stages.Part) { s.snapParts <- p })
+	}
+	s.setsMu.Lock()
+	defer s.setsMu.Unlock()
+	s.byIndex[i] = n
+	for k, st := range s.sets {
+		if st == old {
+			s.sets[k] = n
+		}
+	}
+	return nil
+}
+
+// ledgers are the ledgers of the SETs run here now: a SET another gateway
+// runs, or that is moving, counts there.
+func (s *Server) ledgers() []*ledger.Ledger {
+	if s.bus == nil {
+		return nil
+	}
+	local := s.bus.Local()
+	out := make([]*ledger.Ledger, 0, len(local))
+	s.setsMu.RLock()
+	defer s.setsMu.RUnlock()
+	for _, i := range local {
+		if st := s.byIndex[i]; st != nil {
+			out = append(out, st.Ledger())
+		}
+	}
+	return out
+}
+
+// allSets are the SETs built here, in SET order.
+func (s *Server) allSets() []*set.SET {
+	s.setsMu.RLock()
+	defer s.setsMu.RUnlock()
+	return slices.Clone(s.sets)
 }
 
 // setOptions are the options of every SET.
@@ -348,6 +414,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) shutdown(ctx context.Context) error {
+	if s.repl != nil && s.ticking {
+		// Its SETs handed to the others first, in most of the time given:
+		// the rest of the stop is quick.
+		dctx, cancel := ctx, context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok {
+			dctx, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/4))
+		}
+		s.repl.drain(dctx)
+		cancel()
+	}
 	s.stopping.Store(true)
 	s.log.Info("shutting down", "conns", s.ing.Conns())
 	if s.repl != nil {

@@ -75,7 +75,8 @@ type SET struct {
 	shake  *stages.Shake
 	split  *stages.Split
 	egress *egress.Egress
-	pids   [2]int // the journal producers of shake and split; -1 without a journal
+	pids   [2]int               // the journal producers of shake and split; -1 without a journal
+	jp     [2]*journal.Producer // those producers, kept for Renew
 }
 
 // addStage adds the next stage of a SET's chain: name for errors, maxBatch 0
@@ -107,6 +108,33 @@ func (s *SET) AddStages(bus *event.Bus) error {
 	if s.index >= bus.Sets() || bus.Ring(s.index) != s.t {
 		return fmt.Errorf("set: the bus's SET %d is not this SET", s.index)
 	}
+	var jp [2]*journal.Producer
+	if j := s.o.Journal; j != nil {
+		// Both in the SET's group: where the journal is on JetStream, the
+		// SET's records are its own subject, which its owner appends to.
+		jp = [2]*journal.Producer{j.ProducerIn(s.index), j.ProducerIn(s.index)}
+	}
+	return s.addStages(bus, jp)
+}
+
+// Renew returns a blank SET in s's place, for a SET that left this gateway
+// and may come back, or whose loading was abandoned: a new transport and
+// stages, a zero ledger, and s's journal producers, whose ids are the
+// SET's in every journal. s must not run (stopped, or never started);
+// routing the bus to the new transport is the caller's.
+func (s *SET) Renew(bus *event.Bus) (*SET, error) {
+	n, err := New(s.index, s.o)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.addStages(bus, s.jp); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// addStages adds the stages, journaling to producers jp (nil: no journal).
+func (s *SET) addStages(bus *event.Bus, jp [2]*journal.Producer) error {
 	i, o, l := s.index, s.o, s.ledger
 	split, err := stages.NewSplit(i, bus, l, o.Limits, o.Now, o.Seed+uint64(2*i+1))
 	if err != nil {
@@ -118,15 +146,12 @@ func (s *SET) AddStages(bus *event.Bus) error {
 	if o.SlowAnswer != nil {
 		s.egress.WatchSlow(o.SlowOver, o.SlowAnswer)
 	}
-	s.pids = [2]int{-1, -1}
+	s.pids, s.jp = [2]int{-1, -1}, jp
 	if j := o.Journal; j != nil {
-		// Both in the SET's group: where the journal is on JetStream, the
-		// SET's records are its own subject, which its owner appends to.
-		shake, split := j.ProducerIn(i), j.ProducerIn(i)
-		s.shake.Journal(shake)
-		s.split.Journal(split)
+		s.shake.Journal(jp[0])
+		s.split.Journal(jp[1])
 		s.egress.Journal(j)
-		s.pids = [2]int{int(shake.ID()), int(split.ID())}
+		s.pids = [2]int{int(jp[0].ID()), int(jp[1].ID())}
 	}
 	lim := o.Limits
 	if lim.ChatBacklog == 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/bytebufferpool"
 
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/set"
 	"hongbao/stages"
 )
@@ -99,5 +100,63 @@ func TestMisuse(t *testing.T) {
 	}
 	if err := b.AddStages(bus); err != nil {
 		t.Errorf("stages added for its own bus: %v", err)
+	}
+}
+
+// TestRenew: a SET that ran and stopped is renewed blank — a zero ledger,
+// empty stages on a new transport — journaling to the same producers, so
+// that its records keep their producer ids wherever it runs next.
+func TestRenew(t *testing.T) {
+	j, err := journal.Open(journal.Options{Dir: t.TempDir(), Sets: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	bus, ss, err := set.Build(2, set.Options{Ring: 64, Limits: limits, MaxPending: 64 << 10, Fused: true, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deal := func(r event.Transport) {
+		seq, err := r.Claim(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := r.At(seq)
+		*ev = event.Event{Kind: event.KDeal, Env: 1 << 20, N: 1, Buf: bytebufferpool.Get()}
+		ev.Buf.B = binary.BigEndian.AppendUint32(ev.Buf.B, 7)
+		r.Publish(seq, seq)
+	}
+	old := ss[0]
+	if err := old.Transport().Start(); err != nil {
+		t.Fatal(err)
+	}
+	deal(old.Transport())
+	if err := old.Transport().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if old.Ledger().Shake.Pool.Load() != 1 {
+		t.Fatal("the deal did not reach the SET")
+	}
+	n, err := old.Renew(bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Transport() == old.Transport() || n.Ledger() == old.Ledger() || n.Ledger().Shake.Pool.Load() != 0 || n.PIDs() != old.PIDs() || n.Index() != 0 {
+		t.Fatalf("renewed: same transport %v, same ledger %v, pool %d, producers %v (were %v); want new, zero, the same producers",
+			n.Transport() == old.Transport(), n.Ledger() == old.Ledger(), n.Ledger().Shake.Pool.Load(), n.PIDs(), old.PIDs())
+	}
+	bus.Route(0, n.Transport(), false)
+	if err := n.Transport().Start(); err != nil {
+		t.Fatal(err)
+	}
+	deal(n.Transport())
+	if err := n.Transport().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Ledger().Shake.Pool.Load(); got != 1 {
+		t.Fatalf("the renewed SET's pool holds %d envelopes; want the 1 dealt into it", got)
 	}
 }

@@ -52,6 +52,7 @@ func main() {
 	select {
 	case <-ctx.Done():
 	case <-s.Lost(): // -journal jetstream: another gateway took over a SET this one ran
+	case <-s.LeaveRequested(): // POST /cluster/drain
 	}
 	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)

@@ -1,0 +1,735 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"hongbao/cluster"
+	"hongbao/event"
+	"hongbao/journal"
+	"hongbao/jsjournal"
+	"hongbao/ledger"
+	"hongbao/proto"
+)
+
+// Moving a SET on purpose (-journal jetstream): its owner, the source,
+// hands it to another gateway, the target, while both serve.
+//
+//  1. Prepare: the target loads the SET's snapshot and follows its records
+//     as the source appends them (jsjournal.Follower), until it has caught
+//     up. The source serves all along.
+//  2. Cut: the source stops taking the SET's requests (event.Bus.SetLeaving:
+//     they are answered "overloaded", which says "retry"; logins get
+//     LOGIN_ACK 3 with no address), sends its connections ERROR 9 (every
+//     request they sent before it was answered), waits for them to go, takes
+//     the SET off its bus and lets its ring drain, makes the SET's last
+//     round durable and closes its journal group there: L, the SET's last
+//     message, is final.
+//  3. Switch: the target reads up to L, moves the ownership record to
+//     itself by compare-and-set (epoch + 1), appends its claim after L, and
+//     serves. The clients, logging in anywhere, are sent to it.
+//
+// The pause — no SET requests served by anyone — runs from the cut to the
+// target serving: a round on JetStream, the record's compare-and-set, the
+// claim. A move that fails before the switch leaves the SET with its source,
+// which takes it again from JetStream if it had cut it; one that fails
+// after the record moved leaves it with the target, or, if the target dies,
+// to the others after its lease: never both, never neither for longer.
+
+// Errors of a move.
+var (
+	errMoveBusy      = errors.New("a move of this gateway's is under way: one at a time")
+	errNotReplicated = errors.New("SETs move only between gateways whose journal is on JetStream (-journal jetstream)")
+)
+
+// MoveResult is a move's outcome, the answer of POST /sets/{s}/move.
+type MoveResult struct {
+	Set   int    `json:"set"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Epoch uint64 `json:"epoch"` // the target's, in the SET's record
+	// LastSeq is the SET's last message from the source; ClaimSeq the
+	// target's claim after it.
+	LastSeq  uint64 `json:"last_seq"`
+	ClaimSeq uint64 `json:"claim_seq"`
+	// PrepareMs: the target loading the SET and catching up, while the
+	// source served. PauseMs: from the source refusing the SET's requests
+	// to the target serving it. Of the pause, CutMs is the source's part
+	// (its connections gone, its last round durable), SwitchMs the
+	// target's (the last records read, the record moved, the claim).
+	PrepareMs float64 `json:"prepare_ms"`
+	PauseMs   float64 `json:"pause_ms"`
+	CutMs     float64 `json:"cut_ms"`
+	SwitchMs  float64 `json:"switch_ms"`
+}
+
+// MoveStatus is a move in flight in GET /cluster.
+type MoveStatus struct {
+	Set     int     `json:"set"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Phase   string  `json:"phase"` // preparing, cutting, switching (the source's); following (the target's)
+	SinceMs float64 `json:"since_ms"`
+}
+
+// moveOut is a move out of this gateway in flight.
+type moveOut struct {
+	to    string
+	phase string
+	start time.Time
+}
+
+// moveIn is a SET this gateway follows to take it over.
+type moveIn struct {
+	from  int
+	name  string
+	f     *jsjournal.Follower
+	start time.Time
+}
+
+// moveOp is what the gateways of a move tell each other, signed with the
+// admin token as campaign ops are (moving SETs takes the admin's
+// authority, not a NATS user's alone).
+type moveOp struct {
+	Op   string `json:"op"` // move (to the owner, from an admin request elsewhere), prepare, switch, abort
+	From int    `json:"from"`
+	Set  int    `json:"set"`
+	To   string `json:"to,omitempty"`   // move: the target's name
+	Last uint64 `json:"last,omitempty"` // switch: the SET's last message
+}
+
+// moveAnswer is the answer to a moveOp.
+type moveAnswer struct {
+	Err    string     `json:"error,omitempty"`
+	Status int        `json:"status,omitempty"` // for move: the HTTP status of the error
+	Result MoveResult `json:"result"`
+}
+
+// moveWait bounds each phase asked of the target.
+const (
+	prepareWait = time.Minute
+	switchWait  = 10 * time.Second
+	// followIdle: a follow prepared and never switched (its source gone)
+	// is dropped after this.
+	followIdle = 2 * time.Minute
+)
+
+// ask sends op to gateway node and decodes its answer.
+func (s *Server) askMove(ctx context.Context, node int, op moveOp) (moveAnswer, error) {
+	op.From = s.node.Options().Node
+	b, _ := json.Marshal(op)
+	signed, _ := json.Marshal(signedOp{Op: b, Proof: s.proof(b)})
+	reply, err := s.node.RequestOne(ctx, node, "move", signed)
+	if err != nil {
+		return moveAnswer{}, err
+	}
+	var a moveAnswer
+	if err := json.Unmarshal(reply, &a); err != nil {
+		return moveAnswer{}, fmt.Errorf("gateway %d's answer: %w", node, err)
+	}
+	if a.Err != "" {
+		return a, errors.New(a.Err)
+	}
+	return a, nil
+}
+
+// moveFromPeer serves another gateway's move op.
+func (s *Server) moveFromPeer(from int, data []byte) []byte {
+	var signed signedOp
+	var op moveOp
+	if json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil {
+		s.node.Refused(from, "a move op that does not decode")
+		return nil
+	}
+	if len(s.campaignKey) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(s.proof(signed.Op))) {
+		s.node.Refused(from, "a move op without the proof of this gateway's -admin-token (every gateway needs the same one)")
+		return nil
+	}
+	if op.From != from || op.Set < 0 || op.Set >= s.opts.Sets {
+		s.node.Refused(from, "a move op naming another gateway, or no SET")
+		return nil
+	}
+	r := s.repl
+	var a moveAnswer
+	var err error
+	switch op.Op {
+	case "move":
+		ctx, cancel := context.WithTimeout(context.Background(), prepareWait+switchWait+time.Minute)
+		a.Result, err = r.moveOut(ctx, op.Set, op.To)
+		cancel()
+		a.Status = moveStatus(err)
+	case "prepare":
+		err = r.prepareIn(op.Set, from)
+	case "switch":
+		a.Result, err = r.switchIn(op.Set, from, op.Last)
+	case "abort":
+		r.abortIn(op.Set, "its source gave the move up")
+	default:
+		s.node.Refused(from, "a move op of no known kind")
+		return nil
+	}
+	if err != nil {
+		a.Err = err.Error()
+	}
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// moveErr is an error of a move with the HTTP status it answers.
+type moveErr struct {
+	status int
+	err    error
+}
+
+func (e *moveErr) Error() string { return e.err.Error() }
+func (e *moveErr) Unwrap() error { return e.err }
+
+func badMove(status int, format string, args ...any) error {
+	return &moveErr{status, fmt.Errorf(format, args...)}
+}
+
+// moveStatus is the HTTP status of a move's error.
+func moveStatus(err error) int {
+	var me *moveErr
+	switch {
+	case err == nil:
+		return 200
+	case errors.As(err, &me):
+		return me.status
+	case errors.Is(err, errMoveBusy):
+		return 409
+	}
+	return 503
+}
+
+// Move hands SET set, which this gateway runs, to the gateway named to:
+// see the top of this file. It returns once the target serves it, or
+// with the error that kept it from it.
+func (r *replicated) moveOut(ctx context.Context, set int, to string) (MoveResult, error) {
+	res := MoveResult{Set: set, From: r.name, To: to}
+	if !r.moveMu.TryLock() {
+		return res, errMoveBusy
+	}
+	defer r.moveMu.Unlock()
+	if !r.active[set].Load() {
+		return res, badMove(409, "SET %d does not run on this gateway (%s)", set, r.name)
+	}
+	node, ok := r.s.node.NodeNamed(to)
+	switch {
+	case !ok:
+		return res, badMove(404, "no gateway named %q is up", to)
+	case node == r.node:
+		return res, badMove(409, "SET %d already runs on %s", set, to)
+	}
+	taker := false
+	for _, n := range r.s.node.Takers() {
+		taker = taker || n == node
+	}
+	if !taker {
+		return res, badMove(409, "gateway %s takes no SETs now (leaving, or not ready)", to)
+	}
+	start := time.Now()
+	mo := &moveOut{to: to, phase: "preparing", start: start}
+	r.mu.Lock()
+	r.moving[set] = mo
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.moving, set)
+		r.mu.Unlock()
+	}()
+	phase := func(p string) {
+		r.mu.Lock()
+		mo.phase = p
+		r.mu.Unlock()
+	}
+	fail := func(err error) (MoveResult, error) {
+		r.moveFailures.Add(1)
+		r.s.log.Warn("moving a SET failed", "set", set, "to", to, "err", err)
+		return res, err
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, prepareWait)
+	_, err := r.s.askMove(pctx, node, moveOp{Op: "prepare", Set: set})
+	cancel()
+	if err != nil {
+		r.s.askMove(context.Background(), node, moveOp{Op: "abort", Set: set}) //nolint: best effort; its follow times out otherwise
+		return fail(fmt.Errorf("gateway %s could not follow SET %d: %w", to, set, err))
+	}
+	cut := time.Now()
+	res.PrepareMs = ms(cut.Sub(start))
+	phase("cutting")
+	last, err := r.cut(set)
+	res.LastSeq = last
+	if err != nil {
+		// Its state may hold what never became durable: it is taken again
+		// from JetStream (the record still names this gateway).
+		r.s.askMove(context.Background(), node, moveOp{Op: "abort", Set: set})
+		r.renewLater(set)
+		return fail(fmt.Errorf("cutting SET %d: %w", set, err))
+	}
+	switched := time.Now()
+	res.CutMs = ms(switched.Sub(cut))
+	phase("switching")
+	sctx, cancel := context.WithTimeout(ctx, switchWait)
+	a, err := r.s.askMove(sctx, node, moveOp{Op: "switch", Set: set, Last: last})
+	cancel()
+	r.renewLater(set)
+	if err != nil {
+		// The record names the target if it got that far (then it serves,
+		// or releases it, or its lease ends), else this gateway, which
+		// takes the SET again from JetStream.
+		return fail(fmt.Errorf("gateway %s did not take SET %d over: %w", to, set, err))
+	}
+	done := time.Now()
+	res.Epoch, res.ClaimSeq = a.Result.Epoch, a.Result.ClaimSeq
+	res.SwitchMs, res.PauseMs = ms(done.Sub(switched)), ms(done.Sub(cut))
+	r.moves.Add(1)
+	r.movePauseNs.Store(int64(done.Sub(cut)))
+	r.s.log.Info("SET moved", "set", set, "to", to, "epoch", res.Epoch, "last_seq", last, "claim_seq", res.ClaimSeq,
+		"prepare_ms", res.PrepareMs, "pause_ms", res.PauseMs, "cut_ms", res.CutMs, "switch_ms", res.SwitchMs)
+	return res, nil
+}
+
+// connsGone bounds the wait for a SET's connections to go once they were
+// told ERROR 9: each is shut for reading at once, so its reader sees the
+// end and the egress releases it.
+const connsGone = 5 * time.Second
+
+// cut stops SET set here and makes its last round durable: the SET's last
+// message on JetStream, final. Its connections get ERROR 9.
+func (r *replicated) cut(set int) (uint64, error) {
+	s := r.s
+	st := s.setAt(set)
+	rg := st.Transport()
+	s.bus.SetLeaving(set)
+	seq, err := rg.Claim(1)
+	if err != nil {
+		return 0, err
+	}
+	*rg.At(seq) = event.Event{Kind: event.KShutdown, Code: proto.ErrCodeMoved}
+	rg.Publish(seq, seq)
+	// Its connections gone (their last events need the ring), the money
+	// answers it held for the journal written or given back, what it took
+	// handled: nothing of it is left for anyone but the ring.
+	eg := &st.Ledger().Egress
+	for deadline := time.Now().Add(connsGone); eg.Conns.Load() > 0 || eg.Held.Load() > 0 || rg.Len() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.log.Warn("moving a SET: connections or held answers still there after ERROR 9; cut anyway", "set", set,
+				"conns", eg.Conns.Load(), "held", eg.Held.Load(), "events", rg.Len())
+			break
+		}
+	}
+	r.active[set].Store(false) // the record changes next: no loss
+	s.bus.Route(set, event.NewNowhere(rg.Size()), true)
+	if err := rg.Close(); err != nil { // every event it took, applied and journaled
+		return 0, err
+	}
+	last, err := s.journal.Drain(set)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.journal.Release(set); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// renewLater marks set's state object for renewal before it loads again:
+// it ran, loaded or followed here.
+func (r *replicated) renewLater(set int) {
+	r.mu.Lock()
+	r.used[set] = true
+	r.mu.Unlock()
+}
+
+// blank makes set's state object blank for a load: renewed if it ran,
+// loaded or followed here before, and marked as used.
+func (r *replicated) blank(set int) error {
+	r.mu.Lock()
+	used := r.used[set]
+	r.used[set] = true
+	r.mu.Unlock()
+	if !used {
+		return nil
+	}
+	return r.s.renewSET(set)
+}
+
+// prepareIn follows SET set, run by gateway from, until it has caught up.
+func (r *replicated) prepareIn(set, from int) error {
+	if r.active[set].Load() {
+		return fmt.Errorf("SET %d runs here already", set)
+	}
+	if o := r.owners.Of(set); o != from {
+		return fmt.Errorf("SET %d's record names gateway %d, not the source %d", set, o, from)
+	}
+	r.mu.Lock()
+	if r.incoming[set] != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("SET %d is being taken over here already", set)
+	}
+	in := &moveIn{from: from, start: time.Now()}
+	r.incoming[set] = in
+	r.mu.Unlock()
+	err := r.follow(set, in)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.incoming, set)
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// follow loads set and follows its records into in, caught up with the
+// subject's last message when it returns.
+func (r *replicated) follow(set int, in *moveIn) error {
+	if err := r.blank(set); err != nil {
+		return err
+	}
+	st := r.s.setAt(set)
+	now := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), prepareWait)
+	defer cancel()
+	f, err := r.store.Follow(ctx, set, func(snap jsjournal.Snapshot) error {
+		for _, p := range snap.Parts {
+			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("a part of journal producer %d, which is not SET %d's", p.PID, set)
+			}
+		}
+		return nil
+	}, func(rec journal.Record) error {
+		if ok, err := st.Apply(rec, now); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("a record of journal producer %d, which is not SET %d's", rec.PID, set)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	last, err := r.store.Last(ctx, set)
+	if err == nil {
+		err = f.WaitApplied(ctx, last.Seq)
+	}
+	if err != nil {
+		f.Stop()
+		return err
+	}
+	r.mu.Lock()
+	in.f = f
+	r.mu.Unlock()
+	return nil
+}
+
+// abortIn drops a follow of set, if any.
+func (r *replicated) abortIn(set int, why string) {
+	r.mu.Lock()
+	in := r.incoming[set]
+	delete(r.incoming, set)
+	r.mu.Unlock()
+	if in == nil || in.f == nil {
+		return
+	}
+	in.f.Stop()
+	r.s.log.Info("following a SET dropped", "set", set, "why", why)
+}
+
+// switchIn takes set over from gateway from, whose last message on its
+// subject is last: read up to it, the record moved here by
+// compare-and-set, the claim appended after it, and the SET served.
+func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
+	res := MoveResult{Set: set, To: r.name, LastSeq: last}
+	r.mu.Lock()
+	in := r.incoming[set]
+	delete(r.incoming, set)
+	r.mu.Unlock()
+	if in == nil || in.f == nil || in.from != from {
+		return res, fmt.Errorf("SET %d is not followed here for gateway %d", set, from)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), switchWait)
+	defer cancel()
+	err := in.f.WaitApplied(ctx, last)
+	rep, serr := in.f.Stop()
+	if err = errors.Join(err, serr); err != nil {
+		return res, err
+	}
+	if rep.LastSeq != last {
+		return res, fmt.Errorf("SET %d: read up to message %d; the source's last is %d", set, rep.LastSeq, last)
+	}
+	was, rev := r.owners.Get(set)
+	if was.Node != from {
+		return res, fmt.Errorf("SET %d's record names gateway %d, not the source %d", set, was.Node, from)
+	}
+	c, err := r.owners.Claim(ctx, set, rev, r.node, r.name)
+	if err != nil {
+		return res, err
+	}
+	res.From, res.Epoch = was.Name, c.Epoch
+	r.epoch[set].Store(c.Epoch)
+	seq, err := r.store.AppendClaim(ctx, set, r.name, c.Epoch, last)
+	if err == nil {
+		err = r.serve(set, seq)
+	}
+	if err != nil {
+		// The record names this gateway, which cannot serve the SET: hand
+		// it back, for the others (its source first) to take.
+		if rerr := r.owners.Release(ctx, set, r.node); rerr != nil {
+			r.active[set].Store(true) // so that lose stops this gateway: the record names it
+			r.lose(set, fmt.Sprintf("taking SET %d over failed (%v), and handing its record back too (%v)", set, err, rerr))
+		}
+		return res, err
+	}
+	res.ClaimSeq = seq
+	r.takeovers.Add(1)
+	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "moved", true, "claim_seq", seq,
+		"records_followed", rep.Records, "followed_for", time.Since(in.start).Round(time.Millisecond))
+	return res, nil
+}
+
+// serve starts SET set, loaded here, after its claim at message seq: its
+// journal group opened, its ring started, the bus routed to it.
+func (r *replicated) serve(set int, seq uint64) error {
+	st := r.s.setAt(set)
+	if sum := ledger.Sum([]*ledger.Ledger{st.Ledger()}); sum.Check() != nil {
+		return fmt.Errorf("SET %d as loaded does not balance: %w", set, sum.Check())
+	}
+	if err := r.s.journal.Reopen(set, seq); err != nil {
+		return err
+	}
+	// Started before it is routed here: nothing reads a ring's state
+	// (metrics, the ticker) before it runs.
+	if err := st.Transport().Start(); err != nil {
+		return err
+	}
+	r.active[set].Store(true)
+	r.s.bus.Route(set, st.Transport(), false)
+	return nil
+}
+
+// dropStaleFollows drops the follows prepared and never switched within
+// followIdle, and those whose SET's record names neither their source nor
+// this gateway any more.
+func (r *replicated) dropStaleFollows() {
+	r.mu.Lock()
+	var stale []int
+	for set, in := range r.incoming {
+		if o := r.owners.Of(set); in.f != nil && (time.Since(in.start) > followIdle || o != in.from && o != r.node) {
+			stale = append(stale, set)
+		}
+	}
+	r.mu.Unlock()
+	for _, set := range stale {
+		r.abortIn(set, "its source did not hand it over")
+	}
+}
+
+// moveStatuses are the moves in flight on this gateway, both ways.
+func (r *replicated) moveStatuses() []MoveStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []MoveStatus{}
+	for set, mo := range r.moving {
+		out = append(out, MoveStatus{Set: set, From: r.name, To: mo.to, Phase: mo.phase, SinceMs: ms(time.Since(mo.start))})
+	}
+	for set, in := range r.incoming {
+		c, _ := r.owners.Get(set)
+		out = append(out, MoveStatus{Set: set, From: c.Name, To: r.name, Phase: "following", SinceMs: ms(time.Since(in.start))})
+	}
+	return out
+}
+
+// isMoving reports whether set is being handed over from here.
+func (r *replicated) isMoving(set int) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.moving[set] != nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// rebalance hands one SET to a gateway that runs fewer than its share, at
+// most every -rebalance, on a goroutine of its own (a move at a time): a
+// gateway that joins takes its share from the others this way. owner is
+// each SET's owner of the moment.
+func (r *replicated) rebalance(owner []int) {
+	every := r.s.opts.Rebalance
+	if every < 0 || r.leaving.Load() || time.Since(r.lastMove) < every {
+		return
+	}
+	set, to, ok := cluster.NextMove(owner, r.s.node.Takers(), r.node)
+	if !ok || !r.active[set].Load() {
+		return
+	}
+	name := r.s.node.NameOf(to)
+	if name == "" {
+		return
+	}
+	r.lastMove = time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), prepareWait+switchWait+time.Minute)
+		defer cancel()
+		if _, err := r.moveOut(ctx, set, name); err == nil {
+			r.s.log.Info("rebalanced: a SET handed to a gateway that ran fewer than its share", "set", set, "to", name)
+		}
+	}()
+}
+
+// moveTimeout bounds a move asked over the admin API: the target's load
+// and the switch, with room to spare.
+const moveTimeout = prepareWait + switchWait + 30*time.Second
+
+// handleMove answers POST /sets/{s}/move?to=NAME: SET s handed to the
+// gateway named NAME, by its owner, whichever gateway is asked.
+func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
+	if s.repl == nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
+		return
+	}
+	set, err := strconv.Atoi(r.PathValue("s"))
+	if err != nil || set < 0 || set >= s.opts.Sets {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("SET %q: want 0..%d", r.PathValue("s"), s.opts.Sets-1)})
+		return
+	}
+	to := r.URL.Query().Get("to")
+	if to == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "to: the name of the gateway to hand the SET to is missing"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), moveTimeout)
+	defer cancel()
+	var res MoveResult
+	status := http.StatusOK
+	switch owner := s.repl.owners.Of(set); {
+	case s.repl.active[set].Load():
+		res, err = s.repl.moveOut(ctx, set, to)
+		status = moveStatus(err)
+	case owner < 0:
+		err, status = fmt.Errorf("SET %d has no owner now (between two): ask again shortly", set), http.StatusServiceUnavailable
+	default:
+		var a moveAnswer
+		a, err = s.askMove(ctx, owner, moveOp{Op: "move", Set: set, To: to})
+		res, status = a.Result, a.Status
+		if err != nil && status == 0 {
+			status = http.StatusServiceUnavailable // the owner did not answer
+		}
+	}
+	if err != nil {
+		writeJSON(w, status, map[string]any{"error": err.Error(), "set": set, "to": to})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleRebalance answers POST /cluster/rebalance: this gateway hands out,
+// one at a time, every SET beyond its share to the gateways that run
+// fewer than theirs, as -rebalance does by itself, and answers the moves.
+func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
+	if s.repl == nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), moveTimeout)
+	defer cancel()
+	moves, err := s.repl.handOut(ctx, false)
+	out := map[string]any{"gateway": s.repl.name, "moves": moves}
+	if err != nil {
+		out["error"] = err.Error()
+		writeJSON(w, moveStatus(err), out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleDrain answers POST /cluster/drain: this gateway leaves the cluster
+// — it hands every SET it runs to the others, then stops (exit 0), as at
+// SIGTERM. It answers at once; GET /cluster shows it leaving.
+func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
+	if s.repl == nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
+		return
+	}
+	s.leaveOnce.Do(func() { close(s.leave) })
+	writeJSON(w, http.StatusAccepted, map[string]any{"gateway": s.repl.name, "leaving": true, "sets": s.repl.running()})
+}
+
+// LeaveRequested is closed once POST /cluster/drain asked this gateway to
+// leave: its runner shuts it down (Shutdown hands its SETs over first).
+func (s *Server) LeaveRequested() <-chan struct{} { return s.leave }
+
+// handOut moves this gateway's SETs out one at a time: every one when
+// leaving, else those beyond its share (cluster.NextMove). It returns the
+// moves made, and the first error once a move failed twice in a row or
+// ctx ended with SETs left to move.
+func (r *replicated) handOut(ctx context.Context, leaving bool) ([]MoveResult, error) {
+	var done []MoveResult
+	owner := make([]int, r.s.opts.Sets)
+	var lastErr error
+	for fails := 0; fails < 2 || leaving; {
+		if ctx.Err() != nil {
+			return done, errors.Join(ctx.Err(), lastErr)
+		}
+		for set := range owner {
+			owner[set] = r.owners.Of(set)
+			if r.active[set].Load() {
+				owner[set] = r.node
+			}
+		}
+		set, to, ok := cluster.NextMove(owner, r.s.node.Takers(), r.node)
+		if !ok {
+			if leaving && r.running() > 0 {
+				return done, errors.New("no other gateway takes SETs now")
+			}
+			return done, nil
+		}
+		res, err := r.moveOut(ctx, set, r.s.node.NameOf(to))
+		if err != nil {
+			fails, lastErr = fails+1, err
+			sleepCtx(ctx, 100*time.Millisecond) // a SET whose cut failed is taken back first
+			continue
+		}
+		fails = 0
+		done = append(done, res)
+	}
+	return done, lastErr
+}
+
+// drain hands every SET this gateway runs to the others before it stops:
+// a graceful stop costs its users a reconnect and nothing else. What it
+// could not hand over within ctx is released at the stop, for the others to
+// take from JetStream.
+func (r *replicated) drain(ctx context.Context) {
+	if r.lostReason() != "" || r.running() == 0 {
+		return
+	}
+	r.leaving.Store(true)
+	r.s.node.SetLeaving(true)
+	start := time.Now()
+	moves, err := r.handOut(ctx, true)
+	if err != nil {
+		r.s.log.Warn("leaving: SETs not handed over before the stop; released to the others instead", "left", r.running(), "err", err)
+	}
+	r.s.log.Info("left the cluster's SETs", "moved", len(moves), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// sleepCtx sleeps d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,173 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hbclient "hongbao/client"
+	"hongbao/internal/embednats"
+	"hongbao/server"
+)
+
+// shaker is an application's client of one user, given every gateway,
+// shaking until stopped: it follows its SET wherever it moves and counts
+// the money it was told.
+type shaker struct {
+	c          *hbclient.Client
+	told, got  atomic.Uint64
+	refused    atomic.Uint64 // answered "overloaded": retry
+	failed     atomic.Uint64 // no answer: ERROR 9 or the connection lost
+	lastAddr   atomic.Pointer[string]
+	stop       chan struct{}
+	done       chan struct{}
+	unexpected atomic.Pointer[error]
+}
+
+func startShaker(t *testing.T, user uint32, addrs ...string) *shaker {
+	t.Helper()
+	c, err := hbclient.Dial(t.Context(), addrs, hbclient.ReconnectWait(5*time.Millisecond, 50*time.Millisecond), hbclient.PingInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Login(t.Context(), user, nil); err != nil {
+		t.Fatal(err)
+	}
+	sh := &shaker{c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(sh.done)
+		for {
+			select {
+			case <-sh.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, amount, err := c.Shake(ctx)
+			cancel()
+			addr := c.Addr()
+			sh.lastAddr.Store(&addr)
+			switch {
+			case err == nil:
+				sh.told.Add(uint64(amount))
+				sh.got.Add(1)
+			case errors.Is(err, hbclient.ErrOverloaded), errors.Is(err, hbclient.ErrEmpty):
+				sh.refused.Add(1)
+				time.Sleep(time.Millisecond)
+			case errors.Is(err, hbclient.ErrMoved), errors.Is(err, hbclient.ErrConnLost):
+				sh.failed.Add(1)
+			default:
+				sh.unexpected.Store(&err)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { sh.halt(); c.Close() })
+	return sh
+}
+
+func (sh *shaker) halt() {
+	select {
+	case <-sh.stop:
+	default:
+		close(sh.stop)
+	}
+	<-sh.done
+}
+
+// TestReplicatedMove: a SET moves to another gateway and back while its
+// users shake without pause: each move answers with its pause; the users,
+// sent ERROR 9, log in at the new owner by themselves; every fen told is
+// counted exactly once — a request in flight at ERROR 9 was not carried
+// out — and the pools are whole; the old owner counts the SET no more.
+func TestReplicatedMove(t *testing.T) {
+	const sets = 2
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
+	dealt := a.stats().Shake.CreatedAmount
+
+	var shakers []*shaker
+	for _, u := range []uint32{2, 4, 6, 1} { // SET 0 but user 1
+		shakers = append(shakers, startShaker(t, u, a.addr, b.addr))
+	}
+	moneyFrom := func(addr string, what string) {
+		t.Helper()
+		marks := make([]uint64, len(shakers))
+		for i, sh := range shakers {
+			marks[i] = sh.got.Load()
+		}
+		waitFor(t, what, func() bool {
+			for i, sh := range shakers[:3] {
+				if p := sh.lastAddr.Load(); p == nil || *p != addr || sh.got.Load() <= marks[i] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	moneyFrom(a.addr, "SET 0's users to get money at gateway 0")
+
+	move := func(via *testServer, to string, epoch uint64) server.MoveResult {
+		t.Helper()
+		code, body := via.do("POST", "/sets/0/move?to="+to, "")
+		if code != 200 {
+			t.Fatalf("POST /sets/0/move?to=%s: %d %s", to, code, body)
+		}
+		var res server.MoveResult
+		if err := json.Unmarshal(body, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Set != 0 || res.To != to || res.Epoch != epoch || res.PauseMs <= 0 || res.ClaimSeq <= res.LastSeq {
+			t.Fatalf("move: %+v; want SET 0 to %s at epoch %d", res, to, epoch)
+		}
+		t.Logf("SET 0 moved to %s: pause %.1f ms (cut %.1f, switch %.1f), prepared in %.1f ms", to, res.PauseMs, res.CutMs, res.SwitchMs, res.PrepareMs)
+		return res
+	}
+	move(a, "gw1", 2)
+	moneyFrom(b.addr, "SET 0's users to get money at gateway 1")
+	if m := runs(t, a); len(m[0]) != 1 || m[0][0] != 1 || len(m[1]) != 1 || m[1][0] != 0 {
+		t.Fatalf("SETs by gateway after the move %v; want SET 0 at gateway 1", m)
+	}
+	// Back, asked at the gateway that does not run it: its owner moves it.
+	move(a, "gw0", 3)
+	moneyFrom(a.addr, "SET 0's users to get money at gateway 0 again")
+	for _, sh := range shakers {
+		sh.halt()
+		if p := sh.unexpected.Load(); p != nil {
+			t.Fatalf("a shaker: %v", *p)
+		}
+	}
+	var told, got uint64
+	for _, sh := range shakers {
+		told, got = told+sh.told.Load(), got+sh.got.Load()
+	}
+	waitFor(t, "the ledgers to settle", func() bool {
+		sa, sb := a.stats(), b.stats()
+		return sa.Shake.Got+sb.Shake.Got == got && sb.Shake.Got == 0
+	})
+	sa, sb := a.stats(), b.stats()
+	if sa.Shake.GotAmount+sb.Shake.GotAmount != told || sa.Shake.Got+sb.Shake.Got != got {
+		t.Fatalf("told %d envelopes, %d fen; counted %d, %d fen at gateway 0 and %d, %d at gateway 1: want exactly what was told",
+			got, told, sa.Shake.Got, sa.Shake.GotAmount, sb.Shake.Got, sb.Shake.GotAmount)
+	}
+	if sa.Shake.GotAmount+sa.Shake.PoolAmount != dealt || sb.Shake.PoolAmount != 0 {
+		t.Fatalf("got %d + pool %d fen at gateway 0, pool %d at gateway 1; want the %d dealt, all at gateway 0", sa.Shake.GotAmount, sa.Shake.PoolAmount, sb.Shake.PoolAmount, dealt)
+	}
+	checkShakeLedger(t, sa)
+	if metric(t, a, "hongbao_cluster_moves_total") != 1 || metric(t, b, "hongbao_cluster_moves_total") != 1 {
+		t.Errorf("moves counted: %d at gateway 0, %d at gateway 1; want 1 each", metric(t, a, "hongbao_cluster_moves_total"), metric(t, b, "hongbao_cluster_moves_total"))
+	}
+	var refused, failed uint64
+	for _, sh := range shakers {
+		refused, failed = refused+sh.refused.Load(), failed+sh.failed.Load()
+	}
+	t.Logf("%d SHAKEs got money, %d answered overloaded or empty, %d without an answer (ERROR 9, lost connection)", got, refused, failed)
+}
