@@ -42,7 +42,7 @@ func (s *Server) listenAdmin() error {
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.HandleFunc("GET /cluster", s.handleCluster)
 	mux.HandleFunc("GET /cluster/stats", s.handleClusterStats)
-	mux.HandleFunc("POST /sets/{s}/move", s.handleMove)
+	mux.HandleFunc("POST /sets/{set}/move", s.handleMove)
 	mux.HandleFunc("POST /cluster/rebalance", s.handleRebalance)
 	mux.HandleFunc("POST /cluster/drain", s.handleDrain)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

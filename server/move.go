@@ -591,21 +591,21 @@ func (r *replicated) rebalance(owner []int) {
 // and the switch, with room to spare.
 const moveTimeout = prepareWait + switchWait + 30*time.Second
 
-// handleMove answers POST /sets/{s}/move?to=NAME: SET s handed to the
+// handleMove answers POST /sets/{set}/move?to=NAME: the SET handed to the
 // gateway named NAME, by its owner, whichever gateway is asked.
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
-	if s.repl == nil {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
-		return
-	}
-	set, err := strconv.Atoi(r.PathValue("s"))
+	set, err := strconv.Atoi(r.PathValue("set"))
 	if err != nil || set < 0 || set >= s.opts.Sets {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("SET %q: want 0..%d", r.PathValue("s"), s.opts.Sets-1)})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("set: %q is not a SET: want 0..%d", r.PathValue("set"), s.opts.Sets-1)})
 		return
 	}
 	to := r.URL.Query().Get("to")
 	if to == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "to: the name of the gateway to hand the SET to is missing"})
+		return
+	}
+	if s.repl == nil {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": errNotReplicated.Error(), "set": set, "to": to})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), moveTimeout)
@@ -644,10 +644,17 @@ func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), moveTimeout)
 	defer cancel()
 	moves, err := s.repl.handOut(ctx, false)
+	if moves == nil {
+		moves = []MoveResult{}
+	}
 	out := map[string]any{"gateway": s.repl.name, "moves": moves}
-	if err != nil {
+	switch {
+	case errors.Is(err, errMoveBusy) && len(moves) == 0:
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	case err != nil:
 		out["error"] = err.Error()
-		writeJSON(w, moveStatus(err), out)
+		writeJSON(w, http.StatusServiceUnavailable, out)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

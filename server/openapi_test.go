@@ -65,8 +65,22 @@ func TestOpenAPI(t *testing.T) {
 		gw.getJSON("/cluster", &m)
 		return len(m.Gateways) == 2 && !m.Gateways[1].Up
 	})
+	// The moves' paths are a replicated gateway's (-journal jetstream): the
+	// first of two, which runs every SET, so that SET 0 can move.
+	js := embednats.StartTestJetStream(t, t.TempDir())
+	rg := startReplicated(t, js, 0, 2, 2, func(o *server.Options) { o.AdminToken = adminToken })
+	waitFor(t, "the replicated gateway to run every SET", func() bool { return metric(t, rg, "hongbao_cluster_sets_running") == 2 })
+	startReplicated(t, js, 1, 2, 2, func(o *server.Options) { o.AdminToken = adminToken })
+	waitFor(t, "the replicated gateways to hear each other", func() bool {
+		var m struct{ Gateways []struct{ Up bool } }
+		rg.getJSON("/cluster", &m)
+		return len(m.Gateways) == 2 && m.Gateways[1].Up
+	})
 	base := func(path string) string {
-		if path == "/cluster" || strings.HasPrefix(path, "/cluster/") {
+		switch {
+		case strings.HasPrefix(path, "/sets/") || path == "/cluster/rebalance" || path == "/cluster/drain":
+			return rg.admin
+		case path == "/cluster" || strings.HasPrefix(path, "/cluster/"):
 			return gw.admin
 		}
 		return ts.admin
