@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -20,9 +21,11 @@ const (
 	// HeaderClaim marks a claim: its value is the owner's epoch.
 	HeaderClaim = "Hongbao-Claim"
 	// HeaderAfter is the sequence a round's message was appended after
-	// (its expected last): a writer that lost the acknowledgement finds by
-	// it whether the subject's last message is its own.
+	// (its expected last); HeaderRound, the writer's round: a writer that
+	// lost the acknowledgement finds by them whether the subject's last
+	// message is this very one.
 	HeaderAfter = "Hongbao-After"
+	HeaderRound = "Hongbao-Round"
 )
 
 // DefaultPrefix is Options.Prefix's default.
@@ -74,8 +77,10 @@ type Store struct {
 	gw         []string // the Hongbao-Gateway header's value
 	maxPayload int
 
-	// The writer's: a round's futures.
-	futs []jetstream.PubAckFuture
+	// The writer's: a round's futures, and its number (random at Open,
+	// one more each round).
+	futs  []jetstream.PubAckFuture
+	round uint64
 	// afterLast, in tests, runs in resolve between reading the last
 	// message and publishing again: where an original still in flight lands.
 	afterLast func(group int)
@@ -102,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: %w", err)
 	}
-	s := &Store{o: o, js: js, name: o.Prefix + "_journal", gw: []string{o.Gateway}}
+	s := &Store{o: o, js: js, name: o.Prefix + "_journal", gw: []string{o.Gateway}, round: rand.Uint64()}
 	s.stream, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:              s.name,
 		Description:       "hongbao: every SET's journal, a subject per SET",
@@ -165,6 +170,7 @@ func (s *Store) MaxBatch() int { return s.maxPayload }
 // or not (published again), or fenced.
 func (s *Store) Commit(batches []journal.Batch) {
 	deadline := time.Now().Add(s.o.AckWait)
+	s.round++
 	if cap(s.futs) < len(batches) {
 		s.futs = make([]jetstream.PubAckFuture, len(batches))
 	}
@@ -203,7 +209,7 @@ func (s *Store) Commit(batches []journal.Batch) {
 // message is batch b's message.
 func (s *Store) message(b *journal.Batch) *nats.Msg {
 	return &nats.Msg{Subject: s.Subject(b.Group), Data: b.Data,
-		Header: nats.Header{HeaderGateway: s.gw, HeaderAfter: {strconv.FormatUint(b.ExpectLast, 10)}}}
+		Header: nats.Header{HeaderGateway: s.gw, HeaderAfter: {strconv.FormatUint(b.ExpectLast, 10)}, HeaderRound: {strconv.FormatUint(s.round, 10)}}}
 }
 
 // resolve settles the batches that failed (their message may or may not
@@ -244,7 +250,7 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 					b.Err = fmt.Errorf("jsjournal: appending to %s again: %v", s.Subject(b.Group), err)
 					left++
 				}
-			case !last.Claim && last.Gateway == s.o.Gateway && last.After == b.ExpectLast: // stored
+			case !last.Claim && last.Gateway == s.o.Gateway && last.After == b.ExpectLast && last.Round == s.round: // stored
 				b.Seq, b.Err, pending[i] = last.Seq, nil, false
 			default:
 				who := last.Gateway
@@ -285,6 +291,7 @@ type Last struct {
 	Claim   bool      // it is a claim
 	Epoch   uint64    // the claim's epoch
 	After   uint64    // the sequence a round's message was appended after
+	Round   uint64    // its writer's round
 	Time    time.Time // when the stream stored it, by the NATS server's clock
 }
 
@@ -301,6 +308,7 @@ func (s *Store) Last(ctx context.Context, group int) (Last, error) {
 	}
 	l := Last{Seq: m.Sequence, Gateway: m.Header.Get(HeaderGateway), Time: m.Time}
 	l.After, _ = strconv.ParseUint(m.Header.Get(HeaderAfter), 10, 64)
+	l.Round, _ = strconv.ParseUint(m.Header.Get(HeaderRound), 10, 64)
 	if c := m.Header.Get(HeaderClaim); c != "" {
 		l.Claim = true
 		if l.Epoch, err = strconv.ParseUint(c, 10, 64); err != nil {

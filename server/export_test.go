@@ -1,5 +1,7 @@
 package server
 
+import "time"
+
 // LeaveCluster closes the gateway's NATS connection and links, as its
 // shutdown does before the admin API stops: GET /cluster/stats then answers
 // 503.
@@ -14,3 +16,16 @@ var RedactArgs = redactArgs
 
 // Snapshot takes a snapshot now, as -snapshot-every does.
 func (s *Server) Snapshot() error { return s.snapshot() }
+
+// SetSwitchHook sets what a move's target runs at points of its switch
+// ("claimed"); nil: nothing.
+func SetSwitchHook(f func(point string)) {
+	if f == nil {
+		testSwitchHook.Store(nil)
+		return
+	}
+	testSwitchHook.Store(&f)
+}
+
+// SetRebalance sets -rebalance of a running gateway.
+func (s *Server) SetRebalance(d time.Duration) { s.repl.rebalanceEvery.Store(int64(d)) }

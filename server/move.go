@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"hongbao/cluster"
@@ -111,10 +112,14 @@ type moveAnswer struct {
 	Result MoveResult `json:"result"`
 }
 
+// testSwitchHook, in tests, runs on the target at points of a switch
+// ("claimed": its record moved here, its claim not appended yet).
+var testSwitchHook atomic.Pointer[func(point string)]
+
 // moveWait bounds each phase asked of the target.
 const (
 	prepareWait = time.Minute
-	switchWait  = 10 * time.Second
+	switchWait  = 5 * time.Second
 	// followIdle: a follow prepared and never switched (its source gone)
 	// is dropped after this.
 	followIdle = 2 * time.Minute
@@ -476,6 +481,9 @@ func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 	}
 	res.From, res.Epoch = was.Name, c.Epoch
 	r.epoch[set].Store(c.Epoch)
+	if h := testSwitchHook.Load(); h != nil {
+		(*h)("claimed")
+	}
 	seq, err := r.store.AppendClaim(ctx, set, r.name, c.Epoch, last)
 	if err == nil {
 		err = r.serve(set, seq)
@@ -565,7 +573,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // gateway that joins takes its share from the others this way. owner is
 // each SET's owner of the moment.
 func (r *replicated) rebalance(owner []int) {
-	every := r.s.opts.Rebalance
+	every := time.Duration(r.rebalanceEvery.Load())
 	if every < 0 || r.leaving.Load() || time.Since(r.lastMove) < every {
 		return
 	}

@@ -171,3 +171,136 @@ func TestReplicatedMove(t *testing.T) {
 	}
 	t.Logf("%d SHAKEs got money, %d answered overloaded or empty, %d without an answer (ERROR 9, lost connection)", got, refused, failed)
 }
+
+// shakersOf starts a shaker for each of users, given the gateways.
+func shakersOf(t *testing.T, users []uint32, gws ...*testServer) []*shaker {
+	t.Helper()
+	var addrs []string
+	for _, g := range gws {
+		addrs = append(addrs, g.addr)
+	}
+	var out []*shaker
+	for _, u := range users {
+		out = append(out, startShaker(t, u, addrs...))
+	}
+	return out
+}
+
+// halted stops the shakers and returns what they were told: envelopes and
+// fen.
+func halted(t *testing.T, shakers []*shaker) (got, told uint64) {
+	t.Helper()
+	for _, sh := range shakers {
+		sh.halt()
+		if p := sh.unexpected.Load(); p != nil {
+			t.Fatalf("a shaker: %v", *p)
+		}
+		got, told = got+sh.got.Load(), told+sh.told.Load()
+	}
+	return got, told
+}
+
+// moneyFromEach waits until every shaker got money after it was called.
+func moneyFromEach(t *testing.T, what string, shakers []*shaker) {
+	t.Helper()
+	marks := make([]uint64, len(shakers))
+	for i, sh := range shakers {
+		marks[i] = sh.got.Load()
+	}
+	waitFor(t, what, func() bool {
+		for i, sh := range shakers {
+			if sh.got.Load() <= marks[i] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestReplicatedJoinAndLeave: a gateway that joins takes its even share of
+// the SETs, moved one at a time while their users shake; told to leave
+// (its stop), it hands every SET back before it exits. Every fen told is
+// counted exactly once at the end, on the gateway left with every SET.
+func TestReplicatedJoinAndLeave(t *testing.T) {
+	const sets = 4
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
+	dealt := a.stats().Shake.CreatedAmount
+	shakers := shakersOf(t, []uint32{4, 1, 2, 3, 8, 5}, a)
+	moneyFromEach(t, "every user to get money", shakers)
+
+	// Gateway 0 evens the SETs out as soon as gateway 1 is heard.
+	a.SetRebalance(50 * time.Millisecond)
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	waitFor(t, "gateway 1 to take its share", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets/2 })
+	if n := metric(t, a, "hongbao_cluster_moves_total"); n != sets/2 {
+		t.Fatalf("gateway 0 handed %d SETs over; want %d, its surplus", n, sets/2)
+	}
+	moneyFromEach(t, "every user to get money after the rebalance", shakers)
+
+	// Gateway 1 leaves: its stop hands its SETs back first.
+	if err := b.shutdown(); err != nil {
+		t.Fatalf("gateway 1's stop: %v", err)
+	}
+	if n := metric(t, a, "hongbao_cluster_sets_running"); n != sets {
+		t.Fatalf("gateway 0 runs %d SETs after gateway 1 left; want all %d", n, sets)
+	}
+	moneyFromEach(t, "every user to get money after gateway 1 left", shakers)
+	got, told := halted(t, shakers)
+	st := a.stats()
+	if st.Shake.Got != got || st.Shake.GotAmount != told || st.Shake.GotAmount+st.Shake.PoolAmount != dealt {
+		t.Fatalf("told %d envelopes, %d fen; gateway 0 counts %d, %d fen, pool %d fen of %d dealt: want exactly what was told, the pools whole",
+			got, told, st.Shake.Got, st.Shake.GotAmount, st.Shake.PoolAmount, dealt)
+	}
+	checkShakeLedger(t, st)
+}
+
+// TestReplicatedMoveTargetDies: the target of a move takes the SET's record
+// and dies before it serves (its claim never appended). Nobody serves the
+// SET until the target's lease lapses; then the old owner takes it back
+// from JetStream. Never both: the target served nothing, and every fen told
+// is counted exactly once.
+func TestReplicatedMoveTargetDies(t *testing.T) {
+	const sets = 2
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
+	dealt := a.stats().Shake.CreatedAmount
+	shakers := shakersOf(t, []uint32{2, 4, 6}, a, b)
+	moneyFromEach(t, "SET 0's users to get money", shakers)
+
+	dead := make(chan struct{})
+	server.SetSwitchHook(func(point string) {
+		if point == "claimed" {
+			b.LeaveCluster() // deaf from now on, as if dead
+			<-dead
+		}
+	})
+	defer server.SetSwitchHook(nil)
+	defer close(dead)
+	a.hc.Timeout = time.Minute // the move waits for the target's answer
+	code, body := a.do("POST", "/sets/0/move?to=gw1", "")
+	if code != 503 {
+		t.Fatalf("a move whose target died: %d %s; want 503", code, body)
+	}
+	waitFor(t, "gateway 0 to run SET 0 again", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	if n := metric(t, b, "hongbao_cluster_sets_running"); n != 0 {
+		t.Fatalf("the dead target runs %d SETs; want none", n)
+	}
+	moneyFromEach(t, "SET 0's users to get money at gateway 0 again", shakers)
+	got, told := halted(t, shakers)
+	st := a.stats()
+	if st.Shake.Got != got || st.Shake.GotAmount != told || st.Shake.GotAmount+st.Shake.PoolAmount != dealt {
+		t.Fatalf("told %d envelopes, %d fen; gateway 0 counts %d, %d fen, pool %d fen of %d dealt: want exactly what was told, the pools whole",
+			got, told, st.Shake.Got, st.Shake.GotAmount, st.Shake.PoolAmount, dealt)
+	}
+	checkShakeLedger(t, st)
+}

@@ -93,7 +93,9 @@ type replicated struct {
 	moveFailures atomic.Uint64
 	movePauseNs  atomic.Int64 // the last move's pause
 	lastMove     time.Time    // the claims loop's last move out (rebalancing)
-	leaving      atomic.Bool  // draining: every SET handed over, none taken
+	// rebalanceEvery is -rebalance, in ns.
+	rebalanceEvery atomic.Int64
+	leaving        atomic.Bool // draining: every SET handed over, none taken
 }
 
 // openReplicated connects to JetStream and opens the journal's stream and
@@ -111,6 +113,7 @@ func (s *Server) openReplicated(password string) error {
 	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
 		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
 		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets)}
+	r.rebalanceEvery.Store(int64(s.opts.Rebalance))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Prefix: jsPrefix, Gateway: name, Replicas: s.opts.Replicas, AckWait: s.opts.JetStreamAckWait}); err != nil {
@@ -313,7 +316,10 @@ func (r *replicated) claims() {
 			}
 		}
 		for set := range owner {
-			owner[set], running[set] = r.owners.Of(set), r.active[set].Load() || r.isMoving(set)
+			// A SET handed out is still this gateway's until its record
+			// names the target; from then on the target's, lease and all.
+			owner[set] = r.owners.Of(set)
+			running[set] = r.active[set].Load() || r.isMoving(set) && owner[set] == r.node
 		}
 		claim := cluster.ToClaim(owner, running, r.s.node.Heard(), r.s.node.Takers(), r.node)
 		if !r.takeAll(claim) {
