@@ -441,11 +441,12 @@ the run (-admin). It exits non-zero on any connect, reset, timeout or protocol e
 refused connects and resets with -reconcile at-least) and on a reconciliation mismatch.
 
 A user whose connection fails (a connect refused or timed out, a reset or close, ERROR 8
-shutting down, ERROR 9 moved: its SET failed over to another gateway, no answer within
+shutting down, ERROR 9 moved: its SET moved or failed over to another gateway, no answer within
 -timeout) connects again after a backoff with jitter (100 ms doubling up to 1 s, ±25%), to the
 next -server address in turn (a gateway that died refuses for good), and LOGINs again. LOGIN_ACK
 3 sends it to the gateway it names; with no address (no owner yet) it tries again after the
-backoff. What was in flight on the failed connection counts as lost, never as answered. The
+backoff. What was in flight on the failed connection counts as lost, never as answered; at ERROR
+9 as moved: the gateway answered everything it took before it, so those were not carried out. The
 summary and -report count the outages, the moves (ERROR 9), the reconnects and the redirects,
 and the longest time a user was without a connection.
 

@@ -63,6 +63,7 @@ func updateMetrics(set *metrics.Set, c counters, target uint32) {
 	for k := range nReq {
 		set.GetOrCreateCounter(fmt.Sprintf(`loadclient_requests_sent_total{type=%q}`, reqNames[k])).Set(c.Sent[k])
 		set.GetOrCreateCounter(fmt.Sprintf(`loadclient_requests_lost_total{type=%q}`, reqNames[k])).Set(c.Lost[k])
+		set.GetOrCreateCounter(fmt.Sprintf(`loadclient_requests_moved_total{type=%q}`, reqNames[k])).Set(c.NotDone[k])
 		for s, n := range c.Status[k] {
 			if n > 0 {
 				set.GetOrCreateCounter(fmt.Sprintf(`loadclient_answers_total{type=%q,status="%d"}`, reqNames[k], s)).Set(n)

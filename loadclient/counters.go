@@ -74,6 +74,7 @@ type counters struct {
 	Sent       [nReq]uint64
 	Status     [nReq][maxStatus]uint64 // answers by status
 	Lost       [nReq]uint64            // in flight on a connection that dropped
+	NotDone    [nReq]uint64            // in flight at ERROR 9: the gateway answered all it took before it, so these were not carried out
 	Unanswered [nReq]uint64            // still in flight when the run closed
 	Skipped    uint64                  // due while the user was not logged in: not sent
 	Churned    uint64                  // connections closed on purpose by -churn, to reconnect
@@ -109,6 +110,7 @@ func (c *counters) add(o *counters) {
 	for r := range nReq {
 		c.Sent[r] += o.Sent[r]
 		c.Lost[r] += o.Lost[r]
+		c.NotDone[r] += o.NotDone[r]
 		c.Unanswered[r] += o.Unanswered[r]
 		for s := range maxStatus {
 			c.Status[r][s] += o.Status[r][s]
@@ -146,7 +148,7 @@ func (c *counters) answered(r int) uint64 {
 
 // inflight returns the requests of kind r sent and neither answered nor lost.
 func (c *counters) inflight(r int) int64 {
-	return int64(c.Sent[r]) - int64(c.answered(r)) - int64(c.Lost[r]) - int64(c.Unanswered[r])
+	return int64(c.Sent[r]) - int64(c.answered(r)) - int64(c.Lost[r]) - int64(c.NotDone[r]) - int64(c.Unanswered[r])
 }
 
 // inflightAll returns the requests in flight of every kind.

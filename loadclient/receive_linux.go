@@ -134,7 +134,11 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 		if c.state == stLogin {
 			l.connectFailed(c, codeKind("ERROR ", f.ErrorCode()), "LOGIN answered by", "")
 		}
-		l.drop(c, idx, class)
+		lost := &l.c.Lost
+		if f.ErrorCode() == proto.ErrCodeMoved {
+			lost = &l.c.NotDone // answered "not carried out" (docs/PROTOCOL.md, A SET that moves)
+		}
+		l.dropAs(c, idx, class, lost)
 		return false
 	}
 	r := answerOf(f.Type)

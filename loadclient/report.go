@@ -46,6 +46,7 @@ type RequestReport struct {
 	Sent       uint64            `json:"sent"`
 	Answered   uint64            `json:"answered"`
 	Lost       uint64            `json:"lost"`       // in flight on a connection that dropped
+	NotDone    uint64            `json:"not_done"`   // in flight at ERROR 9 (moved): not carried out
 	Unanswered uint64            `json:"unanswered"` // still in flight at the end
 	Status     map[string]uint64 `json:"status"`     // answers by status code
 	Latency    LatencyReport     `json:"latency"`
@@ -109,7 +110,7 @@ func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileRepo
 	}
 	for k := range nReq {
 		rr := &RequestReport{
-			Sent: c.Sent[k], Answered: c.answered(k), Lost: c.Lost[k], Unanswered: c.Unanswered[k],
+			Sent: c.Sent[k], Answered: c.answered(k), Lost: c.Lost[k], NotDone: c.NotDone[k], Unanswered: c.Unanswered[k],
 			Status: map[string]uint64{}, Latency: latencyOf(res.hists[k]),
 		}
 		for s, n := range c.Status[k] {
@@ -149,7 +150,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 			r.Reconnects, r.Outages, r.Moved, r.Outages-min(r.Reconnects, r.Outages), r.OutageMaxS)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "request\tsent\tanswered\tlost\tunanswered\tstatus\tp50\tp90\tp99\tp99.9\tmax\t")
+	fmt.Fprintln(tw, "request\tsent\tanswered\tlost\tmoved\tunanswered\tstatus\tp50\tp90\tp99\tp99.9\tmax\t")
 	for k := range nReq {
 		rr := r.Requests[reqNames[k]]
 		if rr.Sent == 0 && rr.Answered == 0 {
@@ -162,7 +163,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 			}
 		}
 		l := rr.Latency
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", reqNames[k], rr.Sent, rr.Answered, rr.Lost, rr.Unanswered,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", reqNames[k], rr.Sent, rr.Answered, rr.Lost, rr.NotDone, rr.Unanswered,
 			strings.Join(st, " "), ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))
 	}
 	tw.Flush()

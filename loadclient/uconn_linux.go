@@ -74,7 +74,10 @@ func (l *loop) setState(c *uconn, s uint8) {
 // schedules a reconnect elsewhere (nextServer) after the backoff, unless the run has ended.
 // A logged-in connection that fails starts an outage, which its next login ends; one dropped
 // for a timeout has been without service since its last answer.
-func (l *loop) drop(c *uconn, idx uint32, class int) {
+func (l *loop) drop(c *uconn, idx uint32, class int) { l.dropAs(c, idx, class, &l.c.Lost) }
+
+// dropAs is drop with the requests in flight counted in inflight.
+func (l *loop) dropAs(c *uconn, idx uint32, class int, inflight *[nReq]uint64) {
 	l.c.Errors[class]++
 	if c.state == stReady {
 		c.flags |= fDown
@@ -84,7 +87,7 @@ func (l *loop) drop(c *uconn, idx uint32, class int) {
 		}
 		l.c.Outages++
 	}
-	l.closeConn(c, &l.c.Lost)
+	l.closeConn(c, inflight)
 	l.setState(c, stIdle)
 	l.nextServer(c)
 	l.retry(c, idx)
