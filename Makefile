@@ -62,6 +62,11 @@ FAILOVERFLAGS ?=
 demo-failover: build ## 3 NATS servers (JetStream) + 3 gateways whose SETs fail over, 3,000 users at 3,000 SHAKE/s + campaigns; kill -9, SIGSTOP past the lease, a NATS server killed, kill -9 again, each restarted: time to each moved SET's first money answer, money before ≤ after, no fenced answer in JetStream, reconciled (FAILOVERFLAGS, e.g. -kills 5)
 	$(GO) run ./perf/cmd/demofailover $(FAILOVERFLAGS)
 
+ROLLINGFLAGS ?=
+.PHONY: demo-rolling
+demo-rolling: build ## a rolling upgrade under load: 3 NATS servers (JetStream) + 3 gateways whose SETs move online, 3,000 users at 3,000 SHAKE/s + campaigns; each gateway stopped (SIGTERM: its SETs handed over) and started again, a fourth joins, one leaves: each move's pause, the p99 against the lead's, refusals, money before ≤ after, strict reconciliation (ROLLINGFLAGS)
+	$(GO) run ./perf/cmd/demorolling $(ROLLINGFLAGS)
+
 connmem: build ## server memory per idle logged-in connection, epoll vs netpoll (CONNS)
 	$(GO) run ./perf/cmd/connmem -conns $(CONNS)
 

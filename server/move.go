@@ -88,10 +88,10 @@ type moveOut struct {
 
 // moveIn is a SET this gateway follows to take it over.
 type moveIn struct {
-	from  int
-	name  string
-	f     *jsjournal.Follower
-	start time.Time
+	from      int
+	f         *jsjournal.Follower
+	start     time.Time
+	switching bool // its switch is under way: it is this gateway's to finish
 }
 
 // moveOp is what the gateways of a move tell each other, signed with the
@@ -436,13 +436,17 @@ func (r *replicated) follow(set int, in *moveIn) error {
 	return nil
 }
 
-// abortIn drops a follow of set, if any.
+// abortIn drops a follow of set, if any and not switching.
 func (r *replicated) abortIn(set int, why string) {
 	r.mu.Lock()
 	in := r.incoming[set]
+	if in == nil || in.switching {
+		r.mu.Unlock()
+		return
+	}
 	delete(r.incoming, set)
 	r.mu.Unlock()
-	if in == nil || in.f == nil {
+	if in.f == nil {
 		return
 	}
 	in.f.Stop()
@@ -456,11 +460,19 @@ func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 	res := MoveResult{Set: set, To: r.name, LastSeq: last}
 	r.mu.Lock()
 	in := r.incoming[set]
-	delete(r.incoming, set)
+	ok := in != nil && in.f != nil && in.from == from && !in.switching
+	if ok {
+		in.switching = true // kept in incoming until served: the claims loop leaves it be
+	}
 	r.mu.Unlock()
-	if in == nil || in.f == nil || in.from != from {
+	if !ok {
 		return res, fmt.Errorf("SET %d is not followed here for gateway %d", set, from)
 	}
+	defer func() {
+		r.mu.Lock()
+		delete(r.incoming, set)
+		r.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), switchWait)
 	defer cancel()
 	err := in.f.WaitApplied(ctx, last)
@@ -531,7 +543,7 @@ func (r *replicated) dropStaleFollows() {
 	r.mu.Lock()
 	var stale []int
 	for set, in := range r.incoming {
-		if o := r.owners.Of(set); in.f != nil && (time.Since(in.start) > followIdle || o != in.from && o != r.node) {
+		if o := r.owners.Of(set); in.f != nil && !in.switching && (time.Since(in.start) > followIdle || o != in.from && o != r.node) {
 			stale = append(stale, set)
 		}
 	}
@@ -554,6 +566,15 @@ func (r *replicated) moveStatuses() []MoveStatus {
 		out = append(out, MoveStatus{Set: set, From: c.Name, To: r.name, Phase: "following", SinceMs: ms(time.Since(in.start))})
 	}
 	return out
+}
+
+// switchingIn reports whether set is being switched to this gateway by a
+// move: its record may name it already, its ring not yet run.
+func (r *replicated) switchingIn(set int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := r.incoming[set]
+	return in != nil && in.switching
 }
 
 // isMoving reports whether set is being handed over from here.

@@ -319,7 +319,7 @@ func (r *replicated) claims() {
 			// A SET handed out is still this gateway's until its record
 			// names the target; from then on the target's, lease and all.
 			owner[set] = r.owners.Of(set)
-			running[set] = r.active[set].Load() || r.isMoving(set) && owner[set] == r.node
+			running[set] = r.active[set].Load() || r.isMoving(set) && owner[set] == r.node || r.switchingIn(set)
 		}
 		claim := cluster.ToClaim(owner, running, r.s.node.Heard(), r.s.node.Takers(), r.node)
 		if !r.takeAll(claim) {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -259,7 +256,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 			firsts = append(firsts, f.FirstMs[s])
 		}
 	}
-	f.MaxMs, f.MedMs = maxMedian(firsts)
+	f.MaxMs, f.MedMs = harness.MaxMedian(firsts)
 	for _, p := range x.ps.p {
 		f.GapMs = max(f.GapMs, ms(p.gapAfter(t0, end)))
 		if p.empty > 0 {
@@ -328,7 +325,7 @@ func (x *runner) takeovers(t time.Time) []takeover {
 		if g.Srv == nil {
 			continue
 		}
-		scanLog(g.Srv.Log, "serving SET", func(at time.Time, line []byte) {
+		harness.ScanLog(g.Srv.Log, "serving SET", func(at time.Time, line []byte) {
 			var l struct {
 				Set   int             `json:"set"`
 				Epoch uint64          `json:"epoch"`
@@ -336,7 +333,7 @@ func (x *runner) takeovers(t time.Time) []takeover {
 				Took  json.RawMessage `json:"took"`
 			}
 			if at.After(t) && json.Unmarshal(line, &l) == nil {
-				out = append(out, takeover{Set: l.Set, Node: g.Node, Epoch: l.Epoch, Was: l.Was, Ms: ms(rawDuration(l.Took))})
+				out = append(out, takeover{Set: l.Set, Node: g.Node, Epoch: l.Epoch, Was: l.Was, Ms: ms(harness.LogDuration(l.Took))})
 			}
 		})
 	}
@@ -347,7 +344,7 @@ func (x *runner) takeovers(t time.Time) []takeover {
 // lostLine is the why of the last "lost a SET" line of the log at path.
 func lostLine(path string) string {
 	why := ""
-	scanLog(path, "lost a SET", func(_ time.Time, line []byte) {
+	harness.ScanLog(path, "lost a SET", func(_ time.Time, line []byte) {
 		var l struct {
 			Set int    `json:"set"`
 			Why string `json:"why"`
@@ -359,52 +356,7 @@ func lostLine(path string) string {
 	return why
 }
 
-// scanLog calls fn with each line of the JSON log at path whose msg
-// starts with prefix.
-func scanLog(path, prefix string, fn func(time.Time, []byte)) {
-	file, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer file.Close()
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var l struct {
-			Time time.Time `json:"time"`
-			Msg  string    `json:"msg"`
-		}
-		if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Msg) >= len(prefix) && l.Msg[:len(prefix)] == prefix {
-			fn(l.Time, sc.Bytes())
-		}
-	}
-}
-
-// rawDuration reads a slog duration: nanoseconds, or a Go duration string.
-func rawDuration(b json.RawMessage) time.Duration {
-	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		return time.Duration(n)
-	}
-	var s string
-	json.Unmarshal(b, &s)
-	d, _ := time.ParseDuration(s)
-	return d
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// maxMedian are the largest and the median of v (0, 0 for none).
-func maxMedian(v []float64) (float64, float64) {
-	if len(v) == 0 {
-		return 0, 0
-	}
-	v = slices.Sorted(slices.Values(v))
-	med := v[len(v)/2]
-	if len(v)%2 == 0 {
-		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	return v[len(v)-1], med
-}
 
 // sleep waits d or until ctx is done.
 func sleep(ctx context.Context, d time.Duration) {

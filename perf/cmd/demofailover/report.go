@@ -44,7 +44,7 @@ func killFailover(faults []*fault) ([]string, float64) {
 			v = append(v, f.MaxMs)
 		}
 	}
-	_, med := maxMedian(v)
+	_, med := harness.MaxMedian(v)
 	return each, med
 }
 

@@ -38,6 +38,9 @@ type Cluster struct {
 	// NATSServers, when the tool runs nats-server processes for URL, are
 	// they: for its report (their commands, their CPU).
 	NATSServers *NATSServers
+	// Nodes is the gateways' -node N, the most the cluster will have (Join
+	// adds them); 0: as many as Start starts.
+	Nodes int
 
 	natsPort int
 	natsStop func()
@@ -108,7 +111,11 @@ func (c *Cluster) start(ctx context.Context, i int) error {
 	if g.restarts > 0 {
 		name = fmt.Sprintf("gateway%d.%d.log", i, g.restarts)
 	}
-	args := []string{"-nats", c.NATSURL(), "-node", fmt.Sprintf("%d/%d", i, len(c.Gateways)), "-sets", strconv.Itoa(c.Sets), "-data", g.Data}
+	nodes := c.Nodes
+	if nodes == 0 {
+		nodes = len(c.Gateways)
+	}
+	args := []string{"-nats", c.NATSURL(), "-node", fmt.Sprintf("%d/%d", i, nodes), "-sets", strconv.Itoa(c.Sets), "-data", g.Data}
 	if c.Timeout != "" {
 		args = append(args, "-cluster-timeout", c.Timeout)
 	}
@@ -159,6 +166,25 @@ func (c *Cluster) Kill(i int) {
 		g.Srv.Kill()
 		g.Srv = nil
 	}
+}
+
+// Join starts one more gateway, the next node number (below Nodes), and
+// returns it once every running gateway sees it up.
+func (c *Cluster) Join(ctx context.Context) (*Gateway, error) {
+	i := len(c.Gateways)
+	if c.Nodes > 0 && i >= c.Nodes {
+		return nil, fmt.Errorf("a cluster of -node N=%d has no node %d", c.Nodes, i)
+	}
+	data, err := os.MkdirTemp("", fmt.Sprintf("hongbao-gw%d-", i))
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{Node: i, Data: data}
+	c.Gateways = append(c.Gateways, g)
+	if err := c.start(ctx, i); err != nil {
+		return g, err
+	}
+	return g, c.WaitUp(15 * time.Second)
 }
 
 // Restart starts gateway i again on the same -data.
@@ -266,18 +292,34 @@ func (m *ClusterMap) Owners(sets int) []int {
 // allUp reports whether every gateway's GET /cluster shows every gateway
 // up with its address.
 func (c *Cluster) allUp() bool {
+	running := map[int]bool{}
+	for _, g := range c.Gateways {
+		if g.Srv != nil {
+			running[g.Node] = true
+		}
+	}
+	if len(running) == 0 {
+		return false
+	}
 	for _, g := range c.Gateways {
 		if g.Srv == nil {
-			return false
+			continue
 		}
 		m, err := ReadClusterMap(g.Srv.Admin)
-		if err != nil || !m.NATS || len(m.Gateways) != len(c.Gateways) {
+		if err != nil || !m.NATS {
 			return false
 		}
+		seen := 0
 		for _, gw := range m.Gateways {
-			if !gw.Up || gw.Addr == "" {
-				return false
+			if running[gw.Node] {
+				if !gw.Up || gw.Addr == "" {
+					return false
+				}
+				seen++
 			}
+		}
+		if seen != len(running) {
+			return false
 		}
 	}
 	return true

@@ -266,3 +266,48 @@ func LogLine(path, msg string, v any) error {
 	}
 	return json.Unmarshal(last, v)
 }
+
+// ScanLog calls fn with each line of the JSON log at path whose msg
+// starts with prefix.
+func ScanLog(path, prefix string, fn func(time.Time, []byte)) {
+	file, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var l struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Msg) >= len(prefix) && l.Msg[:len(prefix)] == prefix {
+			fn(l.Time, sc.Bytes())
+		}
+	}
+}
+
+// LogDuration reads a slog duration: nanoseconds, or a Go duration string.
+func LogDuration(b json.RawMessage) time.Duration {
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		return time.Duration(n)
+	}
+	var s string
+	json.Unmarshal(b, &s)
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// MaxMedian are the largest and the median of v (0, 0 for none).
+func MaxMedian(v []float64) (float64, float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	v = slices.Sorted(slices.Values(v))
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)-1], med
+}

@@ -27,6 +27,7 @@ type Second struct {
 	P50, P99   time.Duration
 	P999       time.Duration
 	Errors     int64 // every err_* column added up
+	Overload   int64 // of them, err_overload: answers "overloaded", which say "retry"
 	Skipped    int64
 }
 
@@ -85,6 +86,9 @@ func ParseTimeline(r io.Reader) ([]Second, error) {
 			Target: num("target_qps"), Sent: num("sent_qps"), Answered: num("answered_qps"),
 			Got: num("envelopes_got_per_s"), Opened: num("opened_per_s"), Pushes: num("pushes_per_s"),
 			P50: ms("p50_ms"), P99: ms("p99_ms"), P999: ms("p99_9_ms"), Skipped: int64(num("skipped")),
+		}
+		if i, ok := col["err_overload"]; ok {
+			s.Overload = int64(num(head[i]))
 		}
 		for _, i := range errCols {
 			s.Errors += int64(num(head[i]))

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"hongbao/cluster"
+	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
+	"hongbao/perf/internal/runlog"
+)
+
+// step is one step of the run and what it did.
+type step struct {
+	Kind     string   `json:"kind"` // restart, join, leave
+	Node     int      `json:"node"`
+	AtS      float64  `json:"at_s"`  // since the load client's start
+	EndS     float64  `json:"end_s"` // the cluster whole again
+	Moves    []moved  `json:"moves"`
+	PauseMax float64  `json:"pause_max_ms"`
+	PauseMed float64  `json:"pause_median_ms"`
+	P99Ms    float64  `json:"shake_p99_ms"` // the worst second's SHAKE p99 in the step
+	Refused  uint64   `json:"refused"`      // answers "overloaded" in the step
+	Before   int64    `json:"money_before"` // /cluster/stats got_amount + opened_amount: at least what was told by then
+	After    int64    `json:"money_after"`
+	Exit     string   `json:"exit,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// moved is a "SET moved" line of a gateway's log.
+type moved struct {
+	Set       int     `json:"set"`
+	From      int     `json:"from_node"`
+	To        string  `json:"to"`
+	PauseMs   float64 `json:"pause_ms"`
+	PrepareMs float64 `json:"prepare_ms"`
+	at        time.Time
+}
+
+// result is summary.json.
+type result struct {
+	Command   string                `json:"command"`
+	Load      string                `json:"load"`
+	LeadP99Ms float64               `json:"lead_shake_p99_ms"` // the worst second's before the first step
+	Steps     []*step               `json:"steps"`
+	Client    *loadclient.Report    `json:"client,omitempty"`
+	ClientErr string                `json:"client_error,omitempty"`
+	Baseline  int64                 `json:"money_baseline"`
+	Final     int64                 `json:"money_final"`
+	Cluster   harness.ClusterStats  `json:"cluster"`
+	Checks    []harness.LedgerCheck `json:"cluster_checks"`
+	Failures  []string              `json:"failures"`
+}
+
+func (s *step) problem(format string, args ...any) {
+	s.Problems = append(s.Problems, fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, cfg config, command string) error {
+	r, err := harness.NewRun(cfg.Out, "demorolling-", "demorolling", os.Stdout, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer r.WriteCommands()
+	secs := max(1, int(cfg.lead.Seconds())-2)
+	rate := cfg.camps.Shake
+	if rate == 0 { // two envelopes for each SHAKE of the run, dealt within the lead
+		rate = max(100, 2*cfg.qps*int(cfg.load().Seconds())/secs)
+	}
+	res := &result{Command: command, Load: fmt.Sprintf("%d users, %d SHAKE/s, %v SEND/s for %v after a %v ramp; shake campaign %d/s for %d s, send campaign %d/s",
+		cfg.users, cfg.qps, cfg.sendRate, cfg.load(), cfg.ramp, rate, secs, cfg.camps.Send)}
+	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
+	r.Say("3 NATS servers (JetStream), %d gateways of -node I/%d, %d SETs, -replicas %d, -rebalance %v; %s; steps %v, %v apart; files in %s/",
+		gateways, nodes, cfg.sets, cfg.replicas, cfg.rebalance, res.Load, steps, cfg.slot, r.Dir)
+
+	ids, err := harness.NewIdentities(r.Dir, nodes, func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) })
+	if err != nil {
+		return err
+	}
+	var users []harness.NATSUser
+	for _, id := range ids {
+		users = append(users, harness.NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
+	}
+	store, err := os.MkdirTemp("", "demorolling-nats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(store)
+	js, err := harness.StartNATSServers(cfg.NATSServer(), r.Dir, store, 3, users)
+	if err != nil {
+		return err
+	}
+	defer js.Stop()
+	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	for i := range js.Len() {
+		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
+	}
+	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String(),
+		"-rebalance", cfg.rebalance.String(), "-shutdown-timeout", "60s"}
+	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Nodes: nodes, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
+		Echo: os.Stderr, URL: js.URL(), Auth: harness.IdentityArgs(ids), SamePorts: true}
+	defer cl.Cleanup()
+	if err := cl.Start(ctx, gateways); err != nil {
+		return err
+	}
+	for _, g := range cl.Gateways {
+		r.Say("gateway %d pid %d serving %s, admin %s", g.Node, g.Srv.PID, g.Srv.Listen, g.Srv.Admin.URL)
+		r.Step(fmt.Sprintf("gateway %d", g.Node), g.Srv.CommandLine())
+	}
+	if res.Baseline, _, err = money(cl, -1, 5*time.Second); err != nil {
+		return err
+	}
+
+	total := cfg.ramp + cfg.load()
+	client, err := r.StartClient(ctx, nil, harness.ClientConfig{
+		Bin: cfg.Client(), Servers: cl.Addrs(), Admins: cl.AdminURLs(), Users: harness.Users(cfg.users), Aligned: true,
+		Phases: fmt.Sprintf("0@%s,%d@%s", cfg.ramp, cfg.qps, cfg.load()),
+		Flags: []string{"-duration", total.String(), "-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", strconv.Itoa(cfg.camps.Recipients),
+			"-reconcile", "strict", "-connect-rate", "10000", "-timeout", "20s", "-grace", "20s", "-quiet"},
+		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stderr: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	r.Say("%s", client.CommandLine())
+	start := client.Start
+	r.Steps.SetStart(start)
+	if n, err := harness.WaitLogins(ctx, cl.Logins, int64(cfg.users), time.Now().Add(cfg.ramp+5*time.Second), client); err != nil {
+		r.Say("%v; starting the campaigns anyway", err)
+	} else {
+		r.Say("%d users logged in %.1fs after the load client's launch", n, time.Since(client.Launched).Seconds())
+	}
+	a := cl.Admin(2)
+	for _, p := range []struct {
+		kind string
+		q    map[string][]string
+	}{{"shake", harness.ShakeCampaign(rate, secs)}, {"send", harness.SendCampaign(cfg.camps.Send, int(total.Seconds()), cfg.camps.Recipients)}} {
+		c, err := a.StartCampaign(p.kind, p.q)
+		if err != nil {
+			fail("%s campaign: %v", p.kind, err)
+			continue
+		}
+		r.Say("POST /campaigns/%s on gateway 2 → campaign %d, dealt by parts", p.kind, c.ID)
+	}
+
+	loadStart := start.Add(cfg.ramp)
+	for k, st := range steps {
+		sleep(ctx, time.Until(loadStart.Add(cfg.lead+time.Duration(k)*cfg.slot)))
+		if ctx.Err() != nil || client.Exited() {
+			fail("step %d (%s %d) and those after it not run: %v", k+1, st.kind, st.node, errors.Join(ctx.Err(), client.Wait()))
+			break
+		}
+		s := runStep(ctx, cfg, r, cl, st.kind, st.node, start)
+		res.Steps = append(res.Steps, s)
+		r.Say("step %d: %s", k+1, s.line())
+		for _, p := range s.Problems {
+			fail("step %d (%s gateway %d): %s", k+1, s.Kind, s.Node, p)
+		}
+	}
+
+	if err := client.Wait(); err != nil {
+		res.ClientErr = err.Error()
+		fail("loadclient: %v", err)
+	}
+	if res.Client, err = client.ReadReport(); err != nil {
+		fail("%v", err)
+	} else {
+		if !harness.Reconciled(res.Client) {
+			fail("the load client's strict reconciliation with /cluster/stats did not pass")
+		}
+		for _, k := range []string{"SHAKE", "OPEN", "SEND", "CHAT"} {
+			if q := res.Client.Requests[k]; q != nil && q.Lost > 0 {
+				fail("%d %s requests lost (in flight on a connection that dropped without ERROR 9)", q.Lost, k)
+			}
+		}
+	}
+	timeline, err := harness.ReadTimeline(client.Timeline)
+	if err != nil {
+		fail("%v", err)
+	}
+	res.LeadP99Ms, _ = window(timeline, (cfg.ramp + 2*time.Second).Seconds(), (cfg.ramp + cfg.lead).Seconds())
+	for _, s := range res.Steps {
+		s.P99Ms, s.Refused = window(timeline, s.AtS, s.EndS)
+	}
+	settle(cl, res, fail)
+	for _, g := range cl.Gateways {
+		if g.Srv == nil {
+			continue
+		}
+		if code, err := g.Srv.Stop(60 * time.Second); err != nil || code != 0 {
+			fail("gateway %d: exit %d after SIGTERM: %v", g.Node, code, err)
+		}
+		g.Srv = nil
+	}
+	writeReport(res, cfg, r)
+	if len(res.Failures) > 0 {
+		return errors.New(strings.Join(res.Failures, "; "))
+	}
+	r.Say("PASS")
+	return nil
+}
+
+// runStep runs one step: kind restart, join or leave of gateway node.
+// Its times are seconds since start, the load client's.
+func runStep(ctx context.Context, cfg config, r *harness.Run, cl *harness.Cluster, kind string, node int, start time.Time) *step {
+	s := &step{Kind: kind, Node: node}
+	t0 := time.Now()
+	s.AtS = t0.Sub(start).Seconds()
+	var err error
+	if s.Before, _, err = money(cl, node, 5*time.Second); err != nil {
+		s.problem("/cluster/stats before the step: %v", err)
+	}
+	switch kind {
+	case "restart", "leave":
+		g := cl.Gateways[node]
+		r.Step(fmt.Sprintf("%s gateway %d", kind, node), fmt.Sprintf("kill -TERM %d", g.Srv.PID))
+		code, err := g.Srv.Stop(60 * time.Second)
+		s.Exit = fmt.Sprintf("exit %d %.2fs after SIGTERM", code, time.Since(t0).Seconds())
+		if err != nil || code != 0 {
+			s.problem("gateway %d: exit %d after SIGTERM (%v): want 0, every SET handed over", node, code, err)
+		}
+		g.Srv = nil
+		if kind == "restart" {
+			if err := cl.Restart(ctx, node); err != nil {
+				s.problem("starting gateway %d again: %v", node, err)
+				break
+			}
+			r.Step(fmt.Sprintf("gateway %d again", node), cl.Gateways[node].Srv.CommandLine())
+			waitShare(cl, node, cfg, s)
+		}
+	case "join":
+		g, err := cl.Join(ctx)
+		if err != nil {
+			s.problem("gateway %d joining: %v", node, err)
+			break
+		}
+		r.Step(fmt.Sprintf("gateway %d joins", node), g.Srv.CommandLine())
+		waitShare(cl, node, cfg, s)
+	}
+	if err := cl.WaitRunning(cfg.slot / 2); err != nil {
+		s.problem("after the step: %v", err)
+	}
+	end := time.Now()
+	s.EndS = end.Sub(start).Seconds()
+	if s.After, _, err = money(cl, -1, 10*time.Second); err != nil {
+		s.problem("/cluster/stats after the step: %v", err)
+	} else if s.After < s.Before {
+		s.problem("money counted after the step %d < counted before it %d: %d fen missing", s.After, s.Before, s.Before-s.After)
+	}
+	s.Moves = movesIn(r.Dir, t0, end)
+	var pauses []float64
+	for _, m := range s.Moves {
+		pauses = append(pauses, m.PauseMs)
+	}
+	s.PauseMax, s.PauseMed = harness.MaxMedian(pauses)
+	if len(s.Moves) == 0 {
+		s.problem("no SET moved")
+	}
+	return s
+}
+
+// waitShare waits, within half a slot, until gateway node runs its share of
+// the SETs over the running gateways (rounded down): what -rebalance moves
+// to it.
+func waitShare(cl *harness.Cluster, node int, cfg config, s *step) {
+	running := 0
+	for _, g := range cl.Gateways {
+		if g.Srv != nil {
+			running++
+		}
+	}
+	share := cfg.sets / running
+	for deadline := time.Now().Add(cfg.slot / 2); ; time.Sleep(50 * time.Millisecond) {
+		m, _ := cl.Gateways[node].Srv.Admin.Metrics()
+		if int(m["hongbao_cluster_sets_running"]) >= share {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.problem("gateway %d runs %.0f SETs %v after it started; want its share, %d", node, m["hongbao_cluster_sets_running"], cfg.slot/2, share)
+			return
+		}
+	}
+}
+
+// movesIn are the "SET moved" lines of every gateway log in dir between t0
+// and t1.
+func movesIn(dir string, t0, t1 time.Time) []moved {
+	logs, _ := filepath.Glob(filepath.Join(dir, "gateway*.log"))
+	var out []moved
+	for _, path := range logs {
+		node, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(path), "gateway"), ".", 2)[0])
+		harness.ScanLog(path, "SET moved", func(at time.Time, line []byte) {
+			var l struct {
+				Set       int     `json:"set"`
+				To        string  `json:"to"`
+				PauseMs   float64 `json:"pause_ms"`
+				PrepareMs float64 `json:"prepare_ms"`
+			}
+			if !at.Before(t0) && !at.After(t1) && json.Unmarshal(line, &l) == nil {
+				out = append(out, moved{Set: l.Set, From: node, To: l.To, PauseMs: l.PauseMs, PrepareMs: l.PrepareMs, at: at})
+			}
+		})
+	}
+	slices.SortFunc(out, func(a, b moved) int { return a.at.Compare(b.at) })
+	return out
+}
+
+// window is the worst second's SHAKE p99 in the timeline from s0 to s1
+// (seconds since the load client's start), and the answers "overloaded"
+// in it.
+func window(tl []runlog.Second, s0, s1 float64) (p99Ms float64, refused uint64) {
+	for _, sec := range tl {
+		if sec.T >= s0 && sec.T <= s1 {
+			p99Ms = max(p99Ms, float64(sec.P99.Microseconds())/1000)
+			refused += uint64(sec.Overload)
+		}
+	}
+	return p99Ms, refused
+}
+
+// money is the cluster's money told, got_amount + opened_amount of
+// /cluster/stats from a running gateway other than not.
+func money(cl *harness.Cluster, not int, timeout time.Duration) (int64, harness.ClusterStats, error) {
+	var cs harness.ClusterStats
+	err := errors.New("no gateway answers")
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		for _, g := range cl.Gateways {
+			if g.Srv == nil || g.Node == not {
+				continue
+			}
+			if cs, err = harness.ReadClusterStats(g.Srv.Admin); err == nil && len(cs.Missing) > 0 {
+				err = fmt.Errorf("gateways %v missing from /cluster/stats", cs.Missing)
+			}
+			if err == nil {
+				return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, cs, err
+		}
+	}
+}
+
+// settle reads the cluster's ledger once its invariants hold and checks
+// the run's money: told by the load client ≤ counted since the baseline.
+func settle(cl *harness.Cluster, res *result, fail func(string, ...any)) {
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res.Final, res.Cluster, err = money(cl, -1, 5*time.Second)
+		res.Checks = harness.LedgerChecks(&res.Cluster.Stats, nil)
+		if err == nil && len(harness.FailedChecks(res.Checks)) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		fail("/cluster/stats at the end: %v", err)
+	}
+	for _, b := range harness.FailedChecks(res.Checks) {
+		fail("cluster: %s", b)
+	}
+	if c := res.Client; c != nil {
+		if told := int64(c.ShakeAmount + c.OpenAmount); told > res.Final-res.Baseline {
+			fail("money told %d > counted %d since the baseline", told, res.Final-res.Baseline)
+		}
+	}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
