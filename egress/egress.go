@@ -381,6 +381,32 @@ func (e *Egress) lost(user uint32, frame []byte) {
 	}
 }
 
+// Stray gives back what an answer that cannot reach its connection told,
+// through the sending stage's outbox: an OPEN's share goes back to its
+// envelope. The connection's SET runs elsewhere now (event.Bus.SetStray):
+// it went with the SET.
+func Stray(out *event.Outbox, ev *event.Event) {
+	if ev.Buf != nil { // refusals: nothing to give back
+		bytebufferpool.Put(ev.Buf)
+		ev.Buf = nil
+		return
+	}
+	frame := ev.Frame()
+	if len(frame) < proto.HeaderLen || proto.Type(frame[2]) != proto.OpenResult {
+		return
+	}
+	f, n, err := proto.NextResponse(frame)
+	if n == 0 || err != nil {
+		return
+	}
+	user := ev.User
+	if status, env, amount := f.OpenResult(); status == proto.OpenOK {
+		r := out.Put(envelope.OwnerSET(env))
+		r.Kind, r.User, r.Env, r.Amount = event.KUnopen, user, env, amount
+		out.Done()
+	}
+}
+
 func (e *Egress) giveBack(env uint64, amount uint32) {
 	r := e.out.Put(e.set)
 	r.Kind, r.Env, r.Amount = event.KReturn, env, amount

@@ -43,6 +43,10 @@ type Bus struct {
 	local    atomic.Pointer[[]int] // the SETs run here, ascending; replaced whole by Route
 	routeMu  sync.Mutex            // serializes Route's relist: a lost update would drop a SET from Local
 
+	// onStray takes the answers to this gateway's connections of a SET
+	// that runs elsewhere now (SetStray).
+	onStray func(o *Outbox, ev *Event)
+
 	// A view of RunningBus: its parent's routes, each fused ring wrapped
 	// for one producer; views[set] caches the wrapper of the route it was
 	// made for.
@@ -118,6 +122,25 @@ func (b *Bus) SetLeaving(set int) {
 	r.leaving = true
 	b.routes[set].Store(&r)
 	b.relist()
+}
+
+// SetStray sets what takes an answer a stage sends to a connection of a SET
+// that runs elsewhere now: the connection went with the SET (ERROR 9), and
+// what the answer told — an OPEN's share — is given back instead. f runs on
+// the sending stage's goroutine with its Outbox, and must read what it
+// needs of ev before it puts anything into o. Call it before the SETs run.
+func (b *Bus) SetStray(f func(o *Outbox, ev *Event)) { b.root().onStray = f }
+
+// stray hands ev, sent through o, to the stray handler if it is an answer
+// to a connection here of set, which runs elsewhere now, and reports
+// whether it did.
+func (b *Bus) stray(o *Outbox, set int, ev *Event) bool {
+	root := b.root()
+	if ev.Kind != KAnswer || ev.Conn.C == nil || root.onStray == nil || !root.routes[set].Load().remote {
+		return false
+	}
+	root.onStray(o, ev)
+	return true
 }
 
 // Leaving reports whether set is being handed to another gateway.

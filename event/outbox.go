@@ -13,6 +13,7 @@ type Outbox struct {
 	held []heldEvent
 
 	cur     Slot // slot being filled between Put and Done
+	curTo   int  // its SET
 	claimed bool
 	spare   Event // filled instead of a slot when the event must be held
 	spareTo int
@@ -31,7 +32,7 @@ func NewOutbox(bus *Bus, home int) *Outbox { return &Outbox{bus: bus, home: home
 func (o *Outbox) Put(set int) *Event {
 	if len(o.held) == 0 { // keep order: nothing jumps the held queue
 		if s, ok := o.bus.ClaimAnswer(set); ok {
-			o.cur, o.claimed = s, true
+			o.cur, o.curTo, o.claimed = s, set, true
 			ev := s.Event()
 			*ev = Event{}
 			return ev
@@ -42,11 +43,16 @@ func (o *Outbox) Put(set int) *Event {
 	return &o.spare
 }
 
-// Done publishes the event filled since Put, or holds it.
+// Done publishes the event filled since Put, or holds it. An answer to a
+// connection of a SET that runs elsewhere now (it moved) goes to the Bus's
+// stray handler instead: that connection is gone with the SET.
 func (o *Outbox) Done() {
 	if o.claimed {
-		o.cur.Publish()
 		o.claimed = false
+		if ev := o.cur.Event(); o.bus.stray(o, o.curTo, ev) {
+			*ev = Event{} // a slot claimed is published: as nothing
+		}
+		o.cur.Publish()
 		return
 	}
 	o.held = append(o.held, heldEvent{set: o.spareTo, ev: o.spare})
@@ -57,11 +63,15 @@ func (o *Outbox) Done() {
 func (o *Outbox) Retry() {
 	i := 0
 	for ; i < len(o.held); i++ {
-		s, ok := o.bus.ClaimAnswer(o.held[i].set)
+		h := &o.held[i]
+		if o.bus.stray(o, h.set, &h.ev) {
+			continue
+		}
+		s, ok := o.bus.ClaimAnswer(h.set)
 		if !ok {
 			break
 		}
-		*s.Event() = o.held[i].ev
+		*s.Event() = h.ev
 		s.Publish()
 	}
 	if i == 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"hongbao/conn"
 	"hongbao/event"
 	"hongbao/ring"
 )
@@ -178,5 +179,43 @@ func TestLeaving(t *testing.T) {
 	bus.Route(0, a, false)
 	if bus.Leaving(0) || !bus.IsLocal(0) {
 		t.Fatal("routed again, still leaving")
+	}
+}
+
+// TestStray: an answer a stage sends to a connection of a SET that runs
+// elsewhere now goes to the stray handler, whether the SET's route takes
+// it at once (a link) or refuses it (between owners, retried); any other
+// event goes on as usual.
+func TestStray(t *testing.T) {
+	a, _ := startedRing(t, true)
+	link, seenLink := startedRing(t, true)
+	bus := event.NewBus([]event.Transport{a, link}, 0)
+	defer bus.Close()
+	var strays []uint64
+	bus.SetStray(func(_ *event.Outbox, ev *event.Event) { strays = append(strays, ev.Env) })
+	out := event.NewOutbox(bus, 0)
+	send := func(kind event.Kind, env uint64, c *conn.Conn) {
+		ev := out.Put(1)
+		ev.Kind, ev.Env = kind, env
+		if c != nil {
+			ev.Conn = conn.HandleOf(c)
+		}
+		out.Done()
+	}
+	local := new(conn.Conn)
+	send(event.KAnswer, 1, local) // SET 1 runs here: delivered
+	bus.Route(1, link, true)      // SET 1 moved: its route is the link
+	send(event.KAnswer, 2, local) // stray
+	send(event.KUnopen, 3, nil)   // not an answer: crosses
+	bus.Route(1, event.NewNowhere(64), true)
+	send(event.KAnswer, 4, local) // held, then stray at the retry
+	out.Retry()
+	for deadline := time.Now().Add(5 * time.Second); seenLink.n.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	seenLink.mu.Lock()
+	defer seenLink.mu.Unlock()
+	if len(strays) != 2 || strays[0] != 2 || strays[1] != 4 || seenLink.envs[1] != 1 || seenLink.envs[3] != 1 || seenLink.envs[2] != 0 || out.Held() != 0 {
+		t.Fatalf("strays %v, events through SET 1's transports %v, held %d; want answers 2 and 4 stray, 1 and 3 through", strays, seenLink.envs, out.Held())
 	}
 }
