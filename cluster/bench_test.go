@@ -208,3 +208,23 @@ func TestCancelWhileNoOwner(t *testing.T) {
 		t.Fatalf("resends %+v; want none once given up", n.resends)
 	}
 }
+
+// TestExpireWhileRequesterMoves: a crossing past its bound whose
+// requester's SET has no owner this moment (it moves: its connections went
+// with it) is cancelled at the envelope's gateway all the same, and the
+// sweeper goes on.
+func TestExpireWhileRequesterMoves(t *testing.T) {
+	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
+	n := nodes[0]
+	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0) // user of SET 0, envelope of SET 1
+	bus[0].Route(0, event.NewNowhere(4096), true)
+	if _, ok := n.expire(time.Now().UnixNano(), nil); !ok {
+		t.Fatal("expire stopped on a requester's SET without an owner: it is not closing")
+	}
+	for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < 1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if g := got[1].n.Load(); g != 1 {
+		t.Fatalf("%d cancels reached the envelope's gateway; want 1", g)
+	}
+}

@@ -195,8 +195,11 @@ func (n *Node) receive(m *nats.Msg) {
 		case event.KUnopen:
 			ev.Conn = conn.Handle{Gen: xid}
 		}
-		if !n.publish(set, &ev) {
+		if err := n.publishErr(set, &ev); err != nil {
 			release(&ev)
+			if errors.Is(err, event.ErrNoOwner) {
+				continue // it left meanwhile (a move): as misrouted
+			}
 			return
 		}
 	}
@@ -211,7 +214,8 @@ func (n *Node) refuse(ev *event.Event) bool {
 
 // overloaded publishes into its requester's SET the "overloaded" answer to
 // the OPEN (OPEN_RESULT 5) or CHAT (CHAT_ACK 2) c; false once the ring is
-// closing.
+// closing. A SET without an owner this moment (it moves) takes none: its
+// connections went with it.
 func (n *Node) overloaded(c crossing) bool {
 	a := event.Event{Kind: event.KAnswer, User: c.user, Conn: c.h, Stamp: c.stamp, RecvNs: c.recvNs}
 	if c.kind == event.KOpen {
@@ -219,7 +223,8 @@ func (n *Node) overloaded(c crossing) bool {
 	} else {
 		a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
 	}
-	return n.publish(n.bus.SETOf(c.user), &a)
+	err := n.publishErr(n.bus.SETOf(c.user), &a)
+	return err == nil || errors.Is(err, event.ErrNoOwner)
 }
 
 // publish copies ev into set's ring, waiting for room; false once the ring

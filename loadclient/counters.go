@@ -80,6 +80,7 @@ type counters struct {
 	Churned    uint64                  // connections closed on purpose by -churn, to reconnect
 	Redirected uint64                  // LOGIN_ACK 3 followed: reconnects to the gateway it named
 	Moved      uint64                  // ERROR 9: the gateway no longer served the user's SET
+	NoOwner    uint64                  // LOGIN_ACK 3 naming no gateway: the SET between two owners (retried)
 	Outages    uint64                  // logged-in connections that failed (not churned)
 	Reconnects uint64                  // logins that ended an outage
 	Backlog    uint64                  // dropped: the connection's unwritten output was over its limit
@@ -120,6 +121,7 @@ func (c *counters) add(o *counters) {
 	c.Churned += o.Churned
 	c.Redirected += o.Redirected
 	c.Moved += o.Moved
+	c.NoOwner += o.NoOwner
 	c.Outages += o.Outages
 	c.Reconnects += o.Reconnects
 	c.OutageMaxNs = max(c.OutageMaxNs, o.OutageMaxNs)
@@ -160,7 +162,9 @@ func (c *counters) inflightAll() int64 {
 	return n
 }
 
-// failures returns the errors that make a run fail: all but overload, a legitimate answer.
+// failures returns the errors that make a run fail: all but overload, a legitimate answer,
+// and how a cluster moves a SET — ERROR 9 (counted as resets) and LOGIN_ACK 3 naming no
+// gateway yet (counted as connect errors), both followed by a login elsewhere or later.
 func (c *counters) failures() uint64 {
-	return c.Errors[errConnect] + c.Errors[errReset] + c.Errors[errTimeout] + c.Errors[errProtocol]
+	return c.Errors[errConnect] + c.Errors[errReset] + c.Errors[errTimeout] + c.Errors[errProtocol] - c.Moved - c.NoOwner
 }

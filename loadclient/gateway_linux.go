@@ -96,6 +96,9 @@ func (l *loop) gatewayOf(addr []byte) (gw uint8, kind, why string) {
 func (l *loop) redirect(c *uconn, idx uint32, addr []byte) {
 	gw, kind, why := l.gatewayOf(addr)
 	if gw == 0 {
+		if len(addr) == 0 {
+			l.c.NoOwner++
+		}
 		l.connectFailed(c, kind, redirectRefusedBy, why)
 		l.closeConn(c, &l.c.Lost)
 		l.setState(c, stIdle)

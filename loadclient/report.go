@@ -25,6 +25,7 @@ type Report struct {
 	Redirected      uint64                    `json:"redirected"`      // LOGIN_ACK 3 followed to the gateway it named
 	Outages         uint64                    `json:"outages"`         // logged-in connections that failed (reset, closed, ERROR 8 or 9, timeout; not churned)
 	Moved           uint64                    `json:"moved"`           // of the outages, ERROR 9: the gateway no longer served the user's SET
+	NoOwner         uint64                    `json:"no_owner"`        // LOGIN_ACK 3 naming no gateway (the SET between owners): retried
 	Reconnects      uint64                    `json:"reconnects"`      // logins again after an outage; outages − reconnects were not back by the end
 	OutageMaxS      float64                   `json:"outage_max_s"`    // the longest a user was without a connection, failure to login (or to the end of the sends)
 	Requests        map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
@@ -93,6 +94,7 @@ func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileRepo
 		Redirected:      c.Redirected,
 		Outages:         c.Outages,
 		Moved:           c.Moved,
+		NoOwner:         c.NoOwner,
 		Reconnects:      c.Reconnects,
 		OutageMaxS:      float64(c.OutageMaxNs) / float64(time.Second),
 		Requests:        map[string]*RequestReport{},

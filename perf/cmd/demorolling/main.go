@@ -102,7 +102,9 @@ not stop cleanly, 2 for a bad command line.
 
 // load is the load's length after the ramp: the lead, the steps' slots and
 // a tail.
-func (c config) load() time.Duration { return c.lead + time.Duration(len(steps))*c.slot + 5*time.Second }
+func (c config) load() time.Duration {
+	return c.lead + time.Duration(len(steps))*c.slot + 5*time.Second
+}
 
 func main() {
 	bound := func(c config) time.Duration { return c.ramp + c.load() + 4*time.Minute }
