@@ -228,3 +228,21 @@ func TestExpireWhileRequesterMoves(t *testing.T) {
 		t.Fatalf("%d cancels reached the envelope's gateway; want 1", g)
 	}
 }
+
+// TestGiveUpSET: the crossings of a leaving SET's users are given up at
+// once, their OPENs cancelled at the envelope's gateway; other SETs'
+// crossings wait on.
+func TestGiveUpSET(t *testing.T) {
+	nodes, _, got := pair(t, embednats.StartTest(t), nil)
+	n := nodes[0]
+	far := time.Now().Add(time.Hour).UnixNano()
+	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, far) // user of SET 0
+	n.cross.add(&event.Event{Kind: event.KOpen, User: 3, Env: 1<<51 | 8}, 1, far) // user of SET 1
+	n.GiveUpSET(0)
+	for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < 1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if g, w := got[1].n.Load(), n.cross.waiting(); g != 1 || w != 1 {
+		t.Fatalf("%d cancels sent, %d crossings waiting; want 1 and 1, SET 1's", g, w)
+	}
+}

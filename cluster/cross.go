@@ -146,6 +146,20 @@ func (x *crossings) expire(now int64, out []expired) []expired {
 	return out
 }
 
+// expireOf removes the crossings of the requesters for which of is true,
+// due or not, and appends them, with their ids, to out.
+func (x *crossings) expireOf(of func(user uint32) bool, out []expired) []expired {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for xid, c := range x.open {
+		if of(c.user) {
+			delete(x.open, xid)
+			out = append(out, expired{xid, c})
+		}
+	}
+	return out
+}
+
 // waiting is the number of crossings in flight.
 func (x *crossings) waiting() int {
 	x.mu.Lock()

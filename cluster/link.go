@@ -269,21 +269,8 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 	n.expiring.Lock()
 	defer n.expiring.Unlock()
 	due = n.cross.expire(now, due)
-	for _, e := range due {
-		n.M.TimedOut.Add(1)
-		c := e.c
-		// The cancel first: whatever the client sends once it has read
-		// "unavailable" (an OPEN again) queues behind it in the link.
-		if c.kind == event.KOpen {
-			r := resend{user: c.user, env: c.env, xid: e.xid, until: now + int64(noOwnerGiveUp)}
-			if !n.cancel(&r) {
-				return due, false
-			}
-			n.resends = append(n.resends, r)
-		}
-		if !n.overloaded(c) {
-			return due, false
-		}
+	if !n.giveUp(now, due) {
+		return due, false
 	}
 	kept := n.resends[:0]
 	for _, r := range n.resends {
@@ -300,6 +287,40 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 	}
 	n.resends = kept
 	return due, true
+}
+
+// giveUp answers the crossings due "unavailable" and cancels the OPENs
+// among them; false once the rings are closing. Under expiring.
+func (n *Node) giveUp(now int64, due []expired) bool {
+	for _, e := range due {
+		n.M.TimedOut.Add(1)
+		c := e.c
+		// The cancel first: whatever the client sends once it has read
+		// "unavailable" (an OPEN again) queues behind it in the link.
+		if c.kind == event.KOpen {
+			r := resend{user: c.user, env: c.env, xid: e.xid, until: now + int64(noOwnerGiveUp)}
+			if !n.cancel(&r) {
+				return false
+			}
+			n.resends = append(n.resends, r)
+		}
+		if !n.overloaded(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// GiveUpSET gives up now the crossings of set's users — answered
+// "unavailable", the OPENs cancelled — while this gateway still runs set:
+// the SET is leaving for another gateway, whose users' connections here
+// are gone, and a cancel sent once it has left would come from a gateway
+// that no longer speaks for its users.
+func (n *Node) GiveUpSET(set int) {
+	n.expiring.Lock()
+	defer n.expiring.Unlock()
+	due := n.cross.expireOf(func(user uint32) bool { return n.bus.SETOf(user) == set }, nil)
+	n.giveUp(time.Now().UnixNano(), due)
 }
 
 // A cancel is sent again after these delays: one written just before the

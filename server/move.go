@@ -331,6 +331,9 @@ func (r *replicated) cut(set int) (uint64, error) {
 			break
 		}
 	}
+	// Its users' OPENs waiting on other gateways are cancelled while this
+	// gateway still speaks for them.
+	s.node.GiveUpSET(set)
 	r.active[set].Store(false) // the record changes next: no loss
 	s.bus.Route(set, event.NewNowhere(rg.Size()), true)
 	if err := rg.Close(); err != nil { // every event it took, applied and journaled
