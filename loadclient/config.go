@@ -41,6 +41,7 @@ type Config struct {
 	Admin          string        // -admin: the server's admin URLs for /stats, comma-separated, read in turn; "" no reconciliation
 	AdminToken     string        // -admin-token
 	Reconcile      string        // -reconcile: strict | at-least | off; "" strict with -admin, else off
+	Restarts       bool          // -restarts: servers stop and start during the run: refused connects and resets are not failures
 	Grace          time.Duration // -grace: the longest wait for answers in flight after the run
 	Report         string        // -report: JSON report file
 	Timeline       string        // -timeline: per-second CSV file
@@ -358,6 +359,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URLs` (http://127.0.0.1:6060), comma-separated, for the reconciliation with GET /stats, read before the run and after it. Each read goes to the first that answers: list the admin URLs of several gateways, and one that died during the run does not stop the reconciliation")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin (visible in ps: prefer $"+AdminTokenEnv+", the server's own)")
+	fs.BoolVar(&c.Restarts, "restarts", false, "servers stop and start during the run (a rolling restart of a cluster's gateways, each handing its SETs over first): refused connects and resets are reconnected, not failures, while -reconcile stays as strict as it is (-reconcile at-least implies it)")
 	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several). Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")

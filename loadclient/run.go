@@ -274,7 +274,7 @@ func finish(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileReport, m
 	}
 	c := &res.counters
 	n := c.failures()
-	if cfg.Reconcile == ReconcileAtLeast { // restarts of the server: refused connects and resets expected
+	if cfg.Reconcile == ReconcileAtLeast || cfg.Restarts { // restarts of the server: refused connects and resets expected
 		n -= c.Errors[errConnect] - c.NoOwner + c.Errors[errReset] - c.Moved // those two not counted by failures already
 	}
 	if n > 0 {

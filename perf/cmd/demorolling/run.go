@@ -126,7 +126,7 @@ func run(ctx context.Context, cfg config, command string) error {
 		Bin: cfg.Client(), Servers: cl.Addrs(), Admins: cl.AdminURLs(), Users: harness.Users(cfg.users), Aligned: true,
 		Phases: fmt.Sprintf("0@%s,%d@%s", cfg.ramp, cfg.qps, cfg.load()),
 		Flags: []string{"-duration", total.String(), "-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", strconv.Itoa(cfg.camps.Recipients),
-			"-reconcile", "strict", "-connect-rate", "10000", "-timeout", "20s", "-grace", "20s", "-quiet"},
+			"-reconcile", "strict", "-restarts", "-connect-rate", "10000", "-timeout", "20s", "-grace", "20s", "-quiet"},
 		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stderr: os.Stderr,
 	})
 	if err != nil {
