@@ -81,6 +81,7 @@ func TestConnectRefusedReason(t *testing.T) {
 // "LOGIN status N", once per user (a refused user does not reconnect), and that a run
 // against a working server reports no connect failure at all.
 func TestLoginRefusedReason(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 0)
 	fake.mu.Lock()
 	fake.loginStatus = proto.LoginBadToken

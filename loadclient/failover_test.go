@@ -78,6 +78,7 @@ func checkAccounts(t *testing.T, r *loadclient.Report) {
 // served, with the outage measured, what was in flight counted lost, and the at-least
 // reconciliation over both gateways passing.
 func TestFailoverMoved(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	a, b := newFakeServer(t, 4), newFakeServer(t, 4)
 	cluster := fakeCluster(t, []*fakeServer{a, b})
 	const users = 20
@@ -146,6 +147,7 @@ func TestFailoverMoved(t *testing.T) {
 // reconciliation reads /cluster/stats from B's admin URL, the second -admin, since A's
 // does not answer.
 func TestFailoverKilled(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	a, b := newFakeServer(t, 4), newFakeServer(t, 4)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -82,6 +82,7 @@ func TestShakesFollowSchedule(t *testing.T) {
 // TestEveryEnvelopeOpenedOnce checks that every ENVELOPE pushed, from SHAKEs and from SENDs,
 // is opened exactly once, and that the reconciliation against an honest server passes.
 func TestEveryEnvelopeOpenedOnce(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 5)
 	cfg := config(t, "-server", fake.addr(), "-users", "1-40", "-qps", "200", "-duration", "2s",
 		"-send-rate", "20", "-send-recipients", "3", "-chat-rate", "20", "-chat-size", "100",
@@ -125,6 +126,7 @@ func TestEveryEnvelopeOpenedOnce(t *testing.T) {
 // TestReconcileMismatch checks that a server under-reporting got_amount by 1 fen fails the
 // run with a message naming the figure and the difference.
 func TestReconcileMismatch(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 0)
 	fake.underReport = 1
 	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "1s", "-admin", fake.admin.URL)
@@ -149,6 +151,7 @@ func TestReconcileMismatch(t *testing.T) {
 // strict reconciliation compares the change over the run, the baseline and the figures after it
 // are in the report, and the summary says what was compared.
 func TestReconcileSinceBaseline(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 5)
 	fake.hold(1000, 48_611, 70, 12_345)
 	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "1s",
@@ -185,6 +188,7 @@ func TestReconcileSinceBaseline(t *testing.T) {
 // run, as a send campaign does: the client stops opening them at the end, so its money and the
 // server's stop together, and the strict reconciliation is exact within the grace.
 func TestReconcileSettlesPushes(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 0)
 	fake.campaign(20, 2*time.Millisecond)
 	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "1500ms", "-grace", "5s",
@@ -210,6 +214,7 @@ func TestReconcileSettlesPushes(t *testing.T) {
 // TestServerKilledMidRun checks that a server dying makes the run end on time with the
 // connection errors counted and a failure, rather than hang.
 func TestServerKilledMidRun(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 0)
 	cfg := config(t, "-server", fake.addr(), "-users", "1-30", "-qps", "200", "-duration", "3s", "-grace", "1s",
 		"-admin", fake.admin.URL)
@@ -360,6 +365,7 @@ const rateNotice = 50 * time.Millisecond
 // TestReconnect checks that users whose connections drop reconnect, log in again and go on
 // sending, with the drops counted as resets.
 func TestReconnect(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 0)
 	const users = 20
 	cfg := config(t, "-server", fake.addr(), "-users", "1-20", "-qps", "100", "-duration", "3s")
@@ -382,6 +388,7 @@ func TestReconnect(t *testing.T) {
 // again at once, with no error counted, every SHAKE answered and the reconciliation
 // (pushes opened included) exact.
 func TestChurn(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 4)
 	const users, churn, secs = 30, 20, 3
 	cfg := config(t, "-server", fake.addr(), "-users", "1-30", "-qps", "300", "-duration", "3s",
@@ -415,6 +422,7 @@ func TestChurn(t *testing.T) {
 // each once, with the redirects counted apart from the errors, every SHAKE answered, and the
 // reconciliation reading /cluster/stats, the sum over A and B.
 func TestRedirect(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	a, b := newFakeServer(t, 4), newFakeServer(t, 4)
 	a.mu.Lock()
 	a.redirect = func(user uint32) (string, bool) { return b.addr(), user%2 == 1 }
@@ -479,6 +487,7 @@ func TestRedirect(t *testing.T) {
 // down) or not an ip:port. Each is a connect failure of its own kind, retried at the default
 // gateway after the backoff, never a redirect.
 func TestRedirectOwnerUnknown(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	a := newFakeServer(t, 0)
 	a.mu.Lock()
 	a.redirect = func(user uint32) (string, bool) {
@@ -520,6 +529,7 @@ func TestRedirectOwnerUnknown(t *testing.T) {
 // TestReconcileClusterMissing checks that /cluster/stats naming gateways that did not answer
 // fails the reconciliation, naming them, even when the figures of the others agree.
 func TestReconcileClusterMissing(t *testing.T) {
+	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	a, b := newFakeServer(t, 0), newFakeServer(t, 0)
 	cluster := fakeCluster(t, []*fakeServer{a, b, b}, 3)
 	cfg := config(t, "-server", a.addr(), "-users", "1-10", "-qps", "50", "-duration", "1s", "-admin", cluster.URL)

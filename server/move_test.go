@@ -84,6 +84,7 @@ func (sh *shaker) halt() {
 // counted exactly once — a request in flight at ERROR 9 was not carried
 // out — and the pools are whole; the old owner counts the SET no more.
 func TestReplicatedMove(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	a := startReplicated(t, ns, 0, 2, sets, nil)
@@ -222,6 +223,7 @@ func moneyFromEach(t *testing.T, what string, shakers []*shaker) {
 // (its stop), it hands every SET back before it exits. Every fen told is
 // counted exactly once at the end, on the gateway left with every SET.
 func TestReplicatedJoinAndLeave(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 4
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	a := startReplicated(t, ns, 0, 2, sets, nil)

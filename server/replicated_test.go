@@ -50,6 +50,7 @@ func runs(t *testing.T, g *testServer) map[int][]int {
 // server share the SETs, each run by exactly one of them; a LOGIN at the
 // other is sent to its owner; a gateway of another -sets is refused.
 func TestReplicatedClaims(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 4
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	a := startReplicated(t, ns, 0, 2, sets, nil)
@@ -94,6 +95,7 @@ func TestReplicatedClaims(t *testing.T) {
 // owner's ledger, loaded from JetStream alone (a snapshot and the records
 // after it); the pools are whole.
 func TestReplicatedFenced(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	a := startReplicated(t, ns, 0, 2, sets, nil)
@@ -228,6 +230,7 @@ func TestReplicatedFenced(t *testing.T) {
 // round's bound passes, and the gateway stops (LostError). With JetStream
 // back, a new gateway loads every SET: every fen told is counted.
 func TestReplicatedJetStreamDown(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 2
 	dir := t.TempDir()
 	ns := embednats.StartTestJetStream(t, dir)
@@ -334,6 +337,7 @@ func TestReplicatedLateHeartbeats(t *testing.T) {
 // left without an answer is answered 5 and then served by the new owner;
 // and the shares told add up to what the new owner counts opened, exactly.
 func TestReplicatedMoneyCrossings(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	gws := []*testServer{startReplicated(t, ns, 0, 2, sets, nil), startReplicated(t, ns, 1, 2, sets, nil)}

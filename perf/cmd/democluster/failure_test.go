@@ -390,16 +390,13 @@ func TestNATSRestarted(t *testing.T) {
 	cs := r.ledgers()
 	// The strict reconciliation: every figure the server keeps agrees with
 	// the clients'; every ENVELOPE pushed was OPENed, answered ok or, while
-	// NATS was down, unavailable.
+	// NATS was down, unavailable (not carried out, so not counted as owed).
 	if rep.Reconcile == nil || rep.Reconcile.Err != "" {
 		t.Fatalf("load client's reconciliation: %+v", rep.Reconcile)
 	}
 	for _, c := range rep.Reconcile.Checks {
-		switch {
-		case c.Note == "server" && c.Diff != 0:
-			t.Errorf("reconcile %s: server %d, clients %d", c.Figure, c.Want, c.Got)
-		case c.Figure == "ENVELOPE pushes opened ok" && c.Want-c.Got != int64(open.Status["5"]):
-			t.Errorf("%d ENVELOPE pushes, %d OPENs ok, %d unavailable: %d unaccounted", c.Want, c.Got, open.Status["5"], c.Want-c.Got-int64(open.Status["5"]))
+		if c.Diff != 0 {
+			t.Errorf("reconcile %s: want %d, got %d (%s)", c.Figure, c.Want, c.Got, c.Note)
 		}
 		t.Logf("reconcile %s: want %d got %d (%s)", c.Figure, c.Want, c.Got, c.Note)
 	}

@@ -22,7 +22,7 @@ func TestParseTimeline(t *testing.T) {
 		t.Fatalf("got %d rows; want 4", len(rows))
 	}
 	want := Second{T: 2, Up: 1000, Target: 2000, Sent: 1000.9, Answered: 1000.9, Got: 200.2, Opened: 600.5, Pushes: 600.5,
-		P50: 214 * time.Microsecond, P99: 4604 * time.Microsecond, P999: 6125 * time.Microsecond, Errors: 6, Skipped: 4}
+		P50: 214 * time.Microsecond, P99: 4604 * time.Microsecond, P999: 6125 * time.Microsecond, Errors: 6, Overload: 3, Skipped: 4}
 	if rows[2] != want {
 		t.Fatalf("row 3\ngot  %+v\nwant %+v", rows[2], want)
 	}
