@@ -246,3 +246,52 @@ func TestGiveUpSET(t *testing.T) {
 		t.Fatalf("%d cancels sent, %d crossings waiting; want 1 and 1, SET 1's", g, w)
 	}
 }
+
+// TestCancelEarly: a cancel that reaches the envelope's gateway while the
+// envelope's SET is on its way in (the sender saw the owner's record change
+// first) waits there until the SET runs, then reaches it; one while the SET
+// leaves goes into its ring at once (the new owner follows it); one whose
+// SET never comes is dropped after earlyHold, counted as misrouted.
+func TestCancelEarly(t *testing.T) {
+	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
+	n, far := nodes[1], time.Now().Add(time.Hour).UnixNano()
+	held := func() int {
+		n.expiring.Lock()
+		defer n.expiring.Unlock()
+		return len(n.early)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 5 s (%d held, %d arrived, %d misrouted)", what, held(), got[1].n.Load(), n.M.Misrouted.Load())
+			}
+		}
+	}
+	local := bus[1].Ring(1)
+	bus[1].Route(1, event.NewNowhere(4096), true) // on its way in to node 1
+	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, far)
+	nodes[0].GiveUpSET(0)
+	waitFor("the cancel held", func() bool { return held() == 1 })
+	n.expire(time.Now().UnixNano(), nil)
+	if g := got[1].n.Load(); g != 0 || held() != 1 {
+		t.Fatalf("%d cancels reached SET 1 before it runs here, %d held; want 0 and 1", g, held())
+	}
+	bus[1].Route(1, local, false) // it runs here now
+	n.expire(time.Now().UnixNano(), nil)
+	waitFor("the held cancel delivered", func() bool { return got[1].n.Load() == 1 && held() == 0 })
+
+	bus[1].SetLeaving(1)
+	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 8}, 1, far)
+	nodes[0].GiveUpSET(0)
+	waitFor("the cancel into the leaving SET's ring", func() bool { return got[1].n.Load() == 2 && held() == 0 })
+
+	bus[1].Route(1, event.NewNowhere(4096), true)
+	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 9}, 1, far)
+	nodes[0].GiveUpSET(0)
+	waitFor("the third cancel held", func() bool { return held() == 1 })
+	n.expire(time.Now().Add(earlyHold+time.Second).UnixNano(), nil)
+	if g, h, m := got[1].n.Load(), held(), n.M.Misrouted.Load(); g != 2 || h != 0 || m != 1 {
+		t.Fatalf("past the hold: %d arrived, %d held, %d misrouted; want 2, 0, 1", g, h, m)
+	}
+}

@@ -151,6 +151,10 @@ func (n *Node) receive(m *nats.Msg) {
 		}
 		n.M.Received.Add(1)
 		set := n.target(&ev)
+		if set >= 0 && set < n.o.Sets && !n.bus.IsLocal(set) && ev.Kind == event.KUnopen {
+			n.hold(early{set: set, from: from, xid: xid, ev: ev})
+			continue
+		}
 		if set < 0 || set >= n.o.Sets || !n.bus.IsLocal(set) { // runs here now: its route is local
 			n.M.Misrouted.Add(1)
 			release(&ev)
@@ -272,6 +276,7 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 	if !n.giveUp(now, due) {
 		return due, false
 	}
+	n.retryEarly(now)
 	kept := n.resends[:0]
 	for _, r := range n.resends {
 		if r.at > now {
@@ -287,6 +292,69 @@ func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 	}
 	n.resends = kept
 	return due, true
+}
+
+// early is a cancel from another gateway for a SET not run here at the
+// moment it came: one moving out (its ring still takes events until the
+// owner's record changes) or on its way in (the sender saw the record
+// change first). Dropped, it would leave a share drawn that no client was
+// told of; its sender cannot send it again once the requester's SET moved
+// on too.
+type early struct {
+	set   int
+	from  int
+	xid   uint32
+	until int64
+	ev    event.Event
+}
+
+// earlyHold is how long a cancel waits for its SET to run here: longer than
+// a move's switch takes.
+const earlyHold = 2 * time.Second
+
+// hold takes cancel e into the SET's ring while the SET leaves, or keeps it
+// for the sweeper until the SET runs here.
+func (n *Node) hold(e early) {
+	n.expiring.Lock()
+	defer n.expiring.Unlock()
+	e.until = time.Now().Add(earlyHold).UnixNano()
+	if !n.tryEarly(&e) {
+		n.early = append(n.early, e)
+	}
+}
+
+// retryEarly publishes the cancels held whose SET runs here now, and drops
+// those past their hold. Under expiring.
+func (n *Node) retryEarly(now int64) {
+	kept := n.early[:0]
+	for _, e := range n.early {
+		switch {
+		case n.tryEarly(&e):
+		case now > e.until:
+			n.M.Misrouted.Add(1)
+		default:
+			kept = append(kept, e)
+		}
+	}
+	clear(n.early[len(kept):])
+	n.early = kept
+}
+
+// tryEarly publishes cancel e if its SET runs here, or leaves with its ring
+// still open; false while it must wait.
+func (n *Node) tryEarly(e *early) bool {
+	if !n.bus.IsLocal(e.set) && !n.bus.Leaving(e.set) {
+		return false
+	}
+	if why := n.mayNotSend(e.from, &e.ev); why == stale {
+		n.M.Stale.Add(1)
+		return true
+	} else if why != "" {
+		n.forged.add(n.log, ForgedEvent, e.from, why)
+		return true
+	}
+	e.ev.Conn = conn.Handle{Gen: e.xid}
+	return n.publishErr(e.set, &e.ev) == nil // ErrNoOwner: it left meanwhile; wait for it to come back, or drop at the hold
 }
 
 // giveUp answers the crossings due "unavailable" and cancels the OPENs

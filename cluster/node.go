@@ -111,6 +111,7 @@ type Node struct {
 	// crossing's cancel and answer keep their order in the rings.
 	expiring sync.Mutex
 	resends  []resend // cancels to send again, under expiring
+	early    []early  // cancels for SETs on their way here or out, under expiring
 	stop     chan struct{}
 	wg       sync.WaitGroup
 

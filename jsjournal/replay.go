@@ -91,7 +91,7 @@ func (s *Store) getSnapshot(ctx context.Context, group int) (Snapshot, bool, err
 // replayHeartbeat is how often the server tells a replay's pull it is
 // alive: two missed, and the ordered consumer is made again from where it
 // was, so that a pull lost on its way stalls a takeover that long at most.
-const replayHeartbeat = time.Second
+const replayHeartbeat = 500 * time.Millisecond
 
 // Replay hands to fn group's records from snapshot from on (the zero
 // Snapshot: all of them), in the order of their messages: each producer's

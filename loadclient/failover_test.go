@@ -58,13 +58,14 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 }
 
 // checkAccounts checks that every request the client sent is answered, lost with its
-// connection or unanswered at the end, once only, and that nothing broke the protocol
+// connection, in flight at ERROR 9 (moved: not carried out) or unanswered at the end, once
+// only, and that nothing broke the protocol
 // (an answer to a request not in flight on its connection would) or timed out.
 func checkAccounts(t *testing.T, r *loadclient.Report) {
 	t.Helper()
 	for kind, rr := range r.Requests {
-		if rr.Answered+rr.Lost+rr.Unanswered != rr.Sent {
-			t.Errorf("%s: %d answered + %d lost + %d unanswered; want the %d sent", kind, rr.Answered, rr.Lost, rr.Unanswered, rr.Sent)
+		if rr.Answered+rr.Lost+rr.NotDone+rr.Unanswered != rr.Sent {
+			t.Errorf("%s: %d answered + %d lost + %d moved + %d unanswered; want the %d sent", kind, rr.Answered, rr.Lost, rr.NotDone, rr.Unanswered, rr.Sent)
 		}
 	}
 	if r.Errors["protocol"] != 0 || r.Errors["timeout"] != 0 {

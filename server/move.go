@@ -47,6 +47,7 @@ import (
 var (
 	errMoveBusy      = errors.New("a move of this gateway's is under way: one at a time")
 	errNotReplicated = errors.New("SETs move only between gateways whose journal is on JetStream (-journal jetstream)")
+	errNoTaker       = errors.New("no other gateway takes SETs now")
 )
 
 // MoveResult is a move's outcome, the answer of POST /sets/{s}/move.
@@ -401,10 +402,38 @@ func (r *replicated) follow(set int, in *moveIn) error {
 	if err := r.blank(set); err != nil {
 		return err
 	}
-	st := r.s.setAt(set)
-	now := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(context.Background(), prepareWait)
 	defer cancel()
+	var err error
+	for attempt := 1; ; attempt++ {
+		var f *jsjournal.Follower
+		if f, err = r.followOnce(ctx, set); err == nil {
+			r.mu.Lock()
+			in.f = f
+			r.mu.Unlock()
+			return nil
+		}
+		// A snapshot put while it caught up purged records it had not
+		// read (ErrGap), or JetStream was slow: start again from the newest
+		// snapshot, on a blank state.
+		if attempt == followAttempts || ctx.Err() != nil {
+			return err
+		}
+		r.s.log.Info("following a SET: starting again", "set", set, "attempt", attempt, "err", err)
+		if err := r.s.renewSET(set); err != nil {
+			return err
+		}
+	}
+}
+
+// followAttempts bounds the starts of a follow during its prepare.
+const followAttempts = 3
+
+// followOnce loads set into its blank state object and follows it until it
+// has applied every message appended before the call.
+func (r *replicated) followOnce(ctx context.Context, set int) (*jsjournal.Follower, error) {
+	st := r.s.setAt(set)
+	now := time.Now().UnixNano()
 	f, err := r.store.Follow(ctx, set, func(snap jsjournal.Snapshot) error {
 		for _, p := range snap.Parts {
 			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
@@ -423,7 +452,7 @@ func (r *replicated) follow(set int, in *moveIn) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	last, err := r.store.Last(ctx, set)
 	if err == nil {
@@ -431,12 +460,9 @@ func (r *replicated) follow(set int, in *moveIn) error {
 	}
 	if err != nil {
 		f.Stop()
-		return err
+		return nil, err
 	}
-	r.mu.Lock()
-	in.f = f
-	r.mu.Unlock()
-	return nil
+	return f, nil
 }
 
 // abortIn drops a follow of set, if any and not switching.
@@ -729,7 +755,7 @@ func (r *replicated) handOut(ctx context.Context, leaving bool) ([]MoveResult, e
 		set, to, ok := cluster.NextMove(owner, r.s.node.Takers(), r.node)
 		if !ok {
 			if leaving && r.running() > 0 {
-				return done, errors.New("no other gateway takes SETs now")
+				return done, errNoTaker
 			}
 			return done, nil
 		}
@@ -757,7 +783,12 @@ func (r *replicated) drain(ctx context.Context) {
 	r.s.node.SetLeaving(true)
 	start := time.Now()
 	moves, err := r.handOut(ctx, true)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoTaker):
+		// The cluster's last gateway, or its others leaving too: nobody to
+		// hand a SET to, which is no fault.
+		r.s.log.Info("leaving: no other gateway takes SETs; they are released at the stop", "left", r.running())
+	case err != nil:
 		r.s.log.Warn("leaving: SETs not handed over before the stop; released to the others instead", "left", r.running(), "err", err)
 	}
 	r.s.log.Info("left the cluster's SETs", "moved", len(moves), "took", time.Since(start).Round(time.Millisecond))

@@ -2,6 +2,8 @@ package stages_test
 
 import (
 	"encoding/binary"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 
 	"hongbao/conn"
 	"hongbao/event"
+	"hongbao/journal"
 	"hongbao/ledger"
 	"hongbao/proto"
 	"hongbao/ring"
@@ -47,98 +50,225 @@ func (r *recorder) wait(t *testing.T, n int) []event.Event {
 	return nil
 }
 
-// TestCrossedCancels: OPENs from another gateway (a connection handle
-// without a connection, its Gen the crossing) and their cancels (KUnopen
-// with amount 0). A share is taken back only once every answer that told
-// it has been withdrawn: one delivered answer keeps it.
-func TestCrossedCancels(t *testing.T) {
-	type step struct {
-		open   bool // an OPEN of crossing xid, else its cancel
-		xid    uint32
-		status uint8 // the OPEN's answer
+// crossStep is an OPEN from another gateway (a connection handle without
+// a connection, its Gen the crossing) or its cancel (KUnopen with amount 0).
+type crossStep struct {
+	open   bool // an OPEN of crossing xid, else its cancel
+	xid    uint32
+	status uint8 // the OPEN's answer
+}
+
+// crossCases: a share is taken back only once every answer that told it
+// has been withdrawn: one delivered answer keeps it.
+var crossCases = []struct {
+	name  string
+	steps []crossStep
+	kept  bool
+}{
+	{"drawn, cancelled", []crossStep{{true, 7, proto.OpenOK}, {false, 7, 0}}, false},
+	{"another crossing's cancel", []crossStep{{true, 7, proto.OpenOK}, {false, 9, 0}}, true},
+	{"already told, the drawing one cancelled", []crossStep{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 7, 0}}, true},
+	{"told, the already one cancelled", []crossStep{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 8, 0}}, true},
+	{"both cancelled", []crossStep{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 8, 0}, {false, 7, 0}}, false},
+	{"cancelled twice, opened again", []crossStep{{true, 7, proto.OpenOK}, {false, 7, 0}, {false, 7, 0}, {true, 8, proto.OpenOK}}, true},
+}
+
+// crossWorld is SET 0 on this gateway, with SET 1 on another one (a ring
+// that records what is sent there), and user 3 of SET 1's envelope env.
+type crossWorld struct {
+	t       *testing.T
+	away    *recorder
+	link    *ring.Ring[event.Event]
+	bus     *event.Bus
+	sets    []*set.SET
+	answers int
+}
+
+// newCrossWorld builds the SETs on j (nil: no journal), restores them with
+// restore, if any, and starts them.
+func newCrossWorld(t *testing.T, j *journal.Journal, restore func(sets []*set.SET)) *crossWorld {
+	t.Helper()
+	w := &crossWorld{t: t, away: &recorder{}}
+	link, err := ring.New[event.Event](ring.Options{Size: 64, Producers: ring.MultiProducer})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name  string
-		steps []step
-		kept  bool
-	}{
-		{"drawn, cancelled", []step{{true, 7, proto.OpenOK}, {false, 7, 0}}, false},
-		{"another crossing's cancel", []step{{true, 7, proto.OpenOK}, {false, 9, 0}}, true},
-		{"already told, the drawing one cancelled", []step{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 7, 0}}, true},
-		{"told, the already one cancelled", []step{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 8, 0}}, true},
-		{"both cancelled", []step{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 8, 0}, {false, 7, 0}}, false},
-		{"cancelled twice, opened again", []step{{true, 7, proto.OpenOK}, {false, 7, 0}, {false, 7, 0}, {true, 8, proto.OpenOK}}, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			away := &recorder{}
-			link, err := ring.New[event.Event](ring.Options{Size: 64, Producers: ring.MultiProducer})
-			if err != nil {
-				t.Fatal(err)
-			}
-			link.AddStage(away, ring.StageOptions[event.Event]{})
-			remote := func(s int) event.Transport {
-				if s == 1 {
-					return link
-				}
-				return nil
-			}
-			lim := stages.Limits{MaxShares: 100, MaxTotal: 20000, TTL: time.Hour}
-			bus, sets, err := set.Build(2, set.Options{Ring: 64, Limits: lim, MaxPending: 64 << 10, Seed: 1, Remote: remote})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := link.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if err := bus.Ring(0).Start(); err != nil {
-				t.Fatal(err)
-			}
-			publish := func(fill func(*event.Event)) {
-				r := bus.Ring(0)
-				seq, err := r.Claim(1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				*r.At(seq) = event.Event{}
-				fill(r.At(seq))
-				r.Publish(seq, seq)
-			}
-			// User 2 (SET 0, here) sends 100 fen to user 3 (SET 1, the other gateway).
-			publish(func(ev *event.Event) {
-				ev.Kind, ev.User, ev.Total, ev.N, ev.Stamp = event.KSend, 2, 100, 1, 1
-				ev.Buf = bytebufferpool.Get()
-				ev.Buf.B = binary.BigEndian.AppendUint32(ev.Buf.B, 3)
-			})
-			env := away.wait(t, 1)[0].Env // its ENVELOPE push
-			answers := 1
-			for _, st := range c.steps {
-				if st.open {
-					publish(func(ev *event.Event) {
-						ev.Kind, ev.User, ev.Env, ev.Conn, ev.Stamp = event.KOpen, 3, env, conn.Handle{Gen: st.xid}, uint64(st.xid)
-					})
-					answers++
-					a := away.wait(t, answers)[answers-1]
-					f, _, _ := proto.NextResponse(a.Frame())
-					if status, _, _ := f.OpenResult(); a.Kind != event.KAnswer || a.Conn.Gen != st.xid || status != st.status {
-						t.Fatalf("OPEN of crossing %d: %v to crossing %d, status %d; want an answer to %d, status %d", st.xid, a.Kind, a.Conn.Gen, status, st.xid, st.status)
-					}
-					continue
-				}
-				publish(func(ev *event.Event) {
-					ev.Kind, ev.User, ev.Env, ev.Conn = event.KUnopen, 3, env, conn.Handle{Gen: st.xid}
-				})
-			}
-			if err := bus.Close(); err != nil { // drains SET 0: every step handled
-				t.Fatal(err)
-			}
-			link.Close()
-			st := ledger.Sum(set.Ledgers(sets))
-			if kept := st.Envelopes.Opened == 1; kept != c.kept {
-				t.Errorf("share drawn and kept: %v (opened %d, %d fen); want %v", kept, st.Envelopes.Opened, st.Envelopes.OpenedAmount, c.kept)
-			}
-			if err := st.CheckEnvelopes(); err != nil {
-				t.Error(err)
-			}
+	link.AddStage(w.away, ring.StageOptions[event.Event]{})
+	remote := func(s int) event.Transport {
+		if s == 1 {
+			return link
+		}
+		return nil
+	}
+	lim := stages.Limits{MaxShares: 100, MaxTotal: 20000, TTL: time.Hour}
+	o := set.Options{Ring: 64, Limits: lim, MaxPending: 64 << 10, Seed: 1, Remote: remote}
+	if j != nil {
+		o.Journal = j
+	}
+	w.link = link
+	if w.bus, w.sets, err = set.Build(2, o); err != nil {
+		t.Fatal(err)
+	}
+	if restore != nil {
+		restore(w.sets)
+	}
+	if j != nil {
+		if err := j.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := link.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.bus.Ring(0).Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *crossWorld) publish(fill func(*event.Event)) {
+	r := w.bus.Ring(0)
+	seq, err := r.Claim(1)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	*r.At(seq) = event.Event{}
+	fill(r.At(seq))
+	r.Publish(seq, seq)
+}
+
+// send makes user 2 (SET 0, here) send 100 fen to user 3 (SET 1, the other
+// gateway) and returns the envelope's id, from its ENVELOPE push.
+func (w *crossWorld) send() uint64 {
+	w.publish(func(ev *event.Event) {
+		ev.Kind, ev.User, ev.Total, ev.N, ev.Stamp = event.KSend, 2, 100, 1, 1
+		ev.Buf = bytebufferpool.Get()
+		ev.Buf.B = binary.BigEndian.AppendUint32(ev.Buf.B, 3)
+	})
+	w.answers++
+	return w.away.wait(w.t, 1)[0].Env
+}
+
+// step runs st on env: an OPEN, whose answer it checks, or a cancel.
+func (w *crossWorld) step(env uint64, st crossStep) {
+	w.t.Helper()
+	if !st.open {
+		w.publish(func(ev *event.Event) {
+			ev.Kind, ev.User, ev.Env, ev.Conn = event.KUnopen, 3, env, conn.Handle{Gen: st.xid}
 		})
+		return
+	}
+	w.publish(func(ev *event.Event) {
+		ev.Kind, ev.User, ev.Env, ev.Conn, ev.Stamp = event.KOpen, 3, env, conn.Handle{Gen: st.xid}, uint64(st.xid)
+	})
+	w.answers++
+	a := w.away.wait(w.t, w.answers)[w.answers-1]
+	f, _, _ := proto.NextResponse(a.Frame())
+	if status, _, _ := f.OpenResult(); a.Kind != event.KAnswer || a.Conn.Gen != st.xid || status != st.status {
+		w.t.Fatalf("OPEN of crossing %d: %v to crossing %d, status %d; want an answer to %d, status %d", st.xid, a.Kind, a.Conn.Gen, status, st.xid, st.status)
+	}
+}
+
+// close drains SET 0 (every step handled) and returns its ledger.
+func (w *crossWorld) close() ledger.Stats {
+	if err := w.bus.Close(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.link.Close()
+	return ledger.Sum(set.Ledgers(w.sets))
+}
+
+func checkKept(t *testing.T, st ledger.Stats, want bool) {
+	t.Helper()
+	if kept := st.Envelopes.Opened == 1; kept != want {
+		t.Errorf("share drawn and kept: %v (opened %d, %d fen); want %v", kept, st.Envelopes.Opened, st.Envelopes.OpenedAmount, want)
+	}
+	if err := st.CheckEnvelopes(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCrossedCancels runs crossCases on one SET.
+func TestCrossedCancels(t *testing.T) {
+	for _, c := range crossCases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newCrossWorld(t, nil, nil)
+			env := w.send()
+			for _, st := range c.steps {
+				w.step(env, st)
+			}
+			checkKept(t, w.close(), c.kept)
+		})
+	}
+}
+
+// TestCrossedRestored runs crossCases with SET 0 restored between every two
+// steps, as the gateway it moved or failed over to restores it: from its
+// journal, or from a snapshot. A cancel that reaches the new gateway takes
+// back what the old one drew.
+func TestCrossedRestored(t *testing.T) {
+	for _, from := range []string{"journal", "snapshot"} {
+		for _, c := range crossCases {
+			t.Run(from+"/"+c.name, func(t *testing.T) {
+				dir := t.TempDir()
+				var parts []stages.Part
+				var mu sync.Mutex
+				incarnation := func(i int, restore func([]*set.SET)) *crossWorld {
+					d := dir
+					if from == "snapshot" {
+						d = filepath.Join(dir, strconv.Itoa(i)) // a fresh journal: the snapshot holds it all
+					}
+					var w *crossWorld
+					j, err := journal.Open(journal.Options{Dir: d, Sets: 2, OnDurable: func() { w.bus.Tick() }})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { j.Close() })
+					w = newCrossWorld(t, j, func(sets []*set.SET) {
+						sets[0].Snapshots(func(p stages.Part) { mu.Lock(); parts = append(parts, p); mu.Unlock() })
+						if restore != nil {
+							restore(sets)
+						}
+						if from == "journal" {
+							if err := set.Replay(j, journal.From{}, sets, time.Now().UnixNano(), nil); err != nil {
+								t.Fatal(err)
+							}
+						}
+					})
+					return w
+				}
+				end := func(w *crossWorld) ledger.Stats {
+					if from == "snapshot" {
+						mu.Lock()
+						parts = parts[:0]
+						mu.Unlock()
+						w.publish(func(ev *event.Event) { ev.Kind, ev.Env = event.KSnapshot, 1 })
+					}
+					return w.close()
+				}
+				load := func(sets []*set.SET) {
+					mu.Lock()
+					defer mu.Unlock()
+					if from == "snapshot" && len(parts) != 2 {
+						t.Fatalf("%d snapshot parts; want the shake's and the split's", len(parts))
+					}
+					for _, p := range parts {
+						if _, err := sets[0].Load(uint16(p.PID), p.Data, time.Now().UnixNano()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				w := incarnation(0, nil)
+				env := w.send()
+				end(w)
+				var st ledger.Stats
+				for i, step := range c.steps {
+					w = incarnation(i+1, load)
+					w.step(env, step)
+					st = end(w)
+				}
+				checkKept(t, st, c.kept)
+			})
+		}
 	}
 }

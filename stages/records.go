@@ -22,6 +22,14 @@ const (
 	RecRefund uint8 = 7 // split: id u64 (expired: its remainder refunded, the envelope forgotten)
 	RecForget uint8 = 8 // split: id u64 (fully opened and past its retention, or evicted for room)
 	RecSkip   uint8 = 9 // split: campaign u32, total u32 (a send campaign's envelope not created: no recipients, or no room)
+	// RecDrawCrossed is RecDraw for an OPEN from another gateway, with its
+	// crossing: the cancel of that crossing, which may reach whichever
+	// gateway runs the SET by then, takes the share back.
+	RecDrawCrossed uint8 = 10 // split: id u64, user u32, share u32, crossing u32
+	// RecCrossing changes the crossings that told user's share drawn by a
+	// crossing: told 1, one more told it ("already"); told 0, one of them
+	// was cancelled and the others keep the share drawn.
+	RecCrossing uint8 = 11 // split: id u64, user u32, crossing u32, told u32
 )
 
 var errRecord = errors.New("malformed record")

@@ -252,6 +252,7 @@ func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	if n != len(s.groups) {
 		panic(fmt.Sprintf("BUG: stages: %d group envelopes held, %d in the expiry queue", len(s.groups), n))
 	}
+	b = s.appendCrossed(b)
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
 	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
@@ -292,6 +293,9 @@ func (s *Split) Load(data []byte, now int64) error {
 			s.spent = append(s.spent, expiring{id, g.retained})
 		}
 	}
+	if len(r.b) > 0 { // a part written before crossings were kept has none
+		s.loadCrossed(r)
+	}
 	if err := r.done(); err != nil {
 		return err
 	}
@@ -299,4 +303,50 @@ func (s *Split) Load(data []byte, now int64) error {
 	store(s.snapshotted(), vs) // after the envelopes' own counting: these are the totals
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
 	return nil
+}
+
+// appendCrossed appends the crossings that told shares (Split.crossed):
+// their count, then for each share its envelope, user and crossings, in the
+// envelopes' creation order.
+func (s *Split) appendCrossed(b []byte) []byte {
+	at := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	if len(s.crossed) == 0 {
+		return b
+	}
+	n := uint32(0)
+	for _, e := range s.expiry {
+		g := s.groups[e.id]
+		if g == nil || g.expires != e.expires {
+			continue
+		}
+		for _, r := range g.recipients {
+			xids, ok := s.crossed[crossKey{e.id, r}]
+			if !ok {
+				continue
+			}
+			b = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, e.id), r)
+			b = binary.BigEndian.AppendUint16(b, uint16(len(xids)))
+			for _, x := range xids {
+				b = binary.BigEndian.AppendUint32(b, x)
+			}
+			n++
+		}
+	}
+	binary.BigEndian.PutUint32(b[at:], n)
+	return b
+}
+
+// loadCrossed reads what appendCrossed wrote.
+func (s *Split) loadCrossed(r *reader) {
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		k := crossKey{r.u64(), r.u32()}
+		xids := make([]uint32, r.u16())
+		for i := range xids {
+			xids[i] = r.u32()
+		}
+		if r.err == nil {
+			s.cross(k, xids)
+		}
+	}
 }

@@ -91,8 +91,9 @@ type Split struct {
 	// that drew it, and any OPEN answered "already" since). A cancel (the
 	// requester's gateway gave up waiting on one of them) removes its
 	// crossing; the share is taken back once none is left, so a share any
-	// delivered answer told of stays drawn. Kept in memory only: a gateway
-	// that restarts has no crossings of its own to match.
+	// delivered answer told of stays drawn. Journalled and snapshotted
+	// (RecDrawCrossed, RecCrossing): the cancel may reach the gateway the
+	// SET moved or failed over to.
 	crossed map[crossKey][]uint32
 }
 
@@ -372,20 +373,24 @@ func (s *Split) open(ev *event.Event, now int64) {
 		status, share = s.draw(ev.Env, ev.User, now)
 	}
 	s.c.OpenStatus[status].Add(1)
-	if ev.Conn.C == nil && ev.Conn.Gen != 0 { // from another gateway
+	crossing := ev.Conn.C == nil && ev.Conn.Gen != 0 // from another gateway
+	if crossing {
 		k := crossKey{ev.Env, ev.User}
 		switch xids, drawnByCrossing := s.crossed[k]; {
 		case status == proto.OpenOK:
-			if s.crossed == nil {
-				s.crossed = make(map[crossKey][]uint32)
-			}
-			s.crossed[k] = append(xids[:0], ev.Conn.Gen)
+			s.cross(k, append(xids[:0], ev.Conn.Gen))
 		case status == proto.OpenAlready && drawnByCrossing:
-			s.crossed[k] = append(xids, ev.Conn.Gen) // this answer tells the share too
+			s.cross(k, append(xids, ev.Conn.Gen)) // this answer tells the share too
+			if s.jp != nil {
+				s.jp.Append(RecCrossing, binary.BigEndian.AppendUint32(appendID(s.rec[:0], ev.Env, ev.User, ev.Conn.Gen), 1))
+			}
 		}
 	}
 	switch {
 	case s.jp == nil:
+	case status == proto.OpenOK && crossing:
+		s.jp.Append(RecDrawCrossed, binary.BigEndian.AppendUint32(appendID(s.rec[:0], ev.Env, ev.User, share), ev.Conn.Gen))
+		s.gate(ev)
 	case status == proto.OpenOK:
 		s.jp.Append(RecDraw, appendID(s.rec[:0], ev.Env, ev.User, share))
 		s.gate(ev) // Answer carries it to the requester's SET
@@ -486,6 +491,9 @@ func (s *Split) cancel(id uint64, user, xid uint32) {
 	}
 	if xids = slices.Delete(xids, i, i+1); len(xids) > 0 {
 		s.crossed[k] = xids
+		if s.jp != nil {
+			s.jp.Append(RecCrossing, binary.BigEndian.AppendUint32(appendID(s.rec[:0], id, user, xid), 0))
+		}
 		return
 	}
 	if g := s.groups[id]; g != nil {
@@ -497,6 +505,14 @@ func (s *Split) cancel(id uint64, user, xid uint32) {
 		}
 	}
 	delete(s.crossed, k)
+}
+
+// cross sets the crossings that told user's share of an envelope.
+func (s *Split) cross(k crossKey, xids []uint32) {
+	if s.crossed == nil {
+		s.crossed = make(map[crossKey][]uint32)
+	}
+	s.crossed[k] = xids
 }
 
 // expire drops envelopes past their TTL, refunding what was not opened, and
@@ -628,8 +644,26 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 		return recordError(r, fmt.Sprintf("envelope %#x not held", id))
 	}
 	switch r.Type {
-	case RecDraw, RecUnopen:
-		if len(p) != 16 {
+	case RecCrossing:
+		if len(p) != 20 {
+			return recordError(r, "crossing of a broken length")
+		}
+		k, xid := crossKey{id, binary.BigEndian.Uint32(p[8:])}, binary.BigEndian.Uint32(p[12:])
+		xids, ok := s.crossed[k]
+		switch {
+		case !ok:
+			return recordError(r, fmt.Sprintf("crossing %d of user %d's share of %#x, which no crossing drew", xid, k.user, id))
+		case binary.BigEndian.Uint32(p[16:]) == 1:
+			s.crossed[k] = append(xids, xid)
+		default:
+			s.crossed[k] = slices.DeleteFunc(xids, func(x uint32) bool { return x == xid })
+		}
+	case RecDraw, RecUnopen, RecDrawCrossed:
+		want := 16
+		if r.Type == RecDrawCrossed {
+			want = 20
+		}
+		if len(p) != want {
 			return recordError(r, "share of a broken length")
 		}
 		user, share := binary.BigEndian.Uint32(p[8:]), binary.BigEndian.Uint32(p[12:])
@@ -660,6 +694,9 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 			s.setLive(g, -1)
 			g.retained = now + int64(s.limits.Retain)
 			s.spent = append(s.spent, expiring{id, g.retained})
+		}
+		if r.Type == RecDrawCrossed {
+			s.cross(crossKey{id, user}, []uint32{binary.BigEndian.Uint32(p[16:])})
 		}
 	case RecRefund:
 		if g.sharesLeft == 0 {

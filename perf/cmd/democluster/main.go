@@ -75,8 +75,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 redirected, SENDs, OPENs and CHATs crossing, -procs as the open-files limit needs), campaigns
 POSTed on gateway 1 and dealt by parts; strict reconciliation with GET /cluster/stats, every
 ledger checked, the crossings read from /metrics, SIGTERM → exit 0 for each gateway.
--mode cpu: a single server, then 2 gateways, each process with -users at -qps and a shake campaign
-of -shake-rate (0: none, every SHAKE empty): CPU per SHAKE.
+-mode cpu: a single server and 2 gateways at once, each process with -users at -qps and a shake
+campaign of -shake-rate (0: none, every SHAKE empty): CPU per SHAKE, side by side.
 -mode open: 2 gateways, -open-users senders on one SEND to openers on the other, who OPEN at
 once: -open-rate crossing OPENs a second, then local ones, alternated -open-rounds times;
 latency from the write to OPEN_RESULT. Bounded by ramp + duration + 4 minutes.

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -58,8 +60,9 @@ type Gateway struct {
 	restarts int
 }
 
-// Start starts NATS and n gateways and waits until every gateway sees
-// every other up.
+// Start starts NATS and n gateways at once and waits until every gateway
+// sees every other up and, where SETs are claimed, runs its even share:
+// the load must not begin among SETs still moving to even the cluster out.
 func (c *Cluster) Start(ctx context.Context, n int) error {
 	if err := c.StartNATS(); err != nil {
 		return err
@@ -71,15 +74,63 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 		}
 		c.Gateways = append(c.Gateways, &Gateway{Node: i, Data: data})
 	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range n {
-		if err := c.start(ctx, i); err != nil {
+		wg.Go(func() { errs[i] = c.start(ctx, i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
 	if err := c.WaitUp(15 * time.Second); err != nil {
 		return err
 	}
-	return c.WaitRunning(15 * time.Second)
+	if err := c.WaitRunning(15 * time.Second); err != nil {
+		return err
+	}
+	if i := slices.Index(c.Extra, "-rebalance"); i >= 0 && i+1 < len(c.Extra) && strings.HasPrefix(c.Extra[i+1], "-") {
+		return nil // the gateways never even out by themselves
+	}
+	return c.WaitBalanced(60 * time.Second)
+}
+
+// WaitBalanced waits until, where SETs are claimed, every running gateway
+// runs its even share of them (the SETs over the gateways, rounded down or
+// up) and none is moving: what -rebalance converges to.
+func (c *Cluster) WaitBalanced(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		var running []float64
+		moving := 0.0
+		for _, g := range c.Gateways {
+			if g.Srv == nil {
+				continue
+			}
+			m, _ := g.Srv.Admin.Metrics()
+			v, ok := m["hongbao_cluster_sets_running"]
+			if !ok {
+				return nil
+			}
+			running = append(running, v)
+			moving += m["hongbao_cluster_moves_out"] + m["hongbao_cluster_moves_in"]
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		lo, hi := c.Sets/len(running), (c.Sets+len(running)-1)/len(running)
+		even := moving == 0
+		for _, v := range running {
+			even = even && int(v) >= lo && int(v) <= hi
+		}
+		if even {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateways run %v of the %d SETs, %.0f moving, after %v: not evened out", running, c.Sets, moving, timeout)
+		}
+	}
 }
 
 // WaitRunning waits until the running gateways run every SET between them,
