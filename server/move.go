@@ -13,7 +13,6 @@ import (
 
 	"hongbao/cluster"
 	"hongbao/event"
-	"hongbao/journal"
 	"hongbao/jsjournal"
 	"hongbao/ledger"
 	"hongbao/proto"
@@ -432,25 +431,8 @@ const followAttempts = 3
 // followOnce loads set into its blank state object and follows it until it
 // has applied every message appended before the call.
 func (r *replicated) followOnce(ctx context.Context, set int) (*jsjournal.Follower, error) {
-	st := r.s.setAt(set)
-	now := time.Now().UnixNano()
-	f, err := r.store.Follow(ctx, set, func(snap jsjournal.Snapshot) error {
-		for _, p := range snap.Parts {
-			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("a part of journal producer %d, which is not SET %d's", p.PID, set)
-			}
-		}
-		return nil
-	}, func(rec journal.Record) error {
-		if ok, err := st.Apply(rec, now); err != nil {
-			return err
-		} else if !ok {
-			return fmt.Errorf("a record of journal producer %d, which is not SET %d's", rec.PID, set)
-		}
-		return nil
-	})
+	load, apply := restorer(r.s.setAt(set), time.Now().UnixNano())
+	f, err := r.store.Follow(ctx, set, load, apply)
 	if err != nil {
 		return nil, err
 	}

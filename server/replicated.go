@@ -17,6 +17,7 @@ import (
 	"hongbao/journal"
 	"hongbao/jsjournal"
 	"hongbao/proto"
+	"hongbao/set"
 	"hongbao/stages"
 )
 
@@ -428,26 +429,9 @@ func (r *replicated) take(set int) error {
 		return fail(err)
 	}
 	r.abortIn(set, "its source is gone: taken over from JetStream")
-	st := r.s.setAt(set)
 	fenced := time.Now()
-	now := fenced.UnixNano()
-	rep, err := r.store.Load(ctx, set, func(snap jsjournal.Snapshot) error {
-		for _, p := range snap.Parts {
-			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("a part of journal producer %d, which is not SET %d's", p.PID, set)
-			}
-		}
-		return nil
-	}, func(rec journal.Record) error {
-		if ok, err := st.Apply(rec, now); err != nil {
-			return err
-		} else if !ok {
-			return fmt.Errorf("a record of journal producer %d, which is not SET %d's", rec.PID, set)
-		}
-		return nil
-	})
+	load, apply := restorer(r.s.setAt(set), fenced.UnixNano())
+	rep, err := r.store.Load(ctx, set, load, apply)
 	if err != nil {
 		return fail(fmt.Errorf("loading SET %d: %w", set, err))
 	}
@@ -641,4 +625,29 @@ func (s *Server) shutdownCode() uint8 {
 		return proto.ErrCodeMoved
 	}
 	return 0
+}
+
+// restorer returns what restores SET st from JetStream, at now: its
+// snapshot's parts, then its records; either refuses another SET's.
+func restorer(st *set.SET, now int64) (func(jsjournal.Snapshot) error, func(journal.Record) error) {
+	set := st.Index()
+	load := func(snap jsjournal.Snapshot) error {
+		for _, p := range snap.Parts {
+			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("a part of journal producer %d, which is not SET %d's", p.PID, set)
+			}
+		}
+		return nil
+	}
+	apply := func(rec journal.Record) error {
+		if ok, err := st.Apply(rec, now); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("a record of journal producer %d, which is not SET %d's", rec.PID, set)
+		}
+		return nil
+	}
+	return load, apply
 }
