@@ -87,18 +87,10 @@ func TestReplicatedMove(t *testing.T) {
 	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	a, dealt := dealtOwner(t, ns, 2, sets)
 	b := startReplicated(t, ns, 1, 2, sets, nil)
-	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
-	a.waitCampaign(c.ID)
-	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
-	dealt := a.stats().Shake.CreatedAmount
 
-	var shakers []*shaker
-	for _, u := range []uint32{2, 4, 6, 1} { // SET 0 but user 1
-		shakers = append(shakers, startShaker(t, u, a.addr, b.addr))
-	}
+	shakers := shakersOf(t, []uint32{2, 4, 6, 1}, a, b) // SET 0 but user 1
 	moneyFrom := func(addr string, what string) {
 		t.Helper()
 		marks := make([]uint64, len(shakers))
@@ -226,12 +218,7 @@ func TestReplicatedJoinAndLeave(t *testing.T) {
 	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 4
 	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
-	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
-	a.waitCampaign(c.ID)
-	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
-	dealt := a.stats().Shake.CreatedAmount
+	a, dealt := dealtOwner(t, ns, 2, sets)
 	shakers := shakersOf(t, []uint32{4, 1, 2, 3, 8, 5}, a)
 	moneyFromEach(t, "every user to get money", shakers)
 
@@ -269,13 +256,8 @@ func TestReplicatedJoinAndLeave(t *testing.T) {
 func TestReplicatedMoveTargetDies(t *testing.T) {
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	a, dealt := dealtOwner(t, ns, 2, sets)
 	b := startReplicated(t, ns, 1, 2, sets, nil)
-	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
-	a.waitCampaign(c.ID)
-	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
-	dealt := a.stats().Shake.CreatedAmount
 	shakers := shakersOf(t, []uint32{2, 4, 6}, a, b)
 	moneyFromEach(t, "SET 0's users to get money", shakers)
 

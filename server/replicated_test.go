@@ -29,6 +29,21 @@ func startReplicated(t *testing.T, ns *embednats.Server, node, nodes, sets int, 
 	})
 }
 
+// dealtOwner starts gateway 0 of nodes, running every one of sets SETs,
+// deals a shake campaign of 20,000 envelopes into them and returns it once
+// the SETs hold every envelope, with the amount dealt.
+func dealtOwner(t *testing.T, ns *embednats.Server, nodes, sets int) (*testServer, uint64) {
+	t.Helper()
+	a := startReplicated(t, ns, 0, nodes, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == uint64(sets) })
+	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
+	a.waitCampaign(c.ID)
+	// Done counts the envelopes handed to the rings; the ledger has them
+	// once the SETs applied them.
+	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
+	return a, a.stats().Shake.CreatedAmount
+}
+
 // runs returns the SETs each gateway runs by GET /cluster of g.
 func runs(t *testing.T, g *testServer) map[int][]int {
 	t.Helper()
@@ -98,14 +113,8 @@ func TestReplicatedFenced(t *testing.T) {
 	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	a, _ := dealtOwner(t, ns, 2, sets)
 	b := startReplicated(t, ns, 1, 2, sets, nil)
-	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
-	a.waitCampaign(c.ID)
-	// Done counts the envelopes handed to the rings; the ledger has them
-	// once the SETs applied them.
-	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
 	before := a.stats()
 
 	users := []*client{login(t, a, 1), login(t, a, 2)}
