@@ -151,21 +151,17 @@ func (n *Node) receive(m *nats.Msg) {
 		}
 		n.M.Received.Add(1)
 		set := n.target(&ev)
-		if set >= 0 && set < n.o.Sets && !n.bus.IsLocal(set) && ev.Kind == event.KUnopen {
-			n.hold(early{set: set, from: from, xid: xid, ev: ev})
+		inRange := set >= 0 && set < n.o.Sets
+		if inRange && !n.bus.IsLocal(set) && ev.Kind == event.KUnopen {
+			n.hold(early{set: set, from: from, xid: xid, ev: ev}) // its SET moves: out of here, or in
 			continue
 		}
-		if set < 0 || set >= n.o.Sets || !n.bus.IsLocal(set) { // runs here now: its route is local
+		if !inRange || !n.bus.IsLocal(set) { // runs here now: its route is local
 			n.M.Misrouted.Add(1)
 			release(&ev)
 			continue
 		}
-		if why := n.mayNotSend(from, &ev); why == stale {
-			n.M.Stale.Add(1)
-			release(&ev)
-			continue
-		} else if why != "" {
-			n.forged.add(n.log, ForgedEvent, from, why)
+		if !n.admit(from, &ev) {
 			release(&ev)
 			continue
 		}
@@ -207,6 +203,21 @@ func (n *Node) receive(m *nats.Msg) {
 			return
 		}
 	}
+}
+
+// admit reports whether ev, from gateway from, is one that gateway may
+// send; one it may not is counted, as stale (sent before it learnt it lost
+// the SET) or as forged.
+func (n *Node) admit(from int, ev *event.Event) bool {
+	switch why := n.mayNotSend(from, ev); why {
+	case "":
+		return true
+	case stale:
+		n.M.Stale.Add(1)
+	default:
+		n.forged.add(n.log, ForgedEvent, from, why)
+	}
+	return false
 }
 
 // refuse answers request ev from another gateway "overloaded" (OPEN_RESULT
@@ -346,11 +357,7 @@ func (n *Node) tryEarly(e *early) bool {
 	if !n.bus.IsLocal(e.set) && !n.bus.Leaving(e.set) {
 		return false
 	}
-	if why := n.mayNotSend(e.from, &e.ev); why == stale {
-		n.M.Stale.Add(1)
-		return true
-	} else if why != "" {
-		n.forged.add(n.log, ForgedEvent, e.from, why)
+	if !n.admit(e.from, &e.ev) {
 		return true
 	}
 	e.ev.Conn = conn.Handle{Gen: e.xid}

@@ -552,11 +552,20 @@ func (n *Node) Peers() []int {
 // starting, or leaving), this one included: where SETs fail over, the
 // gateways that keep theirs.
 func (n *Node) Heard() []int {
-	out := []int{n.o.Node}
+	return n.heardNodes(true, func(peer) bool { return true })
+}
+
+// heardNodes returns, ascending, the nodes heard from within the lease for
+// which keep is true, and this one if self.
+func (n *Node) heardNodes(self bool, keep func(peer) bool) []int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var out []int
+	if self {
+		out = append(out, n.o.Node)
+	}
 	for node, p := range n.peers {
-		if node != n.o.Node && time.Since(p.seen) < n.o.downAfter() {
+		if node != n.o.Node && time.Since(p.seen) < n.o.downAfter() && keep(p) {
 			out = append(out, node)
 		}
 	}
@@ -577,18 +586,9 @@ func (n *Node) SetLeaving(on bool) {
 // leaving), ascending, this one included unless it is leaving.
 func (n *Node) Takers() []int {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	var out []int
-	if !n.self.Leaving {
-		out = append(out, n.o.Node)
-	}
-	for node, p := range n.peers {
-		if node != n.o.Node && time.Since(p.seen) < n.o.downAfter() && p.Ready && !p.Leaving {
-			out = append(out, node)
-		}
-	}
-	slices.Sort(out)
-	return out
+	self := !n.self.Leaving
+	n.mu.Unlock()
+	return n.heardNodes(self, func(p peer) bool { return p.Ready && !p.Leaving })
 }
 
 // NameOf returns the name gateway node announced ("" if unheard).

@@ -366,19 +366,29 @@ func (e *Egress) shake(ev *event.Event) {
 // that the ledger never counts money no client was told of. (The share is
 // drawn in the envelope's SET before the answer travels here.)
 func (e *Egress) lost(user uint32, frame []byte) {
+	if unopen(e.out, user, frame) {
+		e.c.Unopened.Add(1)
+	}
+}
+
+// unopen sends back through out the share an OPEN_RESULT 0 frame told user,
+// to its envelope, and reports whether frame was one.
+func unopen(out *event.Outbox, user uint32, frame []byte) bool {
 	if len(frame) < proto.HeaderLen || proto.Type(frame[2]) != proto.OpenResult {
-		return // the cheap test first: most lost frames are not OPEN_RESULTs
+		return false // the cheap test first: most lost frames are not OPEN_RESULTs
 	}
 	f, n, err := proto.NextResponse(frame)
 	if n == 0 || err != nil {
-		return
+		return false
 	}
-	if status, env, amount := f.OpenResult(); status == proto.OpenOK {
-		r := e.out.Put(envelope.OwnerSET(env))
-		r.Kind, r.User, r.Env, r.Amount = event.KUnopen, user, env, amount
-		e.out.Done()
-		e.c.Unopened.Add(1)
+	status, env, amount := f.OpenResult()
+	if status != proto.OpenOK {
+		return false
 	}
+	r := out.Put(envelope.OwnerSET(env))
+	r.Kind, r.User, r.Env, r.Amount = event.KUnopen, user, env, amount
+	out.Done()
+	return true
 }
 
 // Stray gives back what an answer that cannot reach its connection told,
@@ -391,20 +401,7 @@ func Stray(out *event.Outbox, ev *event.Event) {
 		ev.Buf = nil
 		return
 	}
-	frame := ev.Frame()
-	if len(frame) < proto.HeaderLen || proto.Type(frame[2]) != proto.OpenResult {
-		return
-	}
-	f, n, err := proto.NextResponse(frame)
-	if n == 0 || err != nil {
-		return
-	}
-	user := ev.User
-	if status, env, amount := f.OpenResult(); status == proto.OpenOK {
-		r := out.Put(envelope.OwnerSET(env))
-		r.Kind, r.User, r.Env, r.Amount = event.KUnopen, user, env, amount
-		out.Done()
-	}
+	unopen(out, ev.User, ev.Frame())
 }
 
 func (e *Egress) giveBack(env uint64, amount uint32) {

@@ -49,10 +49,11 @@ func (o *Outbox) Put(set int) *Event {
 func (o *Outbox) Done() {
 	if o.claimed {
 		o.claimed = false
-		if ev := o.cur.Event(); o.bus.stray(o, o.curTo, ev) {
+		s := o.cur // the stray handler may Put through o: o.cur is then its
+		if ev := s.Event(); o.bus.stray(o, o.curTo, ev) {
 			*ev = Event{} // a slot claimed is published: as nothing
 		}
-		o.cur.Publish()
+		s.Publish()
 		return
 	}
 	o.held = append(o.held, heldEvent{set: o.spareTo, ev: o.spare})

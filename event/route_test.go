@@ -185,14 +185,22 @@ func TestLeaving(t *testing.T) {
 // TestStray: an answer a stage sends to a connection of a SET that runs
 // elsewhere now goes to the stray handler, whether the SET's route takes
 // it at once (a link) or refuses it (between owners, retried); any other
-// event goes on as usual.
+// event goes on as usual. The handler gives back through the same outbox
+// (as egress.Stray does), and both the give-back and the events after the
+// stray flow.
 func TestStray(t *testing.T) {
-	a, _ := startedRing(t, true)
+	a, seenA := startedRing(t, true)
 	link, seenLink := startedRing(t, true)
 	bus := event.NewBus([]event.Transport{a, link}, 0)
 	defer bus.Close()
 	var strays []uint64
-	bus.SetStray(func(_ *event.Outbox, ev *event.Event) { strays = append(strays, ev.Env) })
+	bus.SetStray(func(o *event.Outbox, ev *event.Event) {
+		env := ev.Env
+		strays = append(strays, env)
+		back := o.Put(0)
+		back.Kind, back.Env = event.KUnopen, 100+env
+		o.Done()
+	})
 	out := event.NewOutbox(bus, 0)
 	send := func(kind event.Kind, env uint64, c *conn.Conn) {
 		ev := out.Put(1)
@@ -212,6 +220,14 @@ func TestStray(t *testing.T) {
 	out.Retry()
 	for deadline := time.Now().Add(5 * time.Second); seenLink.n.Load() < 3 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
+	}
+	for deadline := time.Now().Add(5 * time.Second); seenA.n.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	seenA.mu.Lock()
+	defer seenA.mu.Unlock()
+	if seenA.envs[102] != 1 || seenA.envs[104] != 1 {
+		t.Fatalf("events through SET 0's ring %v; want the give-backs of strays 2 and 4 once each", seenA.envs)
 	}
 	seenLink.mu.Lock()
 	defer seenLink.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -54,15 +53,7 @@ func (s *Store) Follow(ctx context.Context, group int, restore func(Snapshot) er
 			return nil, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.Subject(group), snap.Seq, err)
 		}
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.Subject(group)}, InactiveThreshold: 30 * time.Second}
-	if snap.Seq != 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, snap.Seq
-	}
-	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("jsjournal: following %s: %w", s.Subject(group), err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullHeartbeat(replayHeartbeat))
+	cons, it, err := s.readFrom(ctx, group, snap.Seq)
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: following %s: %w", s.Subject(group), err)
 	}
@@ -90,10 +81,7 @@ func (f *Follower) run(ctx context.Context, it jetstream.MessagesContext, cons j
 			}
 			seq := md.Sequence.Stream
 			h := m.Headers()
-			f.mu.Lock()
-			first := f.r.Messages == 0
-			f.mu.Unlock()
-			if first && from.Seq != 0 && seq != from.Seq {
+			if prev == 0 && from.Seq != 0 && seq != from.Seq {
 				return ErrGap // the snapshot's first message was purged: a newer one holds it
 			}
 			// A round names the message it was appended after: one that
@@ -104,23 +92,18 @@ func (f *Follower) run(ctx context.Context, it jetstream.MessagesContext, cons j
 			f.mu.Lock()
 			err = f.r.message(subject, seq, h.Get(HeaderGateway), h.Get(HeaderClaim), m.Data(), filter)
 			f.r.LastSeq = seq
+			if err == nil {
+				f.applied.Store(seq)
+				f.cond.Broadcast()
+			}
 			f.mu.Unlock()
 			if err != nil {
 				return err
 			}
 			prev = seq
-			f.applied.Store(seq)
-			f.mu.Lock()
-			f.cond.Broadcast()
-			f.mu.Unlock()
 		}
 	}()
-	it.Stop()
-	if info := cons.CachedInfo(); info != nil {
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = f.s.js.DeleteConsumer(dctx, f.s.name, info.Name) // else it lingers until its inactive threshold
-		cancel()
-	}
+	f.s.dropReader(cons, it)
 	if ctx.Err() != nil {
 		err = nil // stopped
 	}

@@ -93,6 +93,35 @@ func (s *Store) getSnapshot(ctx context.Context, group int) (Snapshot, bool, err
 // was, so that a pull lost on its way stalls a takeover that long at most.
 const replayHeartbeat = 500 * time.Millisecond
 
+// readFrom reads group's messages from message seq on (0: the first), in
+// order, through an ordered consumer: what Replay and Follow read.
+func (s *Store) readFrom(ctx context.Context, group int, seq uint64, opts ...jetstream.PullMessagesOpt) (jetstream.Consumer, jetstream.MessagesContext, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.Subject(group)}, InactiveThreshold: 30 * time.Second}
+	if seq != 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq
+	}
+	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	it, err := cons.Messages(append(opts, jetstream.PullMaxMessages(1024), jetstream.PullHeartbeat(replayHeartbeat))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cons, it, nil
+}
+
+// dropReader stops a readFrom and deletes its consumer, which would
+// otherwise linger until its inactive threshold.
+func (s *Store) dropReader(cons jetstream.Consumer, it jetstream.MessagesContext) {
+	it.Stop()
+	if info := cons.CachedInfo(); info != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.js.DeleteConsumer(ctx, s.name, info.Name)
+		cancel()
+	}
+}
+
 // Replay hands to fn group's records from snapshot from on (the zero
 // Snapshot: all of them), in the order of their messages: each producer's
 // in the order appended, as journal.Journal.Replay does. A producer of the
@@ -116,26 +145,11 @@ func (s *Store) Replay(ctx context.Context, group int, from Snapshot, fn func(jo
 		return r, nil
 	}
 	f := newMarkFilter(from, fn)
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 30 * time.Second}
-	if from.Seq != 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from.Seq
-	}
-	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
+	cons, it, err := s.readFrom(ctx, group, from.Seq, jetstream.PullExpiry(4*replayHeartbeat))
 	if err != nil {
 		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
 	}
-	defer func() {
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = s.js.DeleteConsumer(dctx, s.name, info.Name) // else it lingers until its inactive threshold
-			cancel()
-		}
-	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024), jetstream.PullExpiry(4*replayHeartbeat), jetstream.PullHeartbeat(replayHeartbeat))
-	if err != nil {
-		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
-	}
-	defer it.Stop()
+	defer s.dropReader(cons, it)
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -165,7 +166,7 @@ func (s *Server) moveFromPeer(from int, data []byte) []byte {
 	var err error
 	switch op.Op {
 	case "move":
-		ctx, cancel := context.WithTimeout(context.Background(), prepareWait+switchWait+time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
 		a.Result, err = r.moveOut(ctx, op.Set, op.To)
 		cancel()
 		a.Status = moveStatus(err)
@@ -232,11 +233,7 @@ func (r *replicated) moveOut(ctx context.Context, set int, to string) (MoveResul
 	case node == r.node:
 		return res, badMove(409, "SET %d already runs on %s", set, to)
 	}
-	taker := false
-	for _, n := range r.s.node.Takers() {
-		taker = taker || n == node
-	}
-	if !taker {
+	if !slices.Contains(r.s.node.Takers(), node) {
 		return res, badMove(409, "gateway %s takes no SETs now (leaving, or not ready)", to)
 	}
 	start := time.Now()
@@ -619,7 +616,7 @@ func (r *replicated) rebalance(owner []int) {
 	}
 	r.lastMove = time.Now()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), prepareWait+switchWait+time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
 		defer cancel()
 		if _, err := r.moveOut(ctx, set, name); err == nil {
 			r.s.log.Info("rebalanced: a SET handed to a gateway that ran fewer than its share", "set", set, "to", name)
@@ -627,8 +624,8 @@ func (r *replicated) rebalance(owner []int) {
 	}()
 }
 
-// moveTimeout bounds a move asked over the admin API: the target's load
-// and the switch, with room to spare.
+// moveTimeout bounds a whole move, however it was asked for: the target's
+// load and the switch, with room to spare.
 const moveTimeout = prepareWait + switchWait + 30*time.Second
 
 // handleMove answers POST /sets/{set}/move?to=NAME: the SET handed to the
