@@ -3,7 +3,6 @@ package embednats
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"hongbao/internal/ports"
 )
 
 // JSClusterName is the cluster.name of every JSCluster: JetStream's Raft groups span
@@ -48,14 +49,14 @@ func StartJSCluster(n int, root string, users []User) (*JSCluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("embedded NATS cluster: %d servers; want at least 1", n)
 	}
-	ports, err := jsClusterPorts(2 * n)
+	ps, err := ports.Free(2 * n)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS cluster: %w", err)
 	}
 	c := &JSCluster{users: users}
 	for i := range n {
 		name := fmt.Sprintf("n%d", i)
-		c.nodes = append(c.nodes, &jsNode{name: name, port: ports[2*i], clusterPort: ports[2*i+1], dir: filepath.Join(root, name)})
+		c.nodes = append(c.nodes, &jsNode{name: name, port: ps[2*i], clusterPort: ps[2*i+1], dir: filepath.Join(root, name)})
 	}
 	for i := range n {
 		if err := c.start(i); err != nil {
@@ -64,27 +65,6 @@ func StartJSCluster(n int, root string, users []User) (*JSCluster, error) {
 		}
 	}
 	return c, nil
-}
-
-// jsClusterPorts returns n distinct loopback ports free at the time of the call: all are
-// held open together so that none comes back twice.
-func jsClusterPorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // options returns node i's configuration: the same at every start.
@@ -123,7 +103,7 @@ func (c *JSCluster) start(i int) error {
 	if err := os.MkdirAll(nd.dir, 0o755); err != nil {
 		return fmt.Errorf("embedded NATS cluster: %w", err)
 	}
-	if err := jsWaitPortsFree(5*time.Second, nd.port, nd.clusterPort); err != nil {
+	if err := ports.WaitFree(5*time.Second, nd.port, nd.clusterPort); err != nil {
 		return fmt.Errorf("embedded NATS cluster: %s: %w", nd.name, err)
 	}
 	o, err := c.options(i)
@@ -141,25 +121,6 @@ func (c *JSCluster) start(i int) error {
 		return fmt.Errorf("embedded NATS cluster: %s not ready within 10s", nd.name)
 	}
 	nd.srv = ns
-	return nil
-}
-
-// jsWaitPortsFree waits until every port can be listened on at 127.0.0.1.
-func jsWaitPortsFree(timeout time.Duration, ports ...int) error {
-	deadline := time.Now().Add(timeout)
-	for _, p := range ports {
-		for {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err == nil {
-				ln.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("port %d not free within %v: %w", p, timeout, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	return nil
 }
 

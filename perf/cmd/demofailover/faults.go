@@ -93,30 +93,6 @@ func (x *runner) waitOwned(timeout time.Duration) ([]int, error) {
 	}
 }
 
-// money is the cluster's money told, got_amount + opened_amount of
-// /cluster/stats from a running gateway other than not, once no gateway
-// that runs SETs is missing from it (within timeout).
-func (x *runner) money(not int, timeout time.Duration) (int64, harness.ClusterStats, error) {
-	var cs harness.ClusterStats
-	err := fmt.Errorf("no gateway answers")
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		for _, g := range x.cl.Gateways {
-			if g.Srv == nil || g.Node == not {
-				continue
-			}
-			if cs, err = harness.ReadClusterStats(g.Srv.Admin); err == nil && len(cs.Missing) > 0 {
-				err = fmt.Errorf("gateways %v missing from /cluster/stats", cs.Missing)
-			}
-			if err == nil {
-				return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return 0, cs, err
-		}
-	}
-}
-
 // pick is the gateway that runs the most SETs, the lowest of a tie.
 func pick(owners []int) int {
 	count := make([]int, gateways)
@@ -180,7 +156,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	if kind == "nats" {
 		victim = -1
 	}
-	if f.Before, _, err = x.money(victim, 3*time.Second); err != nil {
+	if f.Before, _, err = x.cl.Money(victim, 3*time.Second); err != nil {
 		f.problem("/cluster/stats before the fault: %v", err)
 	}
 	t0 := time.Now()
@@ -270,7 +246,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	if err := x.cl.WaitRunning(cfg.window); err != nil {
 		f.problem("after the fault: %v", err)
 	}
-	if f.After, _, err = x.money(-1, 10*time.Second); err != nil {
+	if f.After, _, err = x.cl.Money(-1, 10*time.Second); err != nil {
 		f.problem("/cluster/stats after the fault: %v", err)
 	} else if f.After < f.Before {
 		f.problem("money counted after the fault %d < counted before it %d (which holds every fen told by then): %d fen lost", f.After, f.Before, f.Before-f.After)

@@ -142,7 +142,7 @@ func run(ctx context.Context, cfg config, command string) error {
 		r.Step(fmt.Sprintf("gateway %d", g.Node), g.Srv.CommandLine())
 	}
 	r.Say("SET owners: %v", own)
-	if res.Baseline, _, err = x.money(-1, 5*time.Second); err != nil {
+	if res.Baseline, _, err = x.cl.Money(-1, 5*time.Second); err != nil {
 		return err
 	}
 
@@ -266,13 +266,7 @@ func (x *runner) settle(res *result, fail func(string, ...any)) {
 	if err != nil {
 		fail("at the end: %v", err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		res.Final, res.Cluster, err = x.money(-1, 5*time.Second)
-		res.Checks = harness.LedgerChecks(&res.Cluster.Stats, nil)
-		if err == nil && len(harness.FailedChecks(res.Checks)) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+	res.Final, res.Cluster, res.Checks, err = x.cl.Settled()
 	if err != nil {
 		fail("/cluster/stats at the end: %v", err)
 	}

@@ -117,7 +117,7 @@ func run(ctx context.Context, cfg config, command string) error {
 		r.Say("gateway %d pid %d serving %s, admin %s", g.Node, g.Srv.PID, g.Srv.Listen, g.Srv.Admin.URL)
 		r.Step(fmt.Sprintf("gateway %d", g.Node), g.Srv.CommandLine())
 	}
-	if res.Baseline, _, err = money(cl, -1, 5*time.Second); err != nil {
+	if res.Baseline, _, err = cl.Money(-1, 5*time.Second); err != nil {
 		return err
 	}
 
@@ -217,7 +217,7 @@ func runStep(ctx context.Context, cfg config, r *harness.Run, cl *harness.Cluste
 	t0 := time.Now()
 	s.AtS = t0.Sub(start).Seconds()
 	var err error
-	if s.Before, _, err = money(cl, node, 5*time.Second); err != nil {
+	if s.Before, _, err = cl.Money(node, 5*time.Second); err != nil {
 		s.problem("/cluster/stats before the step: %v", err)
 	}
 	switch kind {
@@ -252,7 +252,7 @@ func runStep(ctx context.Context, cfg config, r *harness.Run, cl *harness.Cluste
 	}
 	end := time.Now()
 	s.EndS = end.Sub(start).Seconds()
-	if s.After, _, err = money(cl, -1, 10*time.Second); err != nil {
+	if s.After, _, err = cl.Money(-1, 10*time.Second); err != nil {
 		s.problem("/cluster/stats after the step: %v", err)
 	} else if s.After < s.Before {
 		s.problem("money counted after the step %d < counted before it %d: %d fen missing", s.After, s.Before, s.Before-s.After)
@@ -328,40 +328,11 @@ func window(tl []runlog.Second, s0, s1 float64) (p99Ms float64, refused uint64) 
 	return p99Ms, refused
 }
 
-// money is the cluster's money told, got_amount + opened_amount of
-// /cluster/stats from a running gateway other than not.
-func money(cl *harness.Cluster, not int, timeout time.Duration) (int64, harness.ClusterStats, error) {
-	var cs harness.ClusterStats
-	err := errors.New("no gateway answers")
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		for _, g := range cl.Gateways {
-			if g.Srv == nil || g.Node == not {
-				continue
-			}
-			if cs, err = harness.ReadClusterStats(g.Srv.Admin); err == nil && len(cs.Missing) > 0 {
-				err = fmt.Errorf("gateways %v missing from /cluster/stats", cs.Missing)
-			}
-			if err == nil {
-				return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return 0, cs, err
-		}
-	}
-}
-
 // settle reads the cluster's ledger once its invariants hold and checks
 // the run's money: told by the load client ≤ counted since the baseline.
 func settle(cl *harness.Cluster, res *result, fail func(string, ...any)) {
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		res.Final, res.Cluster, err = money(cl, -1, 5*time.Second)
-		res.Checks = harness.LedgerChecks(&res.Cluster.Stats, nil)
-		if err == nil && len(harness.FailedChecks(res.Checks)) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+	res.Final, res.Cluster, res.Checks, err = cl.Settled()
 	if err != nil {
 		fail("/cluster/stats at the end: %v", err)
 	}

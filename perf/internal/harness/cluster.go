@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -403,6 +404,43 @@ func ReadClusterStats(a *Admin) (ClusterStats, error) {
 		err = json.Unmarshal(b, &st)
 	}
 	return st, err
+}
+
+// Money is the cluster's money told, got_amount + opened_amount of
+// /cluster/stats, read from a running gateway other than not (-1: any),
+// once no gateway is missing from it (within timeout); with the stats.
+func (c *Cluster) Money(not int, timeout time.Duration) (int64, ClusterStats, error) {
+	var cs ClusterStats
+	err := errors.New("no gateway answers")
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		for _, g := range c.Gateways {
+			if g.Srv == nil || g.Node == not {
+				continue
+			}
+			if cs, err = ReadClusterStats(g.Srv.Admin); err == nil && len(cs.Missing) > 0 {
+				err = fmt.Errorf("gateways %v missing from /cluster/stats", cs.Missing)
+			}
+			if err == nil {
+				return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, cs, err
+		}
+	}
+}
+
+// Settled is the cluster's Money at the end of a run, read again for up to
+// 10 s until both ledger invariants hold (a gateway may still be applying
+// what it took over), with the ledger's checks.
+func (c *Cluster) Settled() (int64, ClusterStats, []LedgerCheck, error) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		money, cs, err := c.Money(-1, 5*time.Second)
+		checks := LedgerChecks(&cs.Stats, nil)
+		if err == nil && len(FailedChecks(checks)) == 0 || time.Now().After(deadline) {
+			return money, cs, checks, err
+		}
+	}
 }
 
 // Crossings are a gateway's hongbao_cluster_* series and its goroutines,

@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"hongbao/internal/ports"
 )
 
 // NATSUser is a user of NATSServers: its name, password and the subjects
@@ -54,13 +55,13 @@ func StartNATSServers(bin, dir, store string, n int, users []NATSUser) (*NATSSer
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w (make build builds it from the nats-server module)", bin, err)
 	}
-	ports, err := freePorts(3 * n)
+	ps, err := ports.Free(3 * n)
 	if err != nil {
 		return nil, err
 	}
 	c := &NATSServers{bin: bin, dir: dir, store: store}
 	for i := range n {
-		c.nodes = append(c.nodes, &natsProc{name: fmt.Sprintf("n%d", i), port: ports[3*i], cluster: ports[3*i+1], monitor: ports[3*i+2]})
+		c.nodes = append(c.nodes, &natsProc{name: fmt.Sprintf("n%d", i), port: ps[3*i], cluster: ps[3*i+1], monitor: ps[3*i+2]})
 	}
 	for i, nd := range c.nodes {
 		nd.conf = filepath.Join(dir, nd.name+".conf")
@@ -75,22 +76,6 @@ func StartNATSServers(bin, dir, store string, n int, users []NATSUser) (*NATSSer
 		}
 	}
 	return c, nil
-}
-
-// freePorts returns n distinct loopback ports nothing listened on a moment
-// ago.
-func freePorts(n int) ([]int, error) {
-	addrs, err := FreePorts(n)
-	if err != nil {
-		return nil, err
-	}
-	var ports []int
-	for _, a := range addrs {
-		_, p, _ := net.SplitHostPort(a)
-		port, _ := strconv.Atoi(p)
-		ports = append(ports, port)
-	}
-	return ports, nil
 }
 
 // config is server i's configuration file.
@@ -131,7 +116,7 @@ func (c *NATSServers) config(i int, users []NATSUser) []byte {
 // takes connections.
 func (c *NATSServers) start(i int) error {
 	nd := c.nodes[i]
-	if err := waitPortsFree(5*time.Second, nd.port, nd.cluster, nd.monitor); err != nil {
+	if err := ports.WaitFree(5*time.Second, nd.port, nd.cluster, nd.monitor); err != nil {
 		return fmt.Errorf("NATS server %s: %w", nd.name, err)
 	}
 	nd.log = filepath.Join(c.dir, nd.name+".log")
@@ -168,25 +153,6 @@ func (c *NATSServers) start(i int) error {
 			return fmt.Errorf("NATS server %s takes no connection after 10s (log: %s)", nd.name, nd.log)
 		}
 	}
-}
-
-// waitPortsFree waits until every port can be listened on at 127.0.0.1.
-func waitPortsFree(timeout time.Duration, ports ...int) error {
-	deadline := time.Now().Add(timeout)
-	for _, p := range ports {
-		for {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err == nil {
-				ln.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("port %d not free within %v: %w", p, timeout, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return nil
 }
 
 // Len is the number of servers, up or down.
