@@ -135,11 +135,12 @@ func (s *Server) recover() error {
 	s.camps.Journal(s.journal.Producer()) // after the SETs' producers: its id is the same at every start
 	rc := campaign.NewRecovered()
 	snap := s.dataDir.snap
+	sets := s.allSets()
 	marked := make([]uint16, 0, len(snap.parts))
 	for pid, data := range snap.parts {
 		marked = append(marked, pid)
 		claimed := false
-		for _, st := range s.sets {
+		for _, st := range sets {
 			ok, err := st.Load(pid, data, now)
 			if err != nil {
 				return fmt.Errorf("recovering from %s: %w", snap.path, err)
@@ -158,7 +159,7 @@ func (s *Server) recover() error {
 	s.snapID = snap.id
 	records := 0
 	slices.Sort(marked)
-	err := set.Replay(s.journal, journal.From{ID: snap.id, Segment: snap.segment, Marked: marked}, s.sets, now, func(r journal.Record) error {
+	err := set.Replay(s.journal, journal.From{ID: snap.id, Segment: snap.segment, Marked: marked}, sets, now, func(r journal.Record) error {
 		records++
 		return rc.Apply(r)
 	})
@@ -169,7 +170,7 @@ func (s *Server) recover() error {
 		s.log.Error("journal repaired (-journal-repair): the rounds holding these producers' snapshot marks were cut; their state is the snapshot's, marked again",
 			"snapshot", snap.path, "producers", r)
 	}
-	for _, st := range s.sets {
+	for _, st := range sets {
 		shake, send, last := st.Dealt()
 		for id, d := range shake {
 			rc.Dealt(id, d.N, d.Amount, true, 0)
@@ -185,7 +186,7 @@ func (s *Server) recover() error {
 	if err := s.journal.Start(); err != nil {
 		return err
 	}
-	for _, st := range s.sets {
+	for _, st := range sets {
 		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
 	}
 	st := ledger.Sum(s.ledgers())

@@ -273,7 +273,7 @@ func (r *replicated) lostReason() string {
 // startReplicated starts the journal's writer and the claims: the
 // replicated mode's recover, before anything is served. No SET runs yet.
 func (s *Server) startReplicated() error {
-	for _, st := range s.sets {
+	for _, st := range s.allSets() {
 		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
 	}
 	if err := s.journal.Start(); err != nil {

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,11 +73,10 @@ type Server struct {
 	campaignKey []byte
 	journal     *journal.Journal // nil with -journal off or -pipeline=none
 	dataDir     *dataDir
-	// sets are the SETs built here, in SET order; byIndex the same by SET
-	// number (nil for one another gateway runs for good). A SET that moves
-	// away is renewed in place: under setsMu once the server runs.
+	// byIndex are the SETs built here by SET number (nil for one another
+	// gateway runs for good). A SET that moves away is renewed in place:
+	// under setsMu once the server runs.
 	setsMu  sync.RWMutex
-	sets    []*set.SET
 	byIndex []*set.SET
 	// recoveryTime is how long the replay took at start.
 	recoveryTime time.Duration
@@ -220,7 +218,7 @@ func (s *Server) buildSETs() error {
 	if err != nil {
 		return err
 	}
-	s.bus, s.sets = bus, sets
+	s.bus = bus
 	s.byIndex = make([]*set.SET, s.opts.Sets)
 	for _, st := range sets {
 		s.byIndex[st.Index()] = st
@@ -250,11 +248,6 @@ func (s *Server) renewSET(i int) error {
 	s.setsMu.Lock()
 	defer s.setsMu.Unlock()
 	s.byIndex[i] = n
-	for k, st := range s.sets {
-		if st == old {
-			s.sets[k] = n
-		}
-	}
 	return nil
 }
 
@@ -280,7 +273,13 @@ func (s *Server) ledgers() []*ledger.Ledger {
 func (s *Server) allSets() []*set.SET {
 	s.setsMu.RLock()
 	defer s.setsMu.RUnlock()
-	return slices.Clone(s.sets)
+	var out []*set.SET
+	for _, st := range s.byIndex {
+		if st != nil {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // setOptions are the options of every SET.
