@@ -82,33 +82,15 @@ func run(ctx context.Context, cfg config, command string) error {
 		gateways, cfg.sets, cfg.replicas, cfg.lease, res.Load, strings.Join(cfg.plan(), ", "), cfg.slot, r.Dir)
 
 	// NATS: the gateways' users (their JetStream permissions) and the audit's.
-	ids, err := harness.NewIdentities(r.Dir, gateways, func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) })
-	if err != nil {
-		return err
-	}
-	var users []harness.NATSUser
-	for _, id := range ids {
-		users = append(users, harness.NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
-	}
 	pass := make([]byte, 16)
 	rand.Read(pass)
 	auditor := harness.NATSUser{Name: "demofailover-audit", Password: hex.EncodeToString(pass)}
-	store, err := os.MkdirTemp("", "demofailover-nats-")
+	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), gateways, gateways,
+		func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) }, auditor)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(store)
-	js, err := harness.StartNATSServers(cfg.NATSServer(), r.Dir, store, gateways, append(users, auditor))
-	if err != nil {
-		return err
-	}
-	defer js.Stop()
-	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
-		return err
-	}
-	for i := range js.Len() {
-		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
-	}
+	defer stopNATS()
 
 	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String()}
 	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,

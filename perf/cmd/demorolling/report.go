@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -82,10 +80,5 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 	} else {
 		res.Failures = []string{}
 	}
-	fmt.Fprint(r.Stdout, b.String())
-	os.WriteFile(r.Path("report.txt"), []byte(b.String()), 0o644)
-	if j, err := json.MarshalIndent(res, "", "  "); err == nil {
-		os.WriteFile(r.Path("summary.json"), j, 0o644)
-	}
-	fmt.Fprintf(r.Stdout, "\ndemorolling: files in %s/ (report.txt, summary.json, gateway*.log, n*.log, loadclient.log, report.json, timeline.csv, commands.txt)\n", r.Dir)
+	r.Report(b.String(), res, "gateway*.log, n*.log, loadclient.log, report.json, timeline.csv, commands.txt")
 }

@@ -81,30 +81,11 @@ func run(ctx context.Context, cfg config, command string) error {
 	r.Say("3 NATS servers (JetStream), %d gateways of -node I/%d, %d SETs, -replicas %d, -rebalance %v; %s; steps %v, %v apart; files in %s/",
 		gateways, nodes, cfg.sets, cfg.replicas, cfg.rebalance, res.Load, steps, cfg.slot, r.Dir)
 
-	ids, err := harness.NewIdentities(r.Dir, nodes, func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) })
+	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), 3, nodes, func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) })
 	if err != nil {
 		return err
 	}
-	var users []harness.NATSUser
-	for _, id := range ids {
-		users = append(users, harness.NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
-	}
-	store, err := os.MkdirTemp("", "demorolling-nats-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(store)
-	js, err := harness.StartNATSServers(cfg.NATSServer(), r.Dir, store, 3, users)
-	if err != nil {
-		return err
-	}
-	defer js.Stop()
-	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
-		return err
-	}
-	for i := range js.Len() {
-		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
-	}
+	defer stopNATS()
 	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String(),
 		"-rebalance", cfg.rebalance.String(), "-shutdown-timeout", "60s"}
 	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Nodes: nodes, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,

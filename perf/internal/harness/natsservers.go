@@ -313,3 +313,38 @@ func monitor(ctx context.Context, nd *natsProc, path string) (int, []byte) {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	return resp.StatusCode, b
 }
+
+// StartGatewaysNATS starts n nats-server processes with JetStream for the
+// run, each store in a temporary directory, with a NATS user for each of
+// nodes gateways (perms gives a node's permissions: their identities are
+// returned) and the users more; each server's command line is a step of
+// the run. stop stops them and removes the stores.
+func (r *Run) StartGatewaysNATS(ctx context.Context, bin string, n, nodes int, perms func(node int) (publish, subscribe []string), more ...NATSUser) (ids []Identity, js *NATSServers, stop func(), err error) {
+	if ids, err = NewIdentities(r.Dir, nodes, perms); err != nil {
+		return nil, nil, nil, err
+	}
+	users := more
+	for _, id := range ids {
+		users = append(users, NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
+	}
+	store, err := os.MkdirTemp("", r.Name+"-nats-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if js, err = StartNATSServers(bin, r.Dir, store, n, users); err != nil {
+		os.RemoveAll(store)
+		return nil, nil, nil, err
+	}
+	stop = func() {
+		js.Stop()
+		os.RemoveAll(store)
+	}
+	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	for i := range js.Len() {
+		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
+	}
+	return ids, js, stop, nil
+}

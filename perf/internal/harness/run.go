@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -84,6 +85,17 @@ func (r *Run) StartClient(ctx context.Context, srv *Server, cfg ClientConfig) (*
 	}
 	r.Steps.Add(c.Launched, "run the load client (a live line every second in its log)", c.CommandLine(), 0)
 	return c, nil
+}
+
+// Report prints text, the run's report, writes it to report.txt and
+// summary as JSON to summary.json, and lists the run's files.
+func (r *Run) Report(text string, summary any, files string) {
+	fmt.Fprint(r.Stdout, text)
+	os.WriteFile(r.Path("report.txt"), []byte(text), 0o644)
+	if j, err := json.MarshalIndent(summary, "", "  "); err == nil {
+		os.WriteFile(r.Path("summary.json"), j, 0o644)
+	}
+	fmt.Fprintf(r.Stdout, "\n%s: files in %s/ (report.txt, summary.json, %s)\n", r.Name, r.Dir, files)
 }
 
 // WriteCommands writes commands.txt.
