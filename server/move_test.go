@@ -165,6 +165,20 @@ func TestReplicatedMove(t *testing.T) {
 	t.Logf("%d SHAKEs got money, %d answered overloaded or empty, %d without an answer (ERROR 9, lost connection)", got, refused, failed)
 }
 
+// countedExactly halts the shakers and checks that gateway a, which runs
+// every SET now, counts exactly the money they were told, its pools holding
+// the rest of what was dealt.
+func countedExactly(t *testing.T, a *testServer, shakers []*shaker, dealt uint64) {
+	t.Helper()
+	got, told := halted(t, shakers)
+	st := a.stats()
+	if st.Shake.Got != got || st.Shake.GotAmount != told || st.Shake.GotAmount+st.Shake.PoolAmount != dealt {
+		t.Fatalf("told %d envelopes, %d fen; gateway 0 counts %d, %d fen, pool %d fen of %d dealt: want exactly what was told, the pools whole",
+			got, told, st.Shake.Got, st.Shake.GotAmount, st.Shake.PoolAmount, dealt)
+	}
+	checkShakeLedger(t, st)
+}
+
 // shakersOf starts a shaker for each of users, given the gateways.
 func shakersOf(t *testing.T, users []uint32, gws ...*testServer) []*shaker {
 	t.Helper()
@@ -239,13 +253,7 @@ func TestReplicatedJoinAndLeave(t *testing.T) {
 		t.Fatalf("gateway 0 runs %d SETs after gateway 1 left; want all %d", n, sets)
 	}
 	moneyFromEach(t, "every user to get money after gateway 1 left", shakers)
-	got, told := halted(t, shakers)
-	st := a.stats()
-	if st.Shake.Got != got || st.Shake.GotAmount != told || st.Shake.GotAmount+st.Shake.PoolAmount != dealt {
-		t.Fatalf("told %d envelopes, %d fen; gateway 0 counts %d, %d fen, pool %d fen of %d dealt: want exactly what was told, the pools whole",
-			got, told, st.Shake.Got, st.Shake.GotAmount, st.Shake.PoolAmount, dealt)
-	}
-	checkShakeLedger(t, st)
+	countedExactly(t, a, shakers, dealt)
 }
 
 // TestReplicatedMoveTargetDies: the target of a move takes the SET's record
@@ -280,11 +288,5 @@ func TestReplicatedMoveTargetDies(t *testing.T) {
 		t.Fatalf("the dead target runs %d SETs; want none", n)
 	}
 	moneyFromEach(t, "SET 0's users to get money at gateway 0 again", shakers)
-	got, told := halted(t, shakers)
-	st := a.stats()
-	if st.Shake.Got != got || st.Shake.GotAmount != told || st.Shake.GotAmount+st.Shake.PoolAmount != dealt {
-		t.Fatalf("told %d envelopes, %d fen; gateway 0 counts %d, %d fen, pool %d fen of %d dealt: want exactly what was told, the pools whole",
-			got, told, st.Shake.Got, st.Shake.GotAmount, st.Shake.PoolAmount, dealt)
-	}
-	checkShakeLedger(t, st)
+	countedExactly(t, a, shakers, dealt)
 }
