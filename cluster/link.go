@@ -195,7 +195,7 @@ func (n *Node) receive(m *nats.Msg) {
 		case event.KUnopen:
 			ev.Conn = conn.Handle{Gen: xid}
 		}
-		if err := n.publishErr(set, &ev); err != nil {
+		if err := n.publish(set, &ev); err != nil {
 			release(&ev)
 			if errors.Is(err, event.ErrNoOwner) {
 				continue // it left meanwhile (a move): as misrouted
@@ -238,15 +238,13 @@ func (n *Node) overloaded(c crossing) bool {
 	} else {
 		a.SetFrame(proto.AppendChatAck(a.Out[:0], c.stamp, proto.ChatOverloaded, c.peer))
 	}
-	err := n.publishErr(n.bus.SETOf(c.user), &a)
+	err := n.publish(n.bus.SETOf(c.user), &a)
 	return err == nil || errors.Is(err, event.ErrNoOwner)
 }
 
-// publish copies ev into set's ring, waiting for room; false once the ring
-// is closing, or while the SET has no owner (event.ErrNoOwner).
-func (n *Node) publish(set int, ev *event.Event) bool { return n.publishErr(set, ev) == nil }
-
-func (n *Node) publishErr(set int, ev *event.Event) error {
+// publish copies ev into set's ring, waiting for room: an error once the
+// ring is closing, or event.ErrNoOwner while the SET has no owner.
+func (n *Node) publish(set int, ev *event.Event) error {
 	r := n.bus.Ring(set)
 	seq, err := r.Claim(1)
 	if err != nil {
@@ -361,7 +359,7 @@ func (n *Node) tryEarly(e *early) bool {
 		return true
 	}
 	e.ev.Conn = conn.Handle{Gen: e.xid}
-	return n.publishErr(e.set, &e.ev) == nil // ErrNoOwner: it left meanwhile; wait for it to come back, or drop at the hold
+	return n.publish(e.set, &e.ev) == nil // ErrNoOwner: it left meanwhile; wait for it to come back, or drop at the hold
 }
 
 // giveUp answers the crossings due "unavailable" and cancels the OPENs
@@ -435,7 +433,7 @@ func (n *Node) cancel(r *resend) bool {
 	}
 	ev := event.Event{Kind: event.KUnopen, User: r.user, Env: r.env, Conn: conn.Handle{Gen: r.xid}}
 	now := time.Now()
-	switch err := n.publishErr(set, &ev); {
+	switch err := n.publish(set, &ev); {
 	case errors.Is(err, event.ErrNoOwner):
 		if r.at = now.Add(noOwnerRetry).UnixNano(); r.at > r.until {
 			r.sent = len(resendAfter) + 1

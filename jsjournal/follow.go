@@ -41,8 +41,8 @@ type Follower struct {
 
 // Follow loads group's newest snapshot into restore (if there is one) and
 // applies each record after it to fn as Replay does, then goes on applying
-// what is appended, until Stop or an error (Err). fn runs on the Follower's
-// goroutine; payloads alias the messages.
+// what is appended, until Stop or an error (WaitApplied and Stop return
+// it). fn runs on the Follower's goroutine; payloads alias the messages.
 func (s *Store) Follow(ctx context.Context, group int, restore func(Snapshot) error, fn func(journal.Record) error) (*Follower, error) {
 	snap, ok, err := s.getSnapshot(ctx, group)
 	if err != nil {
@@ -158,17 +158,4 @@ func (f *Follower) Stop() (Replayed, error) {
 		return f.r, f.filter.done(f.s.Subject(f.group), f.from)
 	}
 	return f.r, f.err
-}
-
-// Err is why the Follower stopped by itself (nil while it runs, or after
-// Stop).
-func (f *Follower) Err() error {
-	select {
-	case <-f.done:
-	default:
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
 }
