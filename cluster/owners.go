@@ -297,6 +297,32 @@ func Orphans(owner, live, takers []int, node int) []int {
 	return mine
 }
 
+// Standbys is what node follows while other gateways run it, to take it
+// over in milliseconds should its owner die: of each other live owner's
+// SETs, those Orphans would give node if that owner alone were gone. The
+// SETs a death leaves are then already loaded where they are claimed.
+func Standbys(owner, live, takers []int, node int) []int {
+	if !slices.Contains(takers, node) {
+		return nil
+	}
+	var out []int
+	for _, gone := range live {
+		if gone == node || !slices.Contains(owner, gone) {
+			continue
+		}
+		without := func(nodes []int) []int {
+			return slices.DeleteFunc(slices.Clone(nodes), func(n int) bool { return n == gone })
+		}
+		for _, set := range Orphans(owner, without(live), without(takers), node) {
+			if owner[set] == gone {
+				out = append(out, set)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ToClaim is what node claims, given the SETs it runs: first those whose
 // record names node but that it does not run — an earlier process of
 // node's claimed them, or a move of them failed, and no other gateway takes

@@ -137,6 +137,55 @@ func TestOrphans(t *testing.T) {
 	}
 }
 
+// TestStandbys: every SET of a live owner has exactly one standby, another
+// taker, and it is the gateway that claims the SET when its owner dies;
+// the standbys are spread as evenly as the claims.
+func TestStandbys(t *testing.T) {
+	for _, tc := range []struct {
+		owner, live, takers []int
+	}{
+		{[]int{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}, []int{0, 1, 2}, []int{0, 1, 2}},
+		{[]int{0, 1, 0, 1, 0, 1}, []int{0, 1}, []int{0, 1}},
+		{[]int{0, 0, 0, 1, 2, -1, 3}, []int{0, 1, 2, 3}, []int{0, 1, 2, 3}},
+		{[]int{0, 1, 2, 1, 1, 2}, []int{0, 1, 2}, []int{0, 2}}, // 1 leaving: it follows nothing, its SETs are followed
+		{[]int{0, 0}, []int{0}, []int{0}},                      // alone: nothing to follow
+	} {
+		by := map[int][]int{}
+		for _, n := range tc.live {
+			for _, set := range Standbys(tc.owner, tc.live, tc.takers, n) {
+				by[set] = append(by[set], n)
+			}
+		}
+		running := make([]bool, len(tc.owner))
+		for set := range running {
+			running[set] = tc.owner[set] >= 0
+		}
+		for set, o := range tc.owner {
+			var want []int
+			if o >= 0 && slices.Contains(tc.live, o) {
+				live := slices.DeleteFunc(slices.Clone(tc.live), func(n int) bool { return n == o })
+				takers := slices.DeleteFunc(slices.Clone(tc.takers), func(n int) bool { return n == o })
+				for _, n := range takers {
+					if slices.Contains(ToClaim(tc.owner, running, live, takers, n), set) {
+						want = append(want, n)
+					}
+				}
+			}
+			if !slices.Equal(by[set], want) {
+				t.Errorf("owners %v, live %v, takers %v: SET %d (of %d) is followed by %v; want %v, who claims it when %d dies",
+					tc.owner, tc.live, tc.takers, set, o, by[set], want, o)
+			}
+		}
+	}
+	// Three gateways of four SETs each: each follows two of each other's.
+	owner := []int{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}
+	for n := range 3 {
+		if got := Standbys(owner, []int{0, 1, 2}, []int{0, 1, 2}, n); len(got) != 4 {
+			t.Errorf("gateway %d follows %v; want 4 SETs", n, got)
+		}
+	}
+}
+
 // TestNextMove: a gateway that joins gets its even share, one SET at a
 // time from those that run more; one that leaves hands every SET over; an
 // even cluster moves nothing.

@@ -114,6 +114,17 @@ func (f *Follower) run(ctx context.Context, it jetstream.MessagesContext, cons j
 	close(f.done)
 }
 
+// Stopped reports whether the Follower stopped by itself, on an error
+// (Stop returns it), or was stopped.
+func (f *Follower) Stopped() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Applied is the last message of the group the Follower read.
 func (f *Follower) Applied() uint64 { return f.applied.Load() }
 

@@ -255,10 +255,11 @@ func TestReplayDropsOthersAfterClaim(t *testing.T) {
 	}
 }
 
-// TestPurgeAfterSnapshot: putting a group's snapshot purges its messages
-// before the snapshot's first mark and keeps every one from it on; other
-// groups keep all theirs; a newer snapshot replaces the older, and a replay
-// from the older one then reports it moved.
+// TestPurgeAfterSnapshot: putting a group's snapshot replaces the older
+// one and purges its messages before the older one's first mark, keeping
+// every one from it on, so that a replay a snapshot behind is still whole;
+// other groups keep all theirs; once a third is put, a replay from the
+// first reports it moved.
 func TestPurgeAfterSnapshot(t *testing.T) {
 	ns := startJS(t)
 	s := openStore(t, ns.URL(), "gw-a", nil)
@@ -301,15 +302,18 @@ func TestPurgeAfterSnapshot(t *testing.T) {
 	for k := range 3 {
 		round(0, fmt.Sprint("after ", k))
 	}
-	all := seqs(messages(t, s, s.Subject(0)))
-	if len(before) != 5 || len(all) != 4 || all[0] != first.Seq || first.Seq <= before[len(before)-1] {
-		t.Fatalf("messages of group 0: %v before the snapshot at %d, %v after; want the 5 before purged, the mark's and 3 more kept", before, first.Seq, all)
-	}
-	if got := seqs(messages(t, s, s.Subject(1))); !slices.Equal(got, other) {
-		t.Fatalf("group 1's messages %v after group 0's snapshot; want %v", got, other)
+	if all := seqs(messages(t, s, s.Subject(0))); len(before) != 5 || len(all) != 9 || first.Seq <= before[len(before)-1] {
+		t.Fatalf("messages of group 0: %v before the first snapshot at %d, %v after; want none purged", before, first.Seq, all)
 	}
 
 	second := snapshot(2)
+	all := seqs(messages(t, s, s.Subject(0)))
+	if len(all) != 5 || all[0] != first.Seq {
+		t.Fatalf("messages of group 0 after the second snapshot: %v; want the 5 before the first's mark (%d) purged, it and the 4 after it kept", all, first.Seq)
+	}
+	if got := seqs(messages(t, s, s.Subject(1))); !slices.Equal(got, other) {
+		t.Fatalf("group 1's messages %v after group 0's snapshots; want %v", got, other)
+	}
 	if names, err := s.snapshots(ctx, 0); err != nil || !slices.Equal(slices.Sorted(maps.Keys(names)), []uint64{second.Seq}) {
 		t.Fatalf("snapshot objects of group 0: %v (%v); want only the newest, at %d", names, err, second.Seq)
 	}
@@ -317,6 +321,11 @@ func TestPurgeAfterSnapshot(t *testing.T) {
 	if err != nil || !ok || sn.ID != 2 || string(sn.Parts[0].Data) != "state 2" {
 		t.Fatalf("newest snapshot %+v, %v, %v; want snapshot 2", sn, ok, err)
 	}
+	var behind []rec
+	if _, err := s.Replay(ctx, 0, first, collect(&behind)); err != nil || len(behind) != 3 {
+		t.Fatalf("a replay a snapshot behind: %v, %v; want the 3 records after the first snapshot's mark", behind, err)
+	}
+	snapshot(3)
 	if _, err := s.Replay(ctx, 0, first, func(journal.Record) error { return nil }); !errors.Is(err, ErrMoved) {
 		t.Fatalf("a replay from the purged snapshot: %v; want ErrMoved", err)
 	}
@@ -326,7 +335,7 @@ func TestPurgeAfterSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].payload != "last" {
-		t.Fatalf("loaded %v after snapshot 2; want the one record after its mark", got)
+		t.Fatalf("loaded %v after snapshot 3; want the one record after its mark", got)
 	}
 }
 

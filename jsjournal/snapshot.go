@@ -129,10 +129,13 @@ func decodeParts(s Snapshot, b []byte) (Snapshot, error) {
 	return s, nil
 }
 
-// PutSnapshot keeps snap as group's newest snapshot, then purges the
-// subject's messages before snap.Seq and deletes the group's older
-// snapshots: once it returns, a load starts from it. Its parts' marks must
-// be durable, and snap.Seq the earliest message holding one.
+// PutSnapshot keeps snap as group's newest snapshot, then deletes the
+// group's older snapshots and purges the subject's messages before the
+// newest of them: once it returns, a load starts from snap. The messages
+// after the previous snapshot are kept until the next put, so that a
+// reader a snapshot behind — a Follower lagging, a replay under way — does
+// not miss one. Its parts' marks must be durable, and snap.Seq the earliest
+// message holding one.
 func (s *Store) PutSnapshot(ctx context.Context, group int, snap Snapshot) error {
 	if snap.ID == 0 || snap.Seq == 0 {
 		return fmt.Errorf("jsjournal: a snapshot of %s needs its id and the sequence of its first mark", s.Subject(group))
@@ -147,20 +150,25 @@ func (s *Store) PutSnapshot(ctx context.Context, group int, snap Snapshot) error
 	if _, err := s.obj.Put(ctx, meta, bytes.NewReader(encodeSnapshot(group, snap))); err != nil {
 		return fmt.Errorf("jsjournal: putting snapshot %s: %w", name, err)
 	}
-	subject := s.Subject(group)
-	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(snap.Seq)); err != nil {
-		return fmt.Errorf("jsjournal: purging %s before %d after snapshot %s: %w", subject, snap.Seq, name, err)
-	}
 	names, err := s.snapshots(ctx, group)
 	if err != nil {
 		return err
 	}
+	var prev uint64
 	for seq, old := range names {
 		if seq < snap.Seq {
+			prev = max(prev, seq)
 			if err := s.obj.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 				return fmt.Errorf("jsjournal: deleting snapshot %s older than %s: %w", old, name, err)
 			}
 		}
+	}
+	if prev == 0 {
+		return nil // the first: what precedes it goes at the next put
+	}
+	subject := s.Subject(group)
+	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(prev)); err != nil {
+		return fmt.Errorf("jsjournal: purging %s before %d after snapshot %s: %w", subject, prev, name, err)
 	}
 	return nil
 }

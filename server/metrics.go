@@ -413,6 +413,8 @@ func (r *replicated) writeMetrics(e exposition) {
 		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
 		{"moves", "SETs this gateway handed to another on purpose (a move: POST /sets/{s}/move, rebalancing, draining), the other serving them.", &r.moves},
 		{"move_failures", "Moves out of this gateway that did not end with the other gateway serving the SET.", &r.moveFailures},
+		{"standby_takeovers", "Takeovers whose SET was followed here as a standby: read up to the claim instead of loaded from its snapshot and replayed.", &r.standbyTakes},
+		{"standby_failures", "Standbys that failed to start, to follow (a snapshot purged what they had not read: started again), or to take their SET over (loaded from JetStream instead).", &r.standbyDrops},
 	} {
 		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
 	}
@@ -425,6 +427,7 @@ func (r *replicated) writeMetrics(e exposition) {
 	r.mu.Unlock()
 	e.gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(out))
 	e.gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(in))
+	e.gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(r.standbys()))
 	leaving := int64(0)
 	if r.leaving.Load() {
 		leaving = 1

@@ -395,11 +395,23 @@ func (r *replicated) prepareIn(set, from int) error {
 // follow loads set and follows its records into in, caught up with the
 // subject's last message when it returns.
 func (r *replicated) follow(set int, in *moveIn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), prepareWait)
+	defer cancel()
+	if f := r.takeStandby(set); f != nil {
+		// Its standby follows it already: caught up, it is the move's.
+		err := r.caughtUp(ctx, set, f)
+		if err == nil {
+			r.mu.Lock()
+			in.f = f
+			r.mu.Unlock()
+			return nil
+		}
+		f.Stop()
+		r.s.log.Info("following a SET: its standby did not catch up; loading it again", "set", set, "err", err)
+	}
 	if err := r.blank(set); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), prepareWait)
-	defer cancel()
 	var err error
 	for attempt := 1; ; attempt++ {
 		var f *jsjournal.Follower
@@ -428,20 +440,26 @@ const followAttempts = 3
 // followOnce loads set into its blank state object and follows it until it
 // has applied every message appended before the call.
 func (r *replicated) followOnce(ctx context.Context, set int) (*jsjournal.Follower, error) {
-	load, apply := restorer(r.s.setAt(set), time.Now().UnixNano())
+	load, apply := restorer(r.s.setAt(set))
 	f, err := r.store.Follow(ctx, set, load, apply)
 	if err != nil {
 		return nil, err
 	}
-	last, err := r.store.Last(ctx, set)
-	if err == nil {
-		err = f.WaitApplied(ctx, last.Seq)
-	}
-	if err != nil {
+	if err := r.caughtUp(ctx, set, f); err != nil {
 		f.Stop()
 		return nil, err
 	}
 	return f, nil
+}
+
+// caughtUp waits until f has applied every message of set appended before
+// the call.
+func (r *replicated) caughtUp(ctx context.Context, set int, f *jsjournal.Follower) error {
+	last, err := r.store.Last(ctx, set)
+	if err != nil {
+		return err
+	}
+	return f.WaitApplied(ctx, last.Seq)
 }
 
 // abortIn drops a follow of set, if any and not switching.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +64,7 @@ type Options struct {
 	Replicas        int           // -replicas: copies of the JetStream journal and records
 	Lease           time.Duration // -lease: a gateway not heard from for this long loses its SETs
 	Rebalance       time.Duration // -rebalance: least time between two SETs handed over to even out the cluster; 0: DefaultRebalance, negative: never by itself
+	NoStandby       bool          // -standby=false: follow no SET run elsewhere (a takeover loads it from JetStream)
 	SnapshotEvery   time.Duration // -snapshot-every: 0 only at shutdown
 	JournalRound    time.Duration // -journal-round: least time between the starts of two journal rounds; 0: journal.DefaultRoundEvery, negative: none
 	JournalRepair   bool          // -journal-repair: a start on a damaged journal cuts it (keeping the cut bytes beside it) instead of refusing
@@ -179,9 +181,9 @@ const (
 	// wait for it ~2 s at most (docs/DESIGN.md, The lease).
 	DefaultLease = 1500 * time.Millisecond
 	// DefaultRebalance paces a cluster evening out, a SET at a time per
-	// gateway: each move pauses its SET for a few tens of ms and has the
-	// target load it, so a joining gateway takes its share over seconds
-	// rather than all at once (docs/DESIGN.md, Moving a SET).
+	// gateway: each move pauses its SET briefly and has the target load it,
+	// so a joining gateway takes its share over seconds rather than all at
+	// once (docs/DESIGN.md, Moving a SET).
 	DefaultRebalance = time.Second
 	// DefaultSnapshotEvery bounds what a start replays to a minute of
 	// journal (at 60,000 SHAKE/s ~80 MB, a few seconds) and the journal kept
@@ -499,6 +501,14 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.DurationVar(&o.Lease, "lease", DefaultLease, "-journal jetstream: a gateway not heard from for this long loses its SETs to the others (heartbeats every 250 ms)")
 	fs.DurationVar(&o.Rebalance, "rebalance", DefaultRebalance, "-journal jetstream: least time between two of this gateway's SETs it hands, one at a time, to a gateway that runs fewer than\n"+
 		"its share (one that joined): the cluster evens out by itself; negative: never by itself (POST /cluster/rebalance still does)")
+	fs.BoolFunc("standby", "-journal jetstream (default true): follow, as they are appended, the records of the SETs this gateway would\n"+
+		"take over should their gateway die, so that a takeover reads the last few instead of loading a snapshot and\n"+
+		"replaying what follows it (docs/DESIGN.md, Standbys). Costs a second copy of those SETs' state in memory and\n"+
+		"applying their records as their owner does", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		o.NoStandby = !on
+		return err
+	})
 	fs.BoolVar(&o.JournalRepair, "journal-repair", false, "start on a journal that is not whole (a bad round before its end, a segment or the checkpoint missing or cut short)\n"+
 		"by cutting it where it stops being whole, instead of refusing to start: every byte cut is kept in a file beside the\n"+
 		"segment (<segment>.cut-<unix time>) and each cut is logged. Money told to clients may be lost: restore from a copy first if there is one")

@@ -97,6 +97,12 @@ type replicated struct {
 	// rebalanceEvery is -rebalance, in ns.
 	rebalanceEvery atomic.Int64
 	leaving        atomic.Bool // draining: every SET handed over, none taken
+
+	// Standbys (standby.go), under mu: the SETs followed here while others
+	// run them.
+	standby      map[int]*standby
+	standbyTakes atomic.Uint64 // takeovers that started from a standby
+	standbyDrops atomic.Uint64 // standbys that failed: to start, to follow, or to take their SET over
 }
 
 // openReplicated connects to JetStream and opens the journal's stream and
@@ -113,7 +119,7 @@ func (s *Server) openReplicated(password string) error {
 	}
 	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
 		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
-		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets)}
+		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets), standby: map[int]*standby{}}
 	r.rebalanceEvery.Store(int64(s.opts.Rebalance))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -327,6 +333,7 @@ func (r *replicated) claims() {
 			return // a record may name this gateway, which cannot serve it: stop
 		}
 		r.dropStaleFollows()
+		r.standBy(owner)
 		r.rebalance(owner)
 	}
 }
@@ -425,15 +432,18 @@ func (r *replicated) take(set int) error {
 		r.s.log.Warn("fencing a SET's old owner failed: claim handed back, retried later", "set", set, "err", err)
 		return nil
 	}
-	if err := r.blank(set); err != nil {
-		return fail(err)
-	}
 	r.abortIn(set, "its source is gone: taken over from JetStream")
 	fenced := time.Now()
-	load, apply := restorer(r.s.setAt(set), fenced.UnixNano())
-	rep, err := r.store.Load(ctx, set, load, apply)
-	if err != nil {
-		return fail(fmt.Errorf("loading SET %d: %w", set, err))
+	rep, standing := r.fromStandby(ctx, set, seq)
+	if !standing {
+		if err := r.blank(set); err != nil {
+			return fail(err)
+		}
+		load, apply := restorer(r.s.setAt(set))
+		if rep, err = r.store.Load(ctx, set, load, apply); err != nil {
+			return fail(fmt.Errorf("loading SET %d: %w", set, err))
+		}
+		r.replayed.Add(int64(rep.Messages))
 	}
 	if rep.LastSeq != seq {
 		return fail(fmt.Errorf("SET %d: appended to after this gateway's claim (message %d, the claim %d)", set, rep.LastSeq, seq))
@@ -445,8 +455,7 @@ func (r *replicated) take(set int) error {
 	took := time.Since(start)
 	r.takeovers.Add(1)
 	r.takeoverNs.Store(int64(took))
-	r.replayed.Add(int64(rep.Messages))
-	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "snapshot_seq", rep.Snapshot,
+	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "standby", standing, "snapshot_seq", rep.Snapshot,
 		"messages_replayed", rep.Messages, "records_replayed", rep.Records, "dropped", rep.Dropped, "claim_seq", seq, "took", took.Round(time.Microsecond),
 		"claiming", claimed.Sub(start).Round(time.Microsecond), "fencing", fenced.Sub(claimed).Round(time.Microsecond), "loading", loaded.Sub(fenced).Round(time.Microsecond))
 	return nil
@@ -602,6 +611,7 @@ func (r *replicated) close() {
 		return
 	}
 	r.stopClaims()
+	r.stopStandbys()
 	r.owners.Close()
 	r.nc.FlushTimeout(time.Second)
 	r.nc.Close()
@@ -627,11 +637,13 @@ func (s *Server) shutdownCode() uint8 {
 	return 0
 }
 
-// restorer returns what restores SET st from JetStream, at now: its
-// snapshot's parts, then its records; either refuses another SET's.
-func restorer(st *set.SET, now int64) (func(jsjournal.Snapshot) error, func(journal.Record) error) {
+// restorer returns what restores SET st from JetStream: its snapshot's
+// parts, then its records, each at the time it is applied (a standby
+// applies them as they come); either refuses another SET's.
+func restorer(st *set.SET) (func(jsjournal.Snapshot) error, func(journal.Record) error) {
 	set := st.Index()
 	load := func(snap jsjournal.Snapshot) error {
+		now := time.Now().UnixNano()
 		for _, p := range snap.Parts {
 			if ok, err := st.Load(p.PID, p.Data, now); err != nil {
 				return err
@@ -642,7 +654,7 @@ func restorer(st *set.SET, now int64) (func(jsjournal.Snapshot) error, func(jour
 		return nil
 	}
 	apply := func(rec journal.Record) error {
-		if ok, err := st.Apply(rec, now); err != nil {
+		if ok, err := st.Apply(rec, time.Now().UnixNano()); err != nil {
 			return err
 		} else if !ok {
 			return fmt.Errorf("a record of journal producer %d, which is not SET %d's", rec.PID, set)

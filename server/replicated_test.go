@@ -107,14 +107,27 @@ func TestReplicatedClaims(t *testing.T) {
 // its clients shake. The other gateway takes every SET over; the old owner's next
 // journal round is refused, so it tells no more money, sends its clients
 // ERROR 9 and stops with a LostError. Every fen it told is in the new
-// owner's ledger, loaded from JetStream alone (a snapshot and the records
-// after it); the pools are whole.
+// owner's ledger, which had followed the SETs as their standby, or, with
+// -standby=false, loaded them from JetStream alone (a snapshot and the
+// records after it); the pools are whole.
 func TestReplicatedFenced(t *testing.T) {
 	t.Parallel() // it waits on JetStream and leases, not on the CPU
+	for _, standby := range []bool{true, false} {
+		t.Run(fmt.Sprintf("standby=%v", standby), func(t *testing.T) {
+			t.Parallel()
+			testFenced(t, standby)
+		})
+	}
+}
+
+func testFenced(t *testing.T, standby bool) {
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	a, _ := dealtOwner(t, ns, 2, sets)
-	b := startReplicated(t, ns, 1, 2, sets, nil)
+	b := startReplicated(t, ns, 1, 2, sets, func(o *server.Options) { o.NoStandby = !standby })
+	if standby {
+		waitFor(t, "gateway 1 to follow every SET as a standby", func() bool { return metric(t, b, "hongbao_cluster_standbys") == sets })
+	}
 	before := a.stats()
 
 	users := []*client{login(t, a, 1), login(t, a, 2)}
@@ -145,8 +158,8 @@ func TestReplicatedFenced(t *testing.T) {
 	answered := map[*client]bool{}
 	for round := 0; len(answered) < len(users) && round < 10_000; round++ {
 		if round == 10 {
-			// The new owner then loads this snapshot and the records after
-			// it: those before are purged.
+			// Without a standby the new owner then loads this snapshot and
+			// the records after it; with one, it follows through the purge.
 			if err := a.Snapshot(); err != nil {
 				t.Fatalf("snapshot: %v", err)
 			}
@@ -218,6 +231,13 @@ func TestReplicatedFenced(t *testing.T) {
 	}
 	if appErr != nil || app.Addr() != b.addr || app.Stats().Reconnects == 0 {
 		t.Fatalf("the app after the failover: %v, at %s after %d reconnects; want money from gateway 1 (%s)", appErr, app.Addr(), app.Stats().Reconnects, b.addr)
+	}
+	var want uint64
+	if standby {
+		want = sets
+	}
+	if took := metric(t, b, "hongbao_cluster_standby_takeovers_total"); took != want {
+		t.Errorf("%d takeovers from a standby; want %d", took, want)
 	}
 	after := b.stats()
 	if after.Shake.GotAmount < told || after.Shake.Got < got {

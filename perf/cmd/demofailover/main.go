@@ -26,6 +26,7 @@ type config struct {
 	sets, replicas int
 	users, qps     int
 	lease          time.Duration
+	standby        bool          // the gateways' -standby
 	ramp, lead     time.Duration // users in; load before the first fault
 	slot           time.Duration // from one fault's start to the next's
 	kills          int           // kill -9 faults: the first before the others, the rest after
@@ -50,6 +51,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.users, "users", 3000, "users 1..`N` of the load client, each its own connection")
 	fs.IntVar(&c.qps, "qps", 3000, "the load client's SHAKEs a second (`rate`)")
 	fs.DurationVar(&c.lease, "lease", 1500*time.Millisecond, "the gateways' -lease: a gateway not heard from for this long loses its SETs")
+	fs.BoolVar(&c.standby, "standby", true, "the gateways' -standby: each follows the SETs it would take over; false: a takeover loads them from JetStream")
 	dur := func(name string, p *time.Duration, def time.Duration, usage string) {
 		*p = def
 		fs.Func(name, usage+" (a Go duration or whole seconds; default "+def.String()+")", func(s string) (err error) {

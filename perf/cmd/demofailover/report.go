@@ -57,7 +57,7 @@ func verdict(ok bool) string {
 func writeReport(res *result, cfg config, r *harness.Run) {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.sets, cfg.replicas, cfg.lease)
+	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.sets, cfg.replicas, cfg.lease, cfg.standby)
 	p("load: %s\n", res.Load)
 	t := &harness.Table{Right: true, Head: []string{"#", "fault", "at", "SETs timed", "first money max", "median", "longest gap", "takeover max", "counted before", "after", "fenced money", "verdict"}}
 	for i, f := range res.Faults {

@@ -78,8 +78,8 @@ func run(ctx context.Context, cfg config, command string) error {
 	res := &result{Command: command, Load: fmt.Sprintf("%d users, %d SHAKE/s, %v SEND/s for %v after a %v ramp; shake campaign %d/s for %d s, send campaign %d/s",
 		cfg.users, cfg.qps, cfg.sendRate, cfg.load(), cfg.ramp, rate, secs, cfg.camps.Send)}
 	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
-	r.Say("3 NATS servers (JetStream), %d gateways, %d SETs, -replicas %d, -lease %v; %s; faults %s, %v apart; files in %s/",
-		gateways, cfg.sets, cfg.replicas, cfg.lease, res.Load, strings.Join(cfg.plan(), ", "), cfg.slot, r.Dir)
+	r.Say("3 NATS servers (JetStream), %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v; %s; faults %s, %v apart; files in %s/",
+		gateways, cfg.sets, cfg.replicas, cfg.lease, cfg.standby, res.Load, strings.Join(cfg.plan(), ", "), cfg.slot, r.Dir)
 
 	// NATS: the gateways' users (their JetStream permissions) and the audit's.
 	pass := make([]byte, 16)
@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	}
 	defer stopNATS()
 
-	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String()}
+	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String(), "-standby=" + strconv.FormatBool(cfg.standby)}
 	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
 		Echo: os.Stderr, URL: js.URL(), Auth: harness.IdentityArgs(ids), SamePorts: true}
 	defer cl.Cleanup()
