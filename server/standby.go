@@ -20,9 +20,10 @@ import (
 
 // standby is a SET followed here while another gateway runs it.
 type standby struct {
-	ready chan struct{} // closed once started: f set, or err
-	f     *jsjournal.Follower
-	err   error
+	ready  chan struct{} // closed once started: f set, or err
+	cancel context.CancelFunc
+	f      *jsjournal.Follower
+	err    error
 }
 
 const (
@@ -78,8 +79,10 @@ func (r *replicated) standBy(owner []int) {
 		}
 	}
 	var sb *standby
+	var ctx context.Context
 	if next >= 0 {
 		sb = &standby{ready: make(chan struct{})}
+		ctx, sb.cancel = context.WithTimeout(context.Background(), standbyStart)
 		r.standby[next] = sb
 	}
 	r.mu.Unlock()
@@ -89,20 +92,19 @@ func (r *replicated) standBy(owner []int) {
 		}
 	}
 	if sb != nil {
-		go r.startStandby(next, sb)
+		go r.startStandby(ctx, next, sb)
 	}
 }
 
 // startStandby loads set's snapshot into its blank state object and follows
 // its records into it.
-func (r *replicated) startStandby(set int, sb *standby) {
+func (r *replicated) startStandby(ctx context.Context, set int, sb *standby) {
 	defer close(sb.ready)
+	defer sb.cancel()
 	if sb.err = r.blank(set); sb.err != nil {
 		return
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), standbyStart)
-	defer cancel()
 	load, apply := restorer(r.s.setAt(set))
 	if sb.f, sb.err = r.store.Follow(ctx, set, load, apply); sb.err != nil {
 		r.standbyDrops.Add(1)
@@ -158,12 +160,14 @@ func (r *replicated) standbys() int {
 	return len(r.standby)
 }
 
-// stopStandbys stops every standby, at the gateway's stop.
+// stopStandbys stops every standby, at the gateway's stop: those starting
+// give up their load.
 func (r *replicated) stopStandbys() {
 	r.mu.Lock()
 	sets := make([]int, 0, len(r.standby))
-	for set := range r.standby {
+	for set, sb := range r.standby {
 		sets = append(sets, set)
+		sb.cancel()
 	}
 	r.mu.Unlock()
 	for _, set := range sets {
