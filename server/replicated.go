@@ -101,8 +101,9 @@ type replicated struct {
 	// Standbys (standby.go), under mu: the SETs followed here while others
 	// run them.
 	standby      map[int]*standby
-	standbyTakes atomic.Uint64 // takeovers that started from a standby
-	standbyDrops atomic.Uint64 // standbys that failed: to start, to follow, or to take their SET over
+	wanted       map[int]time.Time // the claims loop's: since when each SET it should follow was given to it
+	standbyTakes atomic.Uint64     // takeovers that started from a standby
+	standbyDrops atomic.Uint64     // standbys that failed: to start, to follow, or to take their SET over
 }
 
 // openReplicated connects to JetStream and opens the journal's stream and
@@ -119,7 +120,7 @@ func (s *Server) openReplicated(password string) error {
 	}
 	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
 		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
-		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets), standby: map[int]*standby{}}
+		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets), standby: map[int]*standby{}, wanted: map[int]time.Time{}}
 	r.rebalanceEvery.Store(int64(s.opts.Rebalance))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -20,10 +20,11 @@ import (
 
 // standby is a SET followed here while another gateway runs it.
 type standby struct {
-	ready  chan struct{} // closed once started: f set, or err
-	cancel context.CancelFunc
-	f      *jsjournal.Follower
-	err    error
+	ready    chan struct{} // closed once started: f set, or err
+	cancel   context.CancelFunc
+	f        *jsjournal.Follower
+	err      error
+	unwanted time.Time // since when cluster.Standbys no longer gives it here; zero while it does
 }
 
 const (
@@ -32,18 +33,36 @@ const (
 	// standbyCatchUp bounds a takeover's wait for its standby to read up to
 	// the claim, after which it loads the SET from JetStream instead.
 	standbyCatchUp = 2 * time.Second
+	// standbySettle and standbyLinger damp the standbys' churn while SETs
+	// move: each start loads a snapshot.
+	standbySettle = time.Second
+	standbyLinger = 30 * time.Second
 )
 
 // standBy makes the SETs followed here those cluster.Standbys gives this
-// gateway for owner, each SET's owner of the moment: it drops the others,
-// and those that stopped on an error, and starts one more at a time on a
-// goroutine of its own (a start loads a snapshot).
+// gateway for owner, each SET's owner of the moment, and starts one more at
+// a time on a goroutine of its own (a start loads a snapshot). Moves shift
+// the assignment back and forth, so a SET is started only once it has been
+// wanted for standbySettle and no move of this gateway's is under way, and
+// one no longer wanted lingers for standbyLinger before it is dropped;
+// those that stopped on an error go at once.
 func (r *replicated) standBy(owner []int) {
 	var want []int
 	on := !r.s.opts.NoStandby && !r.leaving.Load()
 	live := r.s.node.Heard()
 	if on {
 		want = cluster.Standbys(owner, live, r.s.node.Takers(), r.node)
+	}
+	now := time.Now()
+	for _, set := range want {
+		if _, ok := r.wanted[set]; !ok {
+			r.wanted[set] = now
+		}
+	}
+	for set := range r.wanted {
+		if !slices.Contains(want, set) {
+			delete(r.wanted, set)
+		}
 	}
 	var drop []int
 	var stop []*jsjournal.Follower
@@ -59,8 +78,13 @@ func (r *replicated) standBy(owner []int) {
 		stopped := sb.err == nil && sb.f.Stopped() // on an error: Stop says which
 		// A SET whose owner went unheard keeps its standby until someone
 		// claims it: that is what the standby is for.
-		keep := slices.Contains(want, set) || on && !slices.Contains(live, owner[set])
-		if sb.err != nil || stopped || !keep {
+		switch {
+		case slices.Contains(want, set) || on && !slices.Contains(live, owner[set]):
+			sb.unwanted = time.Time{}
+		case sb.unwanted.IsZero():
+			sb.unwanted = now
+		}
+		if sb.err != nil || stopped || !on || !sb.unwanted.IsZero() && now.Sub(sb.unwanted) > standbyLinger {
 			delete(r.standby, set)
 			drop = append(drop, set)
 			if sb.f != nil {
@@ -72,10 +96,12 @@ func (r *replicated) standBy(owner []int) {
 		}
 	}
 	next := -1
-	for _, set := range want {
-		if !starting && r.standby[set] == nil && r.incoming[set] == nil && r.moving[set] == nil && !r.active[set].Load() {
-			next = set
-			break
+	if !starting && len(r.moving) == 0 && len(r.incoming) == 0 {
+		for _, set := range want {
+			if now.Sub(r.wanted[set]) >= standbySettle && r.standby[set] == nil && !r.active[set].Load() {
+				next = set
+				break
+			}
 		}
 	}
 	var sb *standby
