@@ -80,6 +80,12 @@ func OpenOwners(ctx context.Context, js jetstream.JetStream, bucket string, sets
 	}{sets})
 	if _, err := kv.Create(ctx, configKey, cfg); errors.Is(err, jetstream.ErrKeyExists) {
 		e, err := kv.Get(ctx, configKey)
+		// Created a moment ago by a gateway starting alongside: a read
+		// served by a replica that has not applied it yet misses it.
+		for wait := 10 * time.Millisecond; errors.Is(err, jetstream.ErrKeyNotFound) && wait < 5*time.Second; wait *= 2 {
+			time.Sleep(wait)
+			e, err = kv.Get(ctx, configKey)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster: the ownership bucket %s: %w", bucket, err)
 		}
