@@ -270,7 +270,16 @@ func (n *Node) notOwner(set, from int, why string) string {
 func (n *Node) mayNotSend(from int, ev *event.Event) string {
 	switch ev.Kind {
 	case event.KOpen, event.KUnopen, event.KRepush:
-		if why := n.notOwner(n.bus.SETOf(ev.User), from, "a "+ev.Kind.String()+" for a user of another gateway"); why != "" {
+		why := n.notOwner(n.bus.SETOf(ev.User), from, "a "+ev.Kind.String()+" for a user of another gateway")
+		if why == stale && ev.Kind == event.KUnopen {
+			// A take-back gives back a share its sender's client was never
+			// told: the former owner sends those for the crossings it gave up
+			// as the SET left it, and for answers that reached it after, and
+			// they may arrive after this gateway saw the SET move. Dropped,
+			// the share would stay counted and untold.
+			why = ""
+		}
+		if why != "" {
 			return why
 		}
 		if ev.OutLen != 0 || ev.Buf != nil {

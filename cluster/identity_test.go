@@ -163,6 +163,16 @@ func TestMayNotSend(t *testing.T) {
 	if why := n.mayNotSend(1, &event.Event{Kind: event.KOpen, User: 2, Env: envOf(0)}); why == "" || why == stale {
 		t.Errorf("an OPEN for a SET gateway 1 never ran: %q; want forged", why)
 	}
+	// A take-back from the former owner is taken: the share it gives back
+	// was never told, whenever it arrives.
+	for _, amount := range []uint32{0, 10} { // a cancelled crossing; an answer that found its user gone
+		if why := n.mayNotSend(1, &event.Event{Kind: event.KUnopen, User: 1, Env: envOf(2), Amount: amount}); why != "" {
+			t.Errorf("a take-back (amount %d) from SET 1's former owner: %q; want it taken", amount, why)
+		}
+	}
+	if why := n.mayNotSend(1, &event.Event{Kind: event.KUnopen, User: 2, Env: envOf(2), Amount: 10}); why == "" || why == stale {
+		t.Errorf("a take-back for a SET gateway 1 never ran: %q; want forged", why)
+	}
 }
 
 // deployConf is the nats-server configuration deploy/ ships, with the

@@ -341,6 +341,8 @@ func (n *Node) retryEarly(now int64) {
 		case n.tryEarly(&e):
 		case now > e.until:
 			n.M.Misrouted.Add(1)
+			n.log.Warn("cluster: a take-back dropped: its SET did not run here within the hold; the share it names stays counted and untold",
+				"set", e.set, "from", e.from, "user", e.ev.User, "envelope", e.ev.Env, "amount", e.ev.Amount, "crossing", e.xid)
 		default:
 			kept = append(kept, e)
 		}

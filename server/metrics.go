@@ -372,7 +372,7 @@ func (s *Server) writeCluster(e exposition) {
 		{"publish_errors", "Batches NATS refused (disconnected past its buffer, or closed): their events were not sent, their crossings time out.", &m.PublishErrors},
 		{"crossings_timed_out", "Crossings (OPENs, CHATs to another gateway) not answered within -cluster-timeout: answered OPEN_RESULT 5 or CHAT_ACK 2, an OPEN's draw cancelled at its envelope's gateway.", &m.TimedOut},
 		{"answers_late", "Answers to crossings that came after their bound: dropped (the client was told unavailable).", &m.Late},
-		{"stale_events", "Events from a SET's former owner (where SETs fail over), sent before it learnt it lost the SET: dropped, as the new owner answers its clients.", &m.Stale},
+		{"stale_events", "Events from a SET's former owner (where SETs fail over or move), sent before it learnt it lost the SET: dropped, as the new owner answers its clients. Take-backs excepted: they give back shares no client was told.", &m.Stale},
 		{"misrouted", "Events received for a SET this gateway does not run (a cancel: not within 2 s, while the SET moves here): dropped (expected 0).", &m.Misrouted},
 		{"malformed", "NATS messages on this gateway's subject that did not decode: the rest of the message dropped (expected 0).", &m.Malformed},
 		{"refused", "Requests from other gateways answered overloaded (OPEN_RESULT 5, CHAT_ACK 2): their SET's ring was nearly full.", &m.Refused},
