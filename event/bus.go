@@ -135,8 +135,11 @@ func (b *Bus) SetStray(f func(o *Outbox, ev *Event)) { b.root().onStray = f }
 // to a connection here of set, which runs elsewhere now, and reports
 // whether it did.
 func (b *Bus) stray(o *Outbox, set int, ev *Event) bool {
+	if ev.Kind != KAnswer || ev.Conn.C == nil {
+		return false
+	}
 	root := b.root()
-	if ev.Kind != KAnswer || ev.Conn.C == nil || root.onStray == nil || !root.routes[set].Load().remote {
+	if root.onStray == nil || !root.routes[set].Load().remote {
 		return false
 	}
 	root.onStray(o, ev)

@@ -79,8 +79,9 @@ type Store struct {
 
 	// The writer's: a round's futures, and its number (random at Open,
 	// one more each round).
-	futs  []jetstream.PubAckFuture
-	round uint64
+	futs     []jetstream.PubAckFuture
+	round    uint64
+	roundHdr []string // the round's Hongbao-Round value, shared by its messages
 	// afterLast, in tests, runs in resolve between reading the last
 	// message and publishing again: where an original still in flight lands.
 	afterLast func(group int)
@@ -107,7 +108,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: %w", err)
 	}
-	s := &Store{o: o, js: js, name: o.Prefix + "_journal", gw: []string{o.Gateway}, round: rand.Uint64()}
+	s := &Store{o: o, js: js, name: o.Prefix + "_journal", gw: []string{o.Gateway}}
+	s.nextRound(rand.Uint64())
 	s.stream, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:              s.name,
 		Description:       "hongbao: every SET's journal, a subject per SET",
@@ -170,7 +172,7 @@ func (s *Store) MaxBatch() int { return s.maxPayload }
 // or not (published again), or fenced.
 func (s *Store) Commit(batches []journal.Batch) {
 	deadline := time.Now().Add(s.o.AckWait)
-	s.round++
+	s.nextRound(s.round + 1)
 	if cap(s.futs) < len(batches) {
 		s.futs = make([]jetstream.PubAckFuture, len(batches))
 	}
@@ -206,10 +208,16 @@ func (s *Store) Commit(batches []journal.Batch) {
 	}
 }
 
+// nextRound makes round the writer's round, its header formatted once for
+// every message of it.
+func (s *Store) nextRound(round uint64) {
+	s.round, s.roundHdr = round, []string{strconv.FormatUint(round, 10)}
+}
+
 // message is batch b's message.
 func (s *Store) message(b *journal.Batch) *nats.Msg {
 	return &nats.Msg{Subject: s.Subject(b.Group), Data: b.Data,
-		Header: nats.Header{HeaderGateway: s.gw, HeaderAfter: {strconv.FormatUint(b.ExpectLast, 10)}, HeaderRound: {strconv.FormatUint(s.round, 10)}}}
+		Header: nats.Header{HeaderGateway: s.gw, HeaderAfter: {strconv.FormatUint(b.ExpectLast, 10)}, HeaderRound: s.roundHdr}}
 }
 
 // resolve settles the batches that failed (their message may or may not

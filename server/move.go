@@ -409,13 +409,12 @@ func (r *replicated) follow(set int, in *moveIn) error {
 		f.Stop()
 		r.s.log.Info("following a SET: its standby did not catch up; loading it again", "set", set, "err", err)
 	}
-	if err := r.blank(set); err != nil {
-		return err
-	}
-	var err error
 	for attempt := 1; ; attempt++ {
-		var f *jsjournal.Follower
-		if f, err = r.followOnce(ctx, set); err == nil {
+		if err := r.blank(set); err != nil {
+			return err
+		}
+		f, err := r.followOnce(ctx, set)
+		if err == nil {
 			r.mu.Lock()
 			in.f = f
 			r.mu.Unlock()
@@ -428,9 +427,6 @@ func (r *replicated) follow(set int, in *moveIn) error {
 			return err
 		}
 		r.s.log.Info("following a SET: starting again", "set", set, "attempt", attempt, "err", err)
-		if err := r.s.renewSET(set); err != nil {
-			return err
-		}
 	}
 }
 

@@ -72,7 +72,7 @@ func (x *runner) owners(not int) ([]int, error) {
 		if g.Srv != nil && g.Node != not {
 			m, e := harness.ReadClusterMap(g.Srv.Admin)
 			if e == nil {
-				return m.Owners(x.cfg.sets), nil
+				return m.Owners(x.cfg.Sets), nil
 			}
 			err = e
 		}
@@ -120,7 +120,7 @@ func (x *runner) streamLeader(ctx context.Context) int {
 func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	cfg := &x.cfg
 	f := &fault{Kind: kind, FirstMs: map[int]float64{}, Empty: map[int]int{}}
-	all := make([]int, cfg.sets)
+	all := make([]int, cfg.Sets)
 	for s := range all {
 		all[s] = s
 	}
@@ -168,7 +168,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		x.cl.Kill(f.node)
 	case "stop":
 		srv := x.cl.Gateways[f.node].Srv
-		wit, err := dialWitnesses(srv.Listen, f.Moved, cfg.sets)
+		wit, err := dialWitnesses(srv.Listen, f.Moved, cfg.Sets)
 		if err != nil {
 			f.problem("%v", err)
 		}
@@ -177,7 +177,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		if wit != nil {
 			wit.send()
 		}
-		sleep(ctx, cfg.stopFor)
+		harness.Sleep(ctx, cfg.stopFor)
 		srv.Signal(syscall.SIGCONT)
 		cont := time.Now()
 		if wit != nil {
@@ -201,7 +201,7 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	case "nats":
 		x.r.Step("fault: kill -9 "+f.Target+", restarted after "+cfg.natsDown.String(), fmt.Sprintf("kill -9 %d; sleep %g; %s", x.js.PID(f.node), cfg.natsDown.Seconds(), x.js.CommandLine(f.node)))
 		x.js.Kill(f.node)
-		sleep(ctx, cfg.natsDown)
+		harness.Sleep(ctx, cfg.natsDown)
 		if err := x.js.Restart(f.node); err != nil {
 			f.problem("restarting %s: %v", x.js.Name(f.node), err)
 		} else if err := x.js.WaitJetStream(ctx, 30*time.Second); err != nil {
@@ -333,11 +333,3 @@ func lostLine(path string) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}

@@ -23,20 +23,15 @@ import (
 
 // config is one run.
 type config struct {
-	sets, replicas int
-	users, qps     int
-	lease          time.Duration
-	standby        bool          // the gateways' -standby
-	ramp, lead     time.Duration // users in; load before the first fault
-	slot           time.Duration // from one fault's start to the next's
-	kills          int           // kill -9 faults: the first before the others, the rest after
-	stop, nats     bool          // the SIGSTOP fault, the NATS fault
-	stopFor        time.Duration // SIGSTOP to SIGCONT
-	natsDown       time.Duration // NATS server killed to restarted
-	window         time.Duration // the longest a measured SET may go without money
-	probeEvery     time.Duration
-	sendRate       float64
-	camps          harness.Campaigns
+	harness.StepLoad
+	standby    bool          // the gateways' -standby
+	kills      int           // kill -9 faults: the first before the others, the rest after
+	stop       bool          // the SIGSTOP fault
+	nats       bool          // the NATS fault
+	stopFor    time.Duration // SIGSTOP to SIGCONT
+	natsDown   time.Duration // NATS server killed to restarted
+	window     time.Duration // the longest a measured SET may go without money
+	probeEvery time.Duration
 	harness.RunFlags
 }
 
@@ -46,22 +41,11 @@ const gateways = 3
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{}
-	fs.IntVar(&c.sets, "sets", 12, "-sets of every gateway (`N`)")
-	fs.IntVar(&c.replicas, "replicas", 3, "the gateways' -replicas: JetStream's copies of the journal, snapshots and ownership records")
-	fs.IntVar(&c.users, "users", 3000, "users 1..`N` of the load client, each its own connection")
-	fs.IntVar(&c.qps, "qps", 3000, "the load client's SHAKEs a second (`rate`)")
-	fs.DurationVar(&c.lease, "lease", 1500*time.Millisecond, "the gateways' -lease: a gateway not heard from for this long loses its SETs")
+	c.StepLoad.Add(fs, "fault", 20*time.Second)
 	fs.BoolVar(&c.standby, "standby", true, "the gateways' -standby: each follows the SETs it would take over; false: a takeover loads them from JetStream")
 	dur := func(name string, p *time.Duration, def time.Duration, usage string) {
-		*p = def
-		fs.Func(name, usage+" (a Go duration or whole seconds; default "+def.String()+")", func(s string) (err error) {
-			*p, err = harness.ParseDuration(s)
-			return err
-		})
+		harness.DurationVar(fs, p, name, def, usage)
 	}
-	dur("ramp", &c.ramp, 5*time.Second, "time for the users to connect before the load, `d`")
-	dur("lead", &c.lead, 10*time.Second, "load before the first fault, `d`")
-	dur("slot", &c.slot, 20*time.Second, "from a fault's start to the next one's, `d`: its window, the restart and a pause to settle")
 	fs.IntVar(&c.kills, "kills", 2, "kill -9 faults (`N`): the first comes before the SIGSTOP and NATS faults, the others after them")
 	fs.BoolVar(&c.stop, "stop", true, "the SIGSTOP fault: a gateway stopped past its lease, then continued: it must exit 3")
 	fs.BoolVar(&c.nats, "nats", true, "the NATS fault: the journal stream's leader of the 3 NATS servers killed, restarted -nats-down later")
@@ -69,8 +53,6 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	dur("nats-down", &c.natsDown, 10*time.Second, "how long the NATS server stays down, `d`")
 	dur("window", &c.window, 15*time.Second, "the longest a moved SET may go without a money answer after its fault, `d`")
 	dur("probe-every", &c.probeEvery, 10*time.Millisecond, "each probe's SHAKE period during a fault, `d`")
-	fs.Float64Var(&c.sendRate, "send-rate", 100, "the load client's SENDs a second (`rate`), each to -recipients random users")
-	c.camps.Add(fs, 0, "send-campaign-rate", 50)
 	c.RunFlags.Add(fs, "demofailover", "demofailover-")
 	harness.Usage(fs, `NATS inside this process (3 servers, JetStream), 3 gateways of bin/server (-journal jetstream,
 -replicas, -lease, -sets), bin/loadclient with -server and -admin naming every gateway (-reconcile
@@ -91,24 +73,18 @@ Exit status: 0 when everything passed, 1 when something failed, 2 for a bad comm
 		return c, err
 	}
 	if c.stopFor == 0 {
-		c.stopFor = c.lease + 2*time.Second
+		c.stopFor = c.Lease + 2*time.Second
 	}
 	var bad harness.Problems
-	bad.If(c.sets < gateways || c.sets > 4096, "-sets=%d: want %d..4096", c.sets, gateways)
-	bad.If(c.replicas < 1 || c.replicas > gateways, "-replicas=%d: want 1..%d", c.replicas, gateways)
-	bad.If(c.qps < 0, "-qps=%d: want 0 or more", c.qps)
-	bad.If(c.lease < 500*time.Millisecond, "-lease=%v: want at least 500ms", c.lease)
-	bad.If(c.ramp < time.Second || c.lead < time.Second, "-ramp=%v, -lead=%v: want at least 1s each", c.ramp, c.lead)
+	c.StepLoad.Validate(&bad, gateways, gateways, time.Second)
 	bad.If(c.kills < 0 || c.kills > 20, "-kills=%d: want 0..20", c.kills)
 	bad.If(c.faults() == 0, "no fault: want -kills above 0, -stop or -nats")
-	bad.If(c.stopFor <= c.lease, "-stop-for=%v: want more than -lease", c.stopFor)
+	bad.If(c.stopFor <= c.Lease, "-stop-for=%v: want more than -lease", c.stopFor)
 	bad.If(c.natsDown < time.Second, "-nats-down=%v: want at least 1s", c.natsDown)
 	bad.If(c.window < time.Second, "-window=%v: want at least 1s", c.window)
-	bad.If(c.slot < c.window/2 || c.nats && c.slot < c.natsDown+5*time.Second, "-slot=%v: want at least half -window, and -nats-down + 5s with -nats", c.slot)
+	bad.If(c.Slot < c.window/2 || c.nats && c.Slot < c.natsDown+5*time.Second, "-slot=%v: want at least half -window, and -nats-down + 5s with -nats", c.Slot)
 	bad.If(c.probeEvery < time.Millisecond, "-probe-every=%v: want at least 1ms", c.probeEvery)
-	bad.If(c.sendRate < 0, "-send-rate=%v: want 0 or more", c.sendRate)
-	bad.If(c.camps.Shake < 0 || c.camps.Send < 1, "-shake-rate=%d, -send-campaign-rate=%d: want 0 (sized to the load) or more, and at least 1", c.camps.Shake, c.camps.Send)
-	bad.Add(c.RunFlags.Validate(c.users, c.camps.Recipients))
+	bad.Add(c.RunFlags.Validate(c.Users, c.Camps.Recipients))
 	return c, bad.Err()
 }
 
@@ -118,7 +94,7 @@ func (c config) faults() int { return c.kills + b2i(c.stop) + b2i(c.nats) }
 // load is the load's length after the ramp: the lead, the faults' slots,
 // and a tail.
 func (c config) load() time.Duration {
-	return c.lead + time.Duration(c.faults())*c.slot + 5*time.Second
+	return c.Lead + time.Duration(c.faults())*c.Slot + 5*time.Second
 }
 
 func b2i(b bool) int {
@@ -129,7 +105,7 @@ func b2i(b bool) int {
 }
 
 func main() {
-	bound := func(c config) time.Duration { return c.ramp + c.load() + 4*time.Minute }
+	bound := func(c config) time.Duration { return c.Ramp + c.load() + 4*time.Minute }
 	harness.Main("demofailover", parseFlags, bound, func(ctx context.Context, c config) error {
 		fmt.Printf("demofailover %s\n", strings.Join(os.Args[1:], " "))
 		return run(ctx, c, "demofailover "+strings.Join(os.Args[1:], " "))

@@ -16,16 +16,16 @@ func TestParseFlags(t *testing.T) {
 		return flagtest.Parse(t, "demofailover", parseFlags, args, wantErrs...)
 	}
 	c := f("")
-	if c.sets != 12 || c.users != 3000 || c.qps != 3000 || c.kills != 2 || !c.stop || !c.nats || c.stopFor != 3500*time.Millisecond {
+	if c.Sets != 12 || c.Users != 3000 || c.QPS != 3000 || c.kills != 2 || !c.stop || !c.nats || c.stopFor != 3500*time.Millisecond {
 		t.Errorf("defaults: %+v", c)
 	}
 	if got := c.plan(); len(got) != 4 || got[0] != "kill" || got[1] != "stop" || got[2] != "nats" || got[3] != "kill" {
 		t.Errorf("plan %v; want kill, stop, nats, kill", got)
 	}
-	if d := c.ramp + c.load(); d < 90*time.Second || d > 2*time.Minute {
+	if d := c.Ramp + c.load(); d < 90*time.Second || d > 2*time.Minute {
 		t.Errorf("the default run's load lasts %v: want about 2 minutes", d)
 	}
-	if rate, secs := c.shakeCampaign(); rate*secs < 2*c.qps*int(c.load().Seconds()) {
+	if rate, secs := c.shakeCampaign(); rate*secs < 2*c.QPS*int(c.load().Seconds()) {
 		t.Errorf("shake campaign %d/s for %d s: fewer than 2 envelopes per SHAKE", rate, secs)
 	}
 	if c := f("-kills 5 -stop=false -nats=false"); len(c.plan()) != 5 {

@@ -20,7 +20,7 @@ func (f *fault) line() string {
 		fenced = fmt.Sprintf("; money answers from the fenced gateway %d (of %d answers to %d witnessed SETs)", f.Fenced, f.Answers, f.Witnessed)
 	}
 	return fmt.Sprintf("%s of %s: %s; first money answer after the fault max %s, median %.0f ms; longest without money %.0f ms; money counted before %d (≥ told by then), after %d%s: %s",
-		what, f.Target, sets, f.maxFirst(), f.MedMs, f.GapMs, f.Before, f.After, fenced, verdict(len(f.Problems) == 0))
+		what, f.Target, sets, f.maxFirst(), f.MedMs, f.GapMs, f.Before, f.After, fenced, harness.Verdict(len(f.Problems) == 0))
 }
 
 // maxFirst is the largest first-money time, or how many SETs had none.
@@ -46,18 +46,11 @@ func killFailover(faults []*fault) ([]string, float64) {
 	return each, med
 }
 
-func verdict(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "FAILED"
-}
-
 // writeReport prints the report and writes report.txt and summary.json.
 func writeReport(res *result, cfg config, r *harness.Run) {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.sets, cfg.replicas, cfg.lease, cfg.standby)
+	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.Sets, cfg.Replicas, cfg.Lease, cfg.standby)
 	p("load: %s\n", res.Load)
 	t := &harness.Table{Right: true, Head: []string{"#", "fault", "at", "SETs timed", "first money max", "median", "longest gap", "takeover max", "counted before", "after", "fenced money", "verdict"}}
 	for i, f := range res.Faults {
@@ -67,7 +60,7 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 			took = max(took, tk.Ms)
 		}
 		t.Add(fmt.Sprint(i+1), what, fmt.Sprintf("+%.1fs", f.AtS), fmt.Sprint(len(f.Measured)), f.maxFirst(), fmt.Sprintf("%.0f ms", f.MedMs),
-			fmt.Sprintf("%.0f ms", f.GapMs), fmt.Sprintf("%.1f ms", took), fmt.Sprint(f.Before), fmt.Sprint(f.After), fmt.Sprint(f.Fenced), verdict(len(f.Problems) == 0))
+			fmt.Sprintf("%.0f ms", f.GapMs), fmt.Sprintf("%.1f ms", took), fmt.Sprint(f.Before), fmt.Sprint(f.After), fmt.Sprint(f.Fenced), harness.Verdict(len(f.Problems) == 0))
 	}
 	b.WriteString(t.Text())
 	if kills, med := killFailover(res.Faults); len(kills) > 0 {
@@ -123,13 +116,13 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 		told += int64(c.ShakeAmount + c.OpenAmount)
 	}
 	p("\nmoney over the run (/cluster/stats got_amount + opened_amount): %d counted since the baseline; told %d (probes %d fen in %d answers): %s",
-		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], verdict(told <= res.Final-res.Baseline))
+		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], harness.Verdict(told <= res.Final-res.Baseline))
 	p("cluster ledger at the end (%d gateways answered, missing %v):", res.Cluster.Gateways, res.Cluster.Missing)
 	for _, c := range res.Checks {
 		p("  %s", c)
 	}
 	p("\nJetStream audit: every message of the journal's stream read as it was appended (journal.csv), and each SET replayed at the end")
-	p("from its newest snapshot as a claimant does; messages after a claim from another gateway than the claimant: %d: %s", res.Dropped, verdict(res.Dropped == 0))
+	p("from its newest snapshot as a claimant does; messages after a claim from another gateway than the claimant: %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))
 	at := &harness.Table{Right: true, Head: []string{"SET", "owner", "epoch", "claims", "messages", "dropped", "replayed", "dropped"}}
 	for _, a := range res.Audit {
 		at.Add(fmt.Sprint(a.Set), a.Owner, fmt.Sprint(a.Epoch), fmt.Sprint(a.Claims), fmt.Sprint(a.Messages), fmt.Sprint(a.Dropped),

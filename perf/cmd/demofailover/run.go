@@ -42,13 +42,7 @@ type result struct {
 // -shake-rate sets the rate). A campaign's part ends with its gateway, and
 // the SETs that gateway ran keep only what it dealt them: the pools must
 // hold the whole run's before the first fault.
-func (c config) shakeCampaign() (rate, secs int) {
-	secs = max(1, int(c.lead.Seconds())-2)
-	if rate = c.camps.Shake; rate == 0 {
-		rate = max(100, 2*c.qps*int(c.load().Seconds())/secs)
-	}
-	return rate, secs
-}
+func (c config) shakeCampaign() (rate, secs int) { return c.ShakeFill(c.load()) }
 
 // plan is the faults in order.
 func (c config) plan() []string {
@@ -76,10 +70,10 @@ func run(ctx context.Context, cfg config, command string) error {
 	defer r.WriteCommands()
 	rate, secs := cfg.shakeCampaign()
 	res := &result{Command: command, Load: fmt.Sprintf("%d users, %d SHAKE/s, %v SEND/s for %v after a %v ramp; shake campaign %d/s for %d s, send campaign %d/s",
-		cfg.users, cfg.qps, cfg.sendRate, cfg.load(), cfg.ramp, rate, secs, cfg.camps.Send)}
+		cfg.Users, cfg.QPS, cfg.SendRate, cfg.load(), cfg.Ramp, rate, secs, cfg.Camps.Send)}
 	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
 	r.Say("3 NATS servers (JetStream), %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v; %s; faults %s, %v apart; files in %s/",
-		gateways, cfg.sets, cfg.replicas, cfg.lease, cfg.standby, res.Load, strings.Join(cfg.plan(), ", "), cfg.slot, r.Dir)
+		gateways, cfg.Sets, cfg.Replicas, cfg.Lease, cfg.standby, res.Load, strings.Join(cfg.plan(), ", "), cfg.Slot, r.Dir)
 
 	// NATS: the gateways' users (their JetStream permissions) and the audit's.
 	pass := make([]byte, 16)
@@ -92,8 +86,8 @@ func run(ctx context.Context, cfg config, command string) error {
 	}
 	defer stopNATS()
 
-	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String(), "-standby=" + strconv.FormatBool(cfg.standby)}
-	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
+	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.Replicas), "-lease", cfg.Lease.String(), "-standby=" + strconv.FormatBool(cfg.standby)}
+	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.Sets, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
 		Echo: os.Stderr, URL: js.URL(), Auth: harness.IdentityArgs(ids), SamePorts: true}
 	defer cl.Cleanup()
 	if err := cl.Start(ctx, gateways); err != nil {
@@ -104,7 +98,7 @@ func run(ctx context.Context, cfg config, command string) error {
 		return err
 	}
 	defer nc.Close()
-	w, err := startWatch(ctx, nc, cfg.sets, r.Path("journal.csv"), time.Now())
+	w, err := startWatch(ctx, nc, cfg.Sets, r.Path("journal.csv"), time.Now())
 	if err != nil {
 		return err
 	}
@@ -114,7 +108,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	}
 	defer pcsv.Close()
 	fmt.Fprintln(pcsv, "fault,set,t_s,login_s")
-	x := &runner{cfg: cfg, r: r, cl: cl, js: js, ps: newProbes(cfg.sets, cl.Addrs(), cfg.probeEvery), csv: pcsv}
+	x := &runner{cfg: cfg, r: r, cl: cl, js: js, ps: newProbes(cfg.Sets, cl.Addrs(), cfg.probeEvery), csv: pcsv}
 	own, err := x.waitOwned(15 * time.Second)
 	if err != nil {
 		return err
@@ -128,30 +122,17 @@ func run(ctx context.Context, cfg config, command string) error {
 		return err
 	}
 
-	total := cfg.ramp + cfg.load()
-	client, err := r.StartClient(ctx, nil, harness.ClientConfig{
-		Bin: cfg.Client(), Servers: cl.Addrs(), Admins: cl.AdminURLs(), Users: harness.Users(cfg.users), Aligned: true,
-		Phases: fmt.Sprintf("0@%s,%d@%s", cfg.ramp, cfg.qps, cfg.load()),
-		Flags: []string{"-duration", total.String(), "-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", strconv.Itoa(cfg.camps.Recipients),
-			"-reconcile", "at-least", "-connect-rate", "10000", "-timeout", "20s", "-grace", "20s", "-quiet"},
-		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stderr: os.Stderr,
-	})
+	total := cfg.Ramp + cfg.load()
+	client, err := r.StartStepClient(ctx, cl, cfg.StepLoad, cfg.RunFlags, cfg.load(), "-reconcile", "at-least")
 	if err != nil {
 		return err
 	}
-	r.Say("%s", client.CommandLine())
-	x.start = client.Start.Add(cfg.ramp)
-	r.Steps.SetStart(client.Start)
-	if n, err := harness.WaitLogins(ctx, cl.Logins, int64(cfg.users), time.Now().Add(cfg.ramp+5*time.Second), client); err != nil {
-		r.Say("%v; starting the campaigns anyway", err)
-	} else {
-		r.Say("%d users logged in %.1fs after the load client's launch", n, time.Since(client.Launched).Seconds())
-	}
+	x.start = client.Start.Add(cfg.Ramp)
 	x.campaigns(client.Start.Add(total-harness.CampaignMargin), fail)
 
 	loadEnd := x.start.Add(cfg.load())
 	for k, kind := range cfg.plan() {
-		sleep(ctx, time.Until(x.start.Add(cfg.lead+time.Duration(k)*cfg.slot)))
+		harness.Sleep(ctx, time.Until(x.start.Add(cfg.Lead+time.Duration(k)*cfg.Slot)))
 		if ctx.Err() != nil || client.Exited() || time.Now().After(loadEnd.Add(-cfg.window)) {
 			// Its window would outlast the load: the earlier faults overran their slots.
 			why := fmt.Sprintf("the load ends in %.1fs", time.Until(loadEnd).Seconds())
@@ -184,7 +165,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	res.Probes[0], res.Probes[1] = x.ps.told()
 	x.settle(res, fail)
 	audits := w.list()
-	if err := replay(ctx, nc, auditor.Name, cfg.replicas, audits); err != nil {
+	if err := replay(ctx, nc, auditor.Name, cfg.Replicas, audits); err != nil {
 		fail("replaying the journal: %v", err)
 	}
 	for _, g := range cl.Gateways {
@@ -222,7 +203,7 @@ func run(ctx context.Context, cfg config, command string) error {
 // campaigns starts the shake campaign (shakeCampaign) and the send
 // campaign until end, both on gateway 2.
 func (x *runner) campaigns(end time.Time, fail func(string, ...any)) {
-	a, c := x.cl.Admin(2), x.cfg.camps
+	a, c := x.cl.Admin(2), x.cfg.Camps
 	rate, fill := x.cfg.shakeCampaign()
 	secs := max(1, int(time.Until(end).Seconds()))
 	for _, p := range []struct {
@@ -240,24 +221,15 @@ func (x *runner) campaigns(end time.Time, fail func(string, ...any)) {
 	}
 }
 
-// settle reads the cluster's ledger once its invariants hold (within 10
-// s) and checks the run's money: told by the load client and the probes
-// ≤ counted since the baseline.
+// settle checks the run's money once the cluster settled: told by the
+// load client and the probes ≤ counted since the baseline.
 func (x *runner) settle(res *result, fail func(string, ...any)) {
-	err := x.cl.WaitRunning(10 * time.Second)
-	if err != nil {
+	if err := x.cl.WaitRunning(10 * time.Second); err != nil {
 		fail("at the end: %v", err)
 	}
-	res.Final, res.Cluster, res.Checks, err = x.cl.Settled()
-	if err != nil {
-		fail("/cluster/stats at the end: %v", err)
-	}
-	for _, b := range harness.FailedChecks(res.Checks) {
-		fail("cluster: %s", b)
-	}
+	told := res.Probes[0]
 	if c := res.Client; c != nil {
-		if told := int64(c.ShakeAmount+c.OpenAmount) + res.Probes[0]; told > res.Final-res.Baseline {
-			fail("money told %d (load client and probes) > counted %d since the baseline", told, res.Final-res.Baseline)
-		}
+		told += int64(c.ShakeAmount + c.OpenAmount)
 	}
+	res.Final, res.Cluster, res.Checks = x.cl.CheckMoney(res.Baseline, told, fail)
 }

@@ -13,10 +13,10 @@ func TestParseFlags(t *testing.T) {
 		return flagtest.Parse(t, "demorolling", parseFlags, args, wantErrs...)
 	}
 	c := f("")
-	if c.sets != 12 || c.replicas != 3 || c.users != 3000 || c.qps != 3000 || c.lease != 1500*time.Millisecond || c.rebalance != 300*time.Millisecond {
+	if c.Sets != 12 || c.Replicas != 3 || c.Users != 3000 || c.QPS != 3000 || c.Lease != 1500*time.Millisecond || c.rebalance != 300*time.Millisecond {
 		t.Errorf("defaults: %+v", c)
 	}
-	if d := c.ramp + c.load(); d < 2*time.Minute || d > 3*time.Minute {
+	if d := c.Ramp + c.load(); d < 2*time.Minute || d > 3*time.Minute {
 		t.Errorf("the default run's load lasts %v: want every step's slot, about 2.5 minutes", d)
 	}
 	if c := f("-slot 10s -lead 2s"); c.load() != 2*time.Second+time.Duration(len(steps))*10*time.Second+5*time.Second {

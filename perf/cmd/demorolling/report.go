@@ -13,14 +13,7 @@ func (s *step) line() string {
 	what := map[string]string{"restart": "gateway %d stopped (SIGTERM) and started again", "join": "gateway %d joins",
 		"leave": "gateway %d leaves (SIGTERM)"}[s.Kind]
 	return fmt.Sprintf(what+": %d SETs moved, pause max %.1f ms, median %.1f ms; money counted before %d (≥ told by then), after %d; %s: %s",
-		s.Node, len(s.Moves), s.PauseMax, s.PauseMed, s.Before, s.After, s.Exit, verdict(len(s.Problems) == 0))
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "FAILED"
+		s.Node, len(s.Moves), s.PauseMax, s.PauseMed, s.Before, s.After, s.Exit, harness.Verdict(len(s.Problems) == 0))
 }
 
 // writeReport prints the report and writes report.txt and summary.json.
@@ -28,18 +21,18 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("\ndemorolling %s: 3 NATS servers, %d gateways (-node I/%d), %d SETs, -replicas %d, -rebalance %v",
-		time.Now().UTC().Format(time.RFC3339), gateways, nodes, cfg.sets, cfg.replicas, cfg.rebalance)
+		time.Now().UTC().Format(time.RFC3339), gateways, nodes, cfg.Sets, cfg.Replicas, cfg.rebalance)
 	p("load: %s\n", res.Load)
 	t := &harness.Table{Right: true, Head: []string{"#", "step", "at", "took", "SETs moved", "pause max", "median", "SHAKE p99", "vs lead", "refused", "counted before", "after", "verdict"}}
 	for i, s := range res.Steps {
-		what := map[string]string{"restart": "restart", "join": "join", "leave": "leave"}[s.Kind] + fmt.Sprintf(" gateway %d", s.Node)
+		what := fmt.Sprintf("%s gateway %d", s.Kind, s.Node)
 		ratio := 0.0
 		if res.LeadP99Ms > 0 {
 			ratio = s.P99Ms / res.LeadP99Ms
 		}
 		t.Add(fmt.Sprint(i+1), what, fmt.Sprintf("+%.1fs", s.AtS), fmt.Sprintf("%.1fs", s.EndS-s.AtS), fmt.Sprint(len(s.Moves)),
 			fmt.Sprintf("%.1f ms", s.PauseMax), fmt.Sprintf("%.1f ms", s.PauseMed), fmt.Sprintf("%.1f ms", s.P99Ms), fmt.Sprintf("%.2f×", ratio),
-			fmt.Sprint(s.Refused), fmt.Sprint(s.Before), fmt.Sprint(s.After), verdict(len(s.Problems) == 0))
+			fmt.Sprint(s.Refused), fmt.Sprint(s.Before), fmt.Sprint(s.After), harness.Verdict(len(s.Problems) == 0))
 	}
 	b.WriteString(t.Text())
 	p("\npause: a SET's old owner refusing its requests to the new one serving, as the old owner logged it (\"SET moved\");")

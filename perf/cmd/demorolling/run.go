@@ -70,25 +70,21 @@ func run(ctx context.Context, cfg config, command string) error {
 		return err
 	}
 	defer r.WriteCommands()
-	secs := max(1, int(cfg.lead.Seconds())-2)
-	rate := cfg.camps.Shake
-	if rate == 0 { // two envelopes for each SHAKE of the run, dealt within the lead
-		rate = max(100, 2*cfg.qps*int(cfg.load().Seconds())/secs)
-	}
+	rate, secs := cfg.ShakeFill(cfg.load())
 	res := &result{Command: command, Load: fmt.Sprintf("%d users, %d SHAKE/s, %v SEND/s for %v after a %v ramp; shake campaign %d/s for %d s, send campaign %d/s",
-		cfg.users, cfg.qps, cfg.sendRate, cfg.load(), cfg.ramp, rate, secs, cfg.camps.Send)}
+		cfg.Users, cfg.QPS, cfg.SendRate, cfg.load(), cfg.Ramp, rate, secs, cfg.Camps.Send)}
 	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
 	r.Say("3 NATS servers (JetStream), %d gateways of -node I/%d, %d SETs, -replicas %d, -rebalance %v; %s; steps %v, %v apart; files in %s/",
-		gateways, nodes, cfg.sets, cfg.replicas, cfg.rebalance, res.Load, steps, cfg.slot, r.Dir)
+		gateways, nodes, cfg.Sets, cfg.Replicas, cfg.rebalance, res.Load, steps, cfg.Slot, r.Dir)
 
 	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), 3, nodes, func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) })
 	if err != nil {
 		return err
 	}
 	defer stopNATS()
-	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.replicas), "-lease", cfg.lease.String(),
+	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.Replicas), "-lease", cfg.Lease.String(),
 		"-rebalance", cfg.rebalance.String(), "-shutdown-timeout", "60s"}
-	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.sets, Nodes: nodes, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
+	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.Sets, Nodes: nodes, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
 		Echo: os.Stderr, URL: js.URL(), Auth: harness.IdentityArgs(ids), SamePorts: true}
 	defer cl.Cleanup()
 	if err := cl.Start(ctx, gateways); err != nil {
@@ -102,30 +98,17 @@ func run(ctx context.Context, cfg config, command string) error {
 		return err
 	}
 
-	total := cfg.ramp + cfg.load()
-	client, err := r.StartClient(ctx, nil, harness.ClientConfig{
-		Bin: cfg.Client(), Servers: cl.Addrs(), Admins: cl.AdminURLs(), Users: harness.Users(cfg.users), Aligned: true,
-		Phases: fmt.Sprintf("0@%s,%d@%s", cfg.ramp, cfg.qps, cfg.load()),
-		Flags: []string{"-duration", total.String(), "-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", strconv.Itoa(cfg.camps.Recipients),
-			"-reconcile", "strict", "-restarts", "-connect-rate", "10000", "-timeout", "20s", "-grace", "20s", "-quiet"},
-		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stderr: os.Stderr,
-	})
+	total := cfg.Ramp + cfg.load()
+	client, err := r.StartStepClient(ctx, cl, cfg.StepLoad, cfg.RunFlags, cfg.load(), "-reconcile", "strict", "-restarts")
 	if err != nil {
 		return err
 	}
-	r.Say("%s", client.CommandLine())
 	start := client.Start
-	r.Steps.SetStart(start)
-	if n, err := harness.WaitLogins(ctx, cl.Logins, int64(cfg.users), time.Now().Add(cfg.ramp+5*time.Second), client); err != nil {
-		r.Say("%v; starting the campaigns anyway", err)
-	} else {
-		r.Say("%d users logged in %.1fs after the load client's launch", n, time.Since(client.Launched).Seconds())
-	}
 	a := cl.Admin(2)
 	for _, p := range []struct {
 		kind string
 		q    map[string][]string
-	}{{"shake", harness.ShakeCampaign(rate, secs)}, {"send", harness.SendCampaign(cfg.camps.Send, int(total.Seconds()), cfg.camps.Recipients)}} {
+	}{{"shake", harness.ShakeCampaign(rate, secs)}, {"send", harness.SendCampaign(cfg.Camps.Send, int(total.Seconds()), cfg.Camps.Recipients)}} {
 		c, err := a.StartCampaign(p.kind, p.q)
 		if err != nil {
 			fail("%s campaign: %v", p.kind, err)
@@ -134,9 +117,9 @@ func run(ctx context.Context, cfg config, command string) error {
 		r.Say("POST /campaigns/%s on gateway 2 → campaign %d, dealt by parts", p.kind, c.ID)
 	}
 
-	loadStart := start.Add(cfg.ramp)
+	loadStart := start.Add(cfg.Ramp)
 	for k, st := range steps {
-		sleep(ctx, time.Until(loadStart.Add(cfg.lead+time.Duration(k)*cfg.slot)))
+		harness.Sleep(ctx, time.Until(loadStart.Add(cfg.Lead+time.Duration(k)*cfg.Slot)))
 		if ctx.Err() != nil || client.Exited() {
 			fail("step %d (%s %d) and those after it not run: %v", k+1, st.kind, st.node, errors.Join(ctx.Err(), client.Wait()))
 			break
@@ -169,7 +152,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	if err != nil {
 		fail("%v", err)
 	}
-	res.LeadP99Ms, _ = window(timeline, (cfg.ramp + 2*time.Second).Seconds(), (cfg.ramp + cfg.lead).Seconds())
+	res.LeadP99Ms, _ = window(timeline, (cfg.Ramp + 2*time.Second).Seconds(), (cfg.Ramp + cfg.Lead).Seconds())
 	for _, s := range res.Steps {
 		s.P99Ms, s.Refused = window(timeline, s.AtS, s.EndS)
 	}
@@ -228,7 +211,7 @@ func runStep(ctx context.Context, cfg config, r *harness.Run, cl *harness.Cluste
 		r.Step(fmt.Sprintf("gateway %d joins", node), g.Srv.CommandLine())
 		waitShare(cl, node, cfg, s)
 	}
-	if err := cl.WaitRunning(cfg.slot / 2); err != nil {
+	if err := cl.WaitRunning(cfg.Slot / 2); err != nil {
 		s.problem("after the step: %v", err)
 	}
 	end := time.Now()
@@ -260,14 +243,14 @@ func waitShare(cl *harness.Cluster, node int, cfg config, s *step) {
 			running++
 		}
 	}
-	share := cfg.sets / running
-	for deadline := time.Now().Add(cfg.slot / 2); ; time.Sleep(50 * time.Millisecond) {
+	share := cfg.Sets / running
+	for deadline := time.Now().Add(cfg.Slot / 2); ; time.Sleep(50 * time.Millisecond) {
 		m, _ := cl.Gateways[node].Srv.Admin.Metrics()
 		if int(m["hongbao_cluster_sets_running"]) >= share {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.problem("gateway %d runs %.0f SETs %v after it started; want its share, %d", node, m["hongbao_cluster_sets_running"], cfg.slot/2, share)
+			s.problem("gateway %d runs %.0f SETs %v after it started; want its share, %d", node, m["hongbao_cluster_sets_running"], cfg.Slot/2, share)
 			return
 		}
 	}
@@ -309,28 +292,12 @@ func window(tl []runlog.Second, s0, s1 float64) (p99Ms float64, refused uint64) 
 	return p99Ms, refused
 }
 
-// settle reads the cluster's ledger once its invariants hold and checks
-// the run's money: told by the load client ≤ counted since the baseline.
+// settle checks the run's money once the cluster settled: told by the
+// load client ≤ counted since the baseline.
 func settle(cl *harness.Cluster, res *result, fail func(string, ...any)) {
-	var err error
-	res.Final, res.Cluster, res.Checks, err = cl.Settled()
-	if err != nil {
-		fail("/cluster/stats at the end: %v", err)
-	}
-	for _, b := range harness.FailedChecks(res.Checks) {
-		fail("cluster: %s", b)
-	}
+	var told int64
 	if c := res.Client; c != nil {
-		if told := int64(c.ShakeAmount + c.OpenAmount); told > res.Final-res.Baseline {
-			fail("money told %d > counted %d since the baseline", told, res.Final-res.Baseline)
-		}
+		told = int64(c.ShakeAmount + c.OpenAmount)
 	}
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	res.Final, res.Cluster, res.Checks = cl.CheckMoney(res.Baseline, told, fail)
 }

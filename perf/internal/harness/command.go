@@ -5,8 +5,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
+
+	"hongbao/internal/ports"
 )
 
 // Command is exec.CommandContext for a child that must not outlive the
@@ -43,14 +46,13 @@ func spawn(wrap func(func() error) error, start func() error) error {
 // listened on a moment ago, for the load clients' -control: all are held
 // until the last is found.
 func FreePorts(n int) ([]string, error) {
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
+	ps, err := ports.Free(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return out, nil
 }

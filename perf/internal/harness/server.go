@@ -26,6 +26,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"hongbao/perf/internal/runlog"
 )
 
 // ServerConfig says how to start a server.
@@ -282,7 +284,7 @@ func ScanLog(path, prefix string, fn func(time.Time, []byte)) {
 			Time time.Time `json:"time"`
 			Msg  string    `json:"msg"`
 		}
-		if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Msg) >= len(prefix) && l.Msg[:len(prefix)] == prefix {
+		if json.Unmarshal(sc.Bytes(), &l) == nil && strings.HasPrefix(l.Msg, prefix) {
 			fn(l.Time, sc.Bytes())
 		}
 	}
@@ -304,10 +306,7 @@ func MaxMedian(v []float64) (float64, float64) {
 	if len(v) == 0 {
 		return 0, 0
 	}
-	v = slices.Sorted(slices.Values(v))
-	med := v[len(v)/2]
-	if len(v)%2 == 0 {
-		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
+	v = slices.Clone(v)
+	med := runlog.MedianOf(v) // sorts v
 	return v[len(v)-1], med
 }
