@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"hongbao/perf/internal/flagtest"
+	"hongbao/perf/internal/runlog"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -30,4 +31,14 @@ func TestParseFlags(t *testing.T) {
 	f("-qps -1 -send-rate -2", "-qps=-1", "-send-rate=-2")
 	f("-send-campaign-rate 0", "-send-campaign-rate=0")
 	f("extra", "unexpected arguments")
+}
+
+// TestWindow: a step's p99 is the worst of the seconds it touches, one
+// shorter than a second included.
+func TestWindow(t *testing.T) {
+	tl := []runlog.Second{{T: 114, P99: 50 * time.Millisecond}, {T: 115, P99: 70 * time.Millisecond, Overload: 2},
+		{T: 116, P99: 90 * time.Millisecond, Overload: 1}, {T: 117, P99: 200 * time.Millisecond}}
+	if p99, refused := window(tl, 115.2, 115.9); p99 != 90 || refused != 3 {
+		t.Errorf("a step from 115.2 s to 115.9 s: p99 %v ms, %d refused; want 90 ms and 3, its seconds 115 and 116", p99, refused)
+	}
 }

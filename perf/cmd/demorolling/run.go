@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -279,10 +280,11 @@ func movesIn(dir string, t0, t1 time.Time) []moved {
 	return out
 }
 
-// window is the worst second's SHAKE p99 in the timeline from s0 to s1
-// (seconds since the load client's start), and the answers "overloaded"
-// in it.
+// window is the worst second's SHAKE p99 in the timeline over the seconds
+// s0 to s1 touch (since the load client's start: a step shorter than a
+// second has one), and the answers "overloaded" in them.
 func window(tl []runlog.Second, s0, s1 float64) (p99Ms float64, refused uint64) {
+	s0, s1 = math.Floor(s0), math.Ceil(s1)
 	for _, sec := range tl {
 		if sec.T >= s0 && sec.T <= s1 {
 			p99Ms = max(p99Ms, float64(sec.P99.Microseconds())/1000)
