@@ -293,7 +293,10 @@ func (c *Client) Shake(ctx context.Context) (env uint64, amount uint32, err erro
 }
 
 // Open opens group envelope env: the user's share (fen). With
-// ErrAlreadyOpened the amount is the share got earlier.
+// ErrAlreadyOpened the amount is the share drawn earlier. A share once
+// drawn is the user's: an Open that ends with ErrOverloaded or ErrConnLost
+// may have drawn it, and Open again (on this Client, or any) answers
+// ErrAlreadyOpened with it, never a second share.
 func (c *Client) Open(ctx context.Context, env uint64) (amount uint32, err error) {
 	a, err := c.do(ctx, proto.OpenResult, func(b []byte, stamp uint64) []byte { return proto.AppendOpen(b, stamp, env) })
 	return a.amount, err

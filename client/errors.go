@@ -14,7 +14,8 @@ var (
 	ErrEmpty = errors.New("nothing this time: the pool is empty")
 	// ErrOverloaded: SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2:
 	// refused at the door (or, in a cluster, a crossing not answered in
-	// time); nothing was done for SHAKE and SEND. Try later.
+	// time); nothing was done for SHAKE and SEND. Try later. An OPEN's
+	// share may have been drawn in a cluster: Open again learns it.
 	ErrOverloaded = errors.New("overloaded: try later")
 	// ErrAlreadyOpened: OPEN_RESULT 1; the amount returned with it is the
 	// earlier share.

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -14,10 +16,41 @@ import (
 	"hongbao/ring"
 )
 
-// counter is a SET's stage that counts the events it gets.
-type counter struct{ n atomic.Int64 }
+// counter is a SET's stage: it counts the events its ring takes, and keeps
+// them once keep is set.
+type counter struct {
+	n    atomic.Int64
+	keep atomic.Bool
+	mu   sync.Mutex
+	evs  []event.Event
+}
 
-func (c *counter) Handle(b event.Batch) { c.n.Add(b.Hi - b.Lo + 1) }
+func (c *counter) Handle(b event.Batch) {
+	c.n.Add(b.Hi - b.Lo + 1)
+	if c.keep.Load() {
+		c.mu.Lock()
+		for q := b.Lo; q <= b.Hi; q++ {
+			c.evs = append(c.evs, *b.At(q))
+		}
+		c.mu.Unlock()
+	}
+}
+
+// wait returns the events kept once there are n.
+func (c *counter) wait(tb testing.TB, n int) []event.Event {
+	tb.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		if len(c.evs) >= n {
+			out := slices.Clone(c.evs)
+			c.mu.Unlock()
+			return out
+		}
+		c.mu.Unlock()
+	}
+	tb.Fatalf("fewer than %d events reached the SET", n)
+	return nil
+}
 
 // pair joins nodes 0 and 1 of a cluster of two SETs over ns, each with the
 // identity auth gives it (nil: none): SET i runs on node i and counts what
@@ -143,76 +176,34 @@ func TestCrossingDelivers(t *testing.T) {
 	}
 }
 
-// TestCancelSentAgain: an OPEN crossing past its bound is cancelled at the
-// envelope's gateway at once and again after each of resendAfter, and no
-// more: a cancel written into a NATS connection that just died is lost.
-func TestCancelSentAgain(t *testing.T) {
+// TestExpireAnswersUnavailable: an OPEN crossing past its bound is answered
+// OPEN_RESULT 5 in its requester's SET, and nothing goes to the envelope's
+// gateway: a share drawn there is its opener's, told by the OPEN sent again.
+func TestExpireAnswersUnavailable(t *testing.T) {
 	nodes, _, got := pair(t, embednats.StartTest(t), nil)
-	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0) // user of SET 0 here, envelope of SET 1 there
-	now := time.Now().UnixNano()
-	arrived := func(want int64) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < want && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond) // nothing more may come
-		if g := got[1].n.Load(); g != want {
-			t.Fatalf("%d cancels reached the envelope's gateway; want %d", g, want)
-		}
+	got[0].keep.Store(true)
+	env := uint64(1<<51 | 7)
+	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: env, Stamp: 9}, 1, 0) // user of SET 0 here, envelope of SET 1 there
+	if _, ok := nodes[0].expire(time.Now().UnixNano(), nil); !ok {
+		t.Fatal("expire: the rings are closing")
 	}
-	for i, at := range []int64{now, now + int64(resendAfter[0]) + 1e8, now + int64(resendAfter[0]+resendAfter[1]) + 2e8, now + int64(time.Hour)} {
-		if _, ok := nodes[0].expire(at, nil); !ok {
-			t.Fatal("expire: the rings are closing")
-		}
-		arrived(int64(min(i+1, 1+len(resendAfter))))
+	evs := got[0].wait(t, 1)
+	f, _, err := proto.NextResponse(evs[0].Frame())
+	if err != nil || f.Type != proto.OpenResult || f.Stamp != 9 {
+		t.Fatalf("the requester's SET got %v (%v); want the OPEN_RESULT of stamp 9", evs[0].Kind, err)
 	}
-}
-
-// TestCancelWhileNoOwner: a cancel due while the envelope's SET has no
-// owner (between owners, where SETs fail over) neither stops the sweeper
-// nor is counted as sent: it reaches the SET once it has an owner again,
-// and is then sent again after each of resendAfter, as any other.
-func TestCancelWhileNoOwner(t *testing.T) {
-	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
-	n := nodes[0]
-	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, 0)
-	bus[0].Route(1, event.NewNowhere(4096), true)
-	now := time.Now().UnixNano()
-	for _, at := range []int64{now, now + int64(noOwnerRetry) + 1e8} {
-		if _, ok := n.expire(at, nil); !ok {
-			t.Fatal("expire stopped on a SET without an owner: it is not closing")
-		}
+	if st, e, _ := f.OpenResult(); st != proto.OpenOverloaded || e != env {
+		t.Fatalf("OPEN_RESULT %d of %#x; want 5 of %#x", st, e, env)
 	}
-	if len(n.resends) != 1 || n.resends[0].sent != 0 {
-		t.Fatalf("resends %+v; want the one cancel, not yet sent", n.resends)
-	}
-	bus[0].Route(1, n.Link(1), true)
-	for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < 1 && time.Now().Before(deadline); {
-		n.expire(time.Now().UnixNano()+int64(noOwnerRetry), nil)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if g := got[1].n.Load(); g != 1 {
-		t.Fatalf("%d cancels reached the new owner; want 1", g)
-	}
-	if len(n.resends) != 1 || n.resends[0].sent != 1 {
-		t.Fatalf("resends %+v; want the cancel sent once, to be sent again", n.resends)
-	}
-	// Given up once the SET stays without an owner past noOwnerGiveUp.
-	n.resends = n.resends[:0]
-	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 8}, 1, 0)
-	bus[0].Route(1, event.NewNowhere(4096), true)
-	n.expire(now, nil)
-	n.resends[0].until = now
-	n.expire(time.Now().UnixNano()+int64(time.Hour), nil)
-	if len(n.resends) != 0 {
-		t.Fatalf("resends %+v; want none once given up", n.resends)
+	time.Sleep(50 * time.Millisecond) // nothing may reach the envelope's gateway
+	if g := got[1].n.Load(); g != 0 {
+		t.Fatalf("%d events reached the envelope's gateway; want none", g)
 	}
 }
 
 // TestExpireWhileRequesterMoves: a crossing past its bound whose
 // requester's SET has no owner this moment (it moves: its connections went
-// with it) is cancelled at the envelope's gateway all the same, and the
-// sweeper goes on.
+// with it) is dropped, and the sweeper goes on.
 func TestExpireWhileRequesterMoves(t *testing.T) {
 	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
 	n := nodes[0]
@@ -221,17 +212,18 @@ func TestExpireWhileRequesterMoves(t *testing.T) {
 	if _, ok := n.expire(time.Now().UnixNano(), nil); !ok {
 		t.Fatal("expire stopped on a requester's SET without an owner: it is not closing")
 	}
-	for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < 1 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	if n.cross.waiting() != 0 {
+		t.Fatal("the crossing is still waiting")
 	}
-	if g := got[1].n.Load(); g != 1 {
-		t.Fatalf("%d cancels reached the envelope's gateway; want 1", g)
+	time.Sleep(50 * time.Millisecond)
+	if g := got[0].n.Load() + got[1].n.Load(); g != 0 {
+		t.Fatalf("%d events reached a SET; want none", g)
 	}
 }
 
-// TestGiveUpSET: the crossings of a leaving SET's users are given up at
-// once, their OPENs cancelled at the envelope's gateway; other SETs'
-// crossings wait on.
+// TestGiveUpSET: GiveUpSET answers the crossings of one SET's users
+// "unavailable" at once, in that SET, and sends nothing to the envelope's
+// gateway; other SETs' crossings wait on.
 func TestGiveUpSET(t *testing.T) {
 	nodes, _, got := pair(t, embednats.StartTest(t), nil)
 	n := nodes[0]
@@ -239,59 +231,11 @@ func TestGiveUpSET(t *testing.T) {
 	n.cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, far) // user of SET 0
 	n.cross.add(&event.Event{Kind: event.KOpen, User: 3, Env: 1<<51 | 8}, 1, far) // user of SET 1
 	n.GiveUpSET(0)
-	for deadline := time.Now().Add(5 * time.Second); got[1].n.Load() < 1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); got[0].n.Load() < 1 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if g, w := got[1].n.Load(), n.cross.waiting(); g != 1 || w != 1 {
-		t.Fatalf("%d cancels sent, %d crossings waiting; want 1 and 1, SET 1's", g, w)
-	}
-}
-
-// TestCancelEarly: a cancel that reaches the envelope's gateway while the
-// envelope's SET is on its way in (the sender saw the owner's record change
-// first) waits there until the SET runs, then reaches it; one while the SET
-// leaves goes into its ring at once (the new owner follows it); one whose
-// SET never comes is dropped after earlyHold, counted as misrouted.
-func TestCancelEarly(t *testing.T) {
-	nodes, bus, got := pair(t, embednats.StartTest(t), nil)
-	n, far := nodes[1], time.Now().Add(time.Hour).UnixNano()
-	held := func() int {
-		n.expiring.Lock()
-		defer n.expiring.Unlock()
-		return len(n.early)
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 5 s (%d held, %d arrived, %d misrouted)", what, held(), got[1].n.Load(), n.M.Misrouted.Load())
-			}
-		}
-	}
-	local := bus[1].Ring(1)
-	bus[1].Route(1, event.NewNowhere(4096), true) // on its way in to node 1
-	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 7}, 1, far)
-	nodes[0].GiveUpSET(0)
-	waitFor("the cancel held", func() bool { return held() == 1 })
-	n.expire(time.Now().UnixNano(), nil)
-	if g := got[1].n.Load(); g != 0 || held() != 1 {
-		t.Fatalf("%d cancels reached SET 1 before it runs here, %d held; want 0 and 1", g, held())
-	}
-	bus[1].Route(1, local, false) // it runs here now
-	n.expire(time.Now().UnixNano(), nil)
-	waitFor("the held cancel delivered", func() bool { return got[1].n.Load() == 1 && held() == 0 })
-
-	bus[1].SetLeaving(1)
-	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 8}, 1, far)
-	nodes[0].GiveUpSET(0)
-	waitFor("the cancel into the leaving SET's ring", func() bool { return got[1].n.Load() == 2 && held() == 0 })
-
-	bus[1].Route(1, event.NewNowhere(4096), true)
-	nodes[0].cross.add(&event.Event{Kind: event.KOpen, User: 2, Env: 1<<51 | 9}, 1, far)
-	nodes[0].GiveUpSET(0)
-	waitFor("the third cancel held", func() bool { return held() == 1 })
-	n.expire(time.Now().Add(earlyHold+time.Second).UnixNano(), nil)
-	if g, h, m := got[1].n.Load(), held(), n.M.Misrouted.Load(); g != 2 || h != 0 || m != 1 {
-		t.Fatalf("past the hold: %d arrived, %d held, %d misrouted; want 2, 0, 1", g, h, m)
+	time.Sleep(50 * time.Millisecond) // nothing more may come
+	if a, c, w := got[0].n.Load(), got[1].n.Load(), n.cross.waiting(); a != 1 || c != 0 || w != 1 {
+		t.Fatalf("%d answers in SET 0, %d events at the envelope's gateway, %d crossings waiting; want 1, 0 and 1 (SET 1's)", a, c, w)
 	}
 }

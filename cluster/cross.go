@@ -13,9 +13,9 @@ import (
 // envelope whose SET runs there, a CHAT to a user connected there) and waits
 // for its answer. The answer finds the requester's connection here by the
 // crossing's id; a crossing not answered within the bound is answered
-// "unavailable" here, and an OPEN's is cancelled at the envelope's gateway,
-// which takes back a share it drew for it (the answer, if it comes later,
-// is dropped: the client was told nothing was drawn).
+// "unavailable" here, and its answer, if it comes later, is dropped. An
+// OPEN's share drawn there meanwhile stays its opener's: the OPEN sent again
+// is answered "already" with it.
 type crossing struct {
 	h      conn.Handle
 	to     int // the gateway it went to: the only one whose answer is taken

@@ -17,8 +17,8 @@
 // Requests that cross (OPEN, CHAT) wait in the crossing table of the
 // requester's gateway: the answer finds the connection there; a crossing not
 // answered within the bound (-cluster-timeout) is answered "unavailable",
-// and an OPEN's is cancelled at the envelope's gateway, which takes back a
-// share it drew for it, so no share is counted that no client was told of.
+// and a share the envelope's gateway drew for an OPEN meanwhile stays its
+// opener's, who learns it by sending the OPEN again ("already").
 //
 // Membership is announced on NATS: each gateway publishes a heartbeat with
 // its node number, the cluster's shape (-nodes, -sets), its client and admin
@@ -26,5 +26,6 @@
 // or whose node number is taken, refuses to start. A gateway counts as up
 // (gets users and crossings) only once it is ready: its SETs recovered and
 // its subscription confirmed by NATS. One that shuts down says it is no
-// longer ready, waits for its crossings' answers and cancels the rest.
+// longer ready, waits for its crossings' answers and answers the rest
+// "unavailable".
 package cluster

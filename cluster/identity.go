@@ -263,23 +263,14 @@ func (n *Node) notOwner(set, from int, why string) string {
 }
 
 // mayNotSend says why gateway from could not have sent ev, "" when it
-// could: a request, take-back or re-push is its own users' (the requester's
+// could: a request or re-push is its own users' (the requester's
 // SET is its), an ENVELOPE push its own envelope's, and every frame an event
 // carries to be written to a client is of the kind the event says. An
 // answer is checked against its crossing (crossings.takeAnswer).
 func (n *Node) mayNotSend(from int, ev *event.Event) string {
 	switch ev.Kind {
-	case event.KOpen, event.KUnopen, event.KRepush:
-		why := n.notOwner(n.bus.SETOf(ev.User), from, "a "+ev.Kind.String()+" for a user of another gateway")
-		if why == stale && ev.Kind == event.KUnopen {
-			// A take-back gives back a share its sender's client was never
-			// told: the former owner sends those for the crossings it gave up
-			// as the SET left it, and for answers that reached it after, and
-			// they may arrive after this gateway saw the SET move. Dropped,
-			// the share would stay counted and untold.
-			why = ""
-		}
-		if why != "" {
+	case event.KOpen, event.KRepush:
+		if why := n.notOwner(n.bus.SETOf(ev.User), from, "a "+ev.Kind.String()+" for a user of another gateway"); why != "" {
 			return why
 		}
 		if ev.OutLen != 0 || ev.Buf != nil {
@@ -306,6 +297,8 @@ func (n *Node) mayNotSend(from int, ev *event.Event) string {
 		if ev.Buf != nil {
 			return "an answer carrying more than its frame"
 		}
+	default:
+		return "a " + ev.Kind.String() + " event, which gateways do not send one another"
 	}
 	return ""
 }

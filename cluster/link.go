@@ -112,7 +112,7 @@ func (l *link) send(count int) {
 // sender routed it by the same rule (event.Bus).
 func (n *Node) target(ev *event.Event) int {
 	switch ev.Kind {
-	case event.KOpen, event.KUnopen, event.KRepush:
+	case event.KOpen, event.KRepush:
 		return envelope.OwnerSET(ev.Env)
 	case event.KChat:
 		return n.bus.SETOf(ev.Peer)
@@ -151,12 +151,16 @@ func (n *Node) receive(m *nats.Msg) {
 		}
 		n.M.Received.Add(1)
 		set := n.target(&ev)
-		inRange := set >= 0 && set < n.o.Sets
-		if inRange && !n.bus.IsLocal(set) && ev.Kind == event.KUnopen {
-			n.hold(early{set: set, from: from, xid: xid, ev: ev}) // its SET moves: out of here, or in
+		if set < 0 { // a kind that does not cross
+			if ev.Kind == event.KRetired17 {
+				n.M.Stale.Add(1) // an earlier version's take-back, during a rolling upgrade
+			} else {
+				n.forged.add(n.log, ForgedEvent, from, n.mayNotSend(from, &ev))
+			}
+			release(&ev)
 			continue
 		}
-		if !inRange || !n.bus.IsLocal(set) { // runs here now: its route is local
+		if set >= n.o.Sets || !n.bus.IsLocal(set) { // runs here now: its route is local
 			n.M.Misrouted.Add(1)
 			release(&ev)
 			continue
@@ -170,7 +174,7 @@ func (n *Node) receive(m *nats.Msg) {
 			c, why := n.cross.takeAnswer(xid, from, &ev)
 			if why != "" {
 				if why == notWaiting {
-					n.M.Late.Add(1) // answered "unavailable" already; an OPEN's share was cancelled
+					n.M.Late.Add(1) // answered "unavailable" already; an OPEN's share is told by a repeated OPEN
 				} else {
 					n.forged.add(n.log, ForgedAnswer, from, why)
 				}
@@ -192,8 +196,6 @@ func (n *Node) receive(m *nats.Msg) {
 				return
 			}
 			continue
-		case event.KUnopen:
-			ev.Conn = conn.Handle{Gen: xid}
 		}
 		if err := n.publish(set, &ev); err != nil {
 			release(&ev)
@@ -255,8 +257,7 @@ func (n *Node) publish(set int, ev *event.Event) error {
 	return nil
 }
 
-// sweep answers the crossings past their bound "unavailable" and cancels
-// the OPENs among them at the envelope's gateway.
+// sweep answers the crossings past their bound "unavailable".
 func (n *Node) sweep() {
 	defer n.wg.Done()
 	t := time.NewTicker(min(max(n.o.Timeout/20, time.Millisecond), 50*time.Millisecond))
@@ -275,111 +276,23 @@ func (n *Node) sweep() {
 	}
 }
 
-// expire answers the crossings due by now "unavailable" and cancels the
-// OPENs among them, using due as scratch; and sends again the cancels due
-// for it. False once the rings are closing.
+// expire answers the crossings due by now "unavailable", using due as
+// scratch. False once the rings are closing.
 func (n *Node) expire(now int64, due []expired) ([]expired, bool) {
 	n.expiring.Lock()
 	defer n.expiring.Unlock()
 	due = n.cross.expire(now, due)
-	if !n.giveUp(now, due) {
-		return due, false
-	}
-	n.retryEarly(now)
-	kept := n.resends[:0]
-	for _, r := range n.resends {
-		if r.at > now {
-			kept = append(kept, r)
-			continue
-		}
-		if !n.cancel(&r) {
-			return due, false
-		}
-		if r.sent <= len(resendAfter) {
-			kept = append(kept, r)
-		}
-	}
-	n.resends = kept
-	return due, true
+	return due, n.giveUp(due)
 }
 
-// early is a cancel from another gateway for a SET not run here at the
-// moment it came: one moving out (its ring still takes events until the
-// owner's record changes) or on its way in (the sender saw the record
-// change first). Dropped, it would leave a share drawn that no client was
-// told of; its sender cannot send it again once the requester's SET moved
-// on too.
-type early struct {
-	set   int
-	from  int
-	xid   uint32
-	until int64
-	ev    event.Event
-}
-
-// earlyHold is how long a cancel waits for its SET to run here: longer than
-// a move's switch takes.
-const earlyHold = 2 * time.Second
-
-// hold takes cancel e into the SET's ring while the SET leaves, or keeps it
-// for the sweeper until the SET runs here.
-func (n *Node) hold(e early) {
-	n.expiring.Lock()
-	defer n.expiring.Unlock()
-	e.until = time.Now().Add(earlyHold).UnixNano()
-	if !n.tryEarly(&e) {
-		n.early = append(n.early, e)
-	}
-}
-
-// retryEarly publishes the cancels held whose SET runs here now, and drops
-// those past their hold. Under expiring.
-func (n *Node) retryEarly(now int64) {
-	kept := n.early[:0]
-	for _, e := range n.early {
-		switch {
-		case n.tryEarly(&e):
-		case now > e.until:
-			n.M.Misrouted.Add(1)
-			n.log.Warn("cluster: a take-back dropped: its SET did not run here within the hold; the share it names stays counted and untold",
-				"set", e.set, "from", e.from, "user", e.ev.User, "envelope", e.ev.Env, "amount", e.ev.Amount, "crossing", e.xid)
-		default:
-			kept = append(kept, e)
-		}
-	}
-	clear(n.early[len(kept):])
-	n.early = kept
-}
-
-// tryEarly publishes cancel e if its SET runs here, or leaves with its ring
-// still open; false while it must wait.
-func (n *Node) tryEarly(e *early) bool {
-	if !n.bus.IsLocal(e.set) && !n.bus.Leaving(e.set) {
-		return false
-	}
-	if !n.admit(e.from, &e.ev) {
-		return true
-	}
-	e.ev.Conn = conn.Handle{Gen: e.xid}
-	return n.publish(e.set, &e.ev) == nil // ErrNoOwner: it left meanwhile; wait for it to come back, or drop at the hold
-}
-
-// giveUp answers the crossings due "unavailable" and cancels the OPENs
-// among them; false once the rings are closing. Under expiring.
-func (n *Node) giveUp(now int64, due []expired) bool {
+// giveUp answers the crossings due "unavailable" (OPEN_RESULT 5, CHAT_ACK
+// 2); false once the rings are closing. Under expiring. An OPEN's answer,
+// if it comes later, is dropped: a share it drew is its user's, and the
+// OPEN sent again is answered "already" with it.
+func (n *Node) giveUp(due []expired) bool {
 	for _, e := range due {
 		n.M.TimedOut.Add(1)
-		c := e.c
-		// The cancel first: whatever the client sends once it has read
-		// "unavailable" (an OPEN again) queues behind it in the link.
-		if c.kind == event.KOpen {
-			r := resend{user: c.user, env: c.env, xid: e.xid, until: now + int64(noOwnerGiveUp)}
-			if !n.cancel(&r) {
-				return false
-			}
-			n.resends = append(n.resends, r)
-		}
-		if !n.overloaded(c) {
+		if !n.overloaded(e.c) {
 			return false
 		}
 	}
@@ -387,66 +300,12 @@ func (n *Node) giveUp(now int64, due []expired) bool {
 }
 
 // GiveUpSET gives up now the crossings of set's users — answered
-// "unavailable", the OPENs cancelled — while this gateway still runs set:
-// the SET is leaving for another gateway, whose users' connections here
-// are gone, and a cancel sent once it has left would come from a gateway
-// that no longer speaks for its users.
+// "unavailable" — while this gateway still runs set: the SET is leaving for
+// another gateway, and the answers are written before its connections are
+// told ERROR 9, so that every request read before ERROR 9 has its answer.
 func (n *Node) GiveUpSET(set int) {
 	n.expiring.Lock()
 	defer n.expiring.Unlock()
 	due := n.cross.expireOf(func(user uint32) bool { return n.bus.SETOf(user) == set }, nil)
-	n.giveUp(time.Now().UnixNano(), due)
-}
-
-// A cancel is sent again after these delays: one written just before the
-// NATS connection is found dead is lost with it, while one sent later waits
-// in the client's reconnect buffer. Sending it again is safe: it names its
-// crossing, and the envelope's gateway ignores a cancel of a crossing whose
-// answer it no longer holds (taken back already, or never drawn).
-var resendAfter = [...]time.Duration{time.Second, 3 * time.Second}
-
-// resend is a cancel of crossing xid (an OPEN of env by user) to send again
-// at at, after sent sends.
-type resend struct {
-	at, until int64 // until: while the SET has no owner, tried again up to then
-	sent      int
-	user      uint32
-	env       uint64
-	xid       uint32
-}
-
-// noOwnerGiveUp bounds the retries of a cancel for a SET that has no owner
-// (between owners, where SETs fail over): a failover takes seconds.
-const noOwnerGiveUp = 30 * time.Second
-
-// noOwnerRetry is how soon a cancel that found its SET without an owner is
-// tried again.
-const noOwnerRetry = 100 * time.Millisecond
-
-// cancel publishes r's cancel to the envelope's gateway and schedules its
-// next send (r.sent past resendAfter: none); false once the link is
-// closing. A SET without an owner gets it once it has one again: the
-// cancel is tried every noOwnerRetry, uncounted, until r.until.
-func (n *Node) cancel(r *resend) bool {
-	set := envelope.OwnerSET(r.env)
-	if set < 0 || set >= n.o.Sets {
-		r.sent = len(resendAfter) + 1
-		return true
-	}
-	ev := event.Event{Kind: event.KUnopen, User: r.user, Env: r.env, Conn: conn.Handle{Gen: r.xid}}
-	now := time.Now()
-	switch err := n.publish(set, &ev); {
-	case errors.Is(err, event.ErrNoOwner):
-		if r.at = now.Add(noOwnerRetry).UnixNano(); r.at > r.until {
-			r.sent = len(resendAfter) + 1
-		}
-		return true
-	case err != nil:
-		return false
-	}
-	if r.sent < len(resendAfter) {
-		r.at = now.Add(resendAfter[r.sent]).UnixNano()
-	}
-	r.sent++
-	return true
+	n.giveUp(due)
 }

@@ -107,11 +107,8 @@ type Node struct {
 	jn    *journal.Journal
 	subs  []*nats.Subscription
 	evSub *nats.Subscription // the events other gateways send this one
-	// expiring: one expiry at a time (the sweeper's, Leave's), so that a
-	// crossing's cancel and answer keep their order in the rings.
+	// expiring: one expiry at a time (the sweeper's, Leave's, a move's).
 	expiring sync.Mutex
-	resends  []resend // cancels to send again, under expiring
-	early    []early  // cancels for SETs on their way here or out, under expiring
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
@@ -484,11 +481,10 @@ func (n *Node) up(node int) bool {
 
 // Leave prepares a gateway that is shutting down, its clients gone, to
 // close: it waits (until deadline at most) for the answers to its
-// crossings, which its egress then gives back as for any connection gone;
-// cancels the OPENs still unanswered, so that no share drawn for them stays
-// counted; then stops taking events from the other gateways (their
-// crossings to this one time out there) and waits for what NATS already
-// delivered to be published, so that the rings can settle.
+// crossings, answers those still waiting "unavailable", then stops taking
+// events from the other gateways (their crossings to this one time out
+// there) and waits for what NATS already delivered to be published, so
+// that the rings can settle.
 func (n *Node) Leave(deadline time.Time) {
 	n.mu.Lock()
 	n.self.Ready = false // the others answer their crossings to this one at once

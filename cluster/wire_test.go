@@ -17,7 +17,7 @@ func sample() []event.Event {
 		{Kind: event.KChat, User: 7, Peer: 8, Stamp: 55, RecvNs: 1 << 62},
 		{Kind: event.KAnswer, User: 7, Stamp: 1234, RecvNs: 42},
 		{Kind: event.KPush, User: 9, Env: 77, N: 3, Status: 1},
-		{Kind: event.KUnopen, User: 9, Env: 77, Amount: 321, Total: 0xFFFFFFFF},
+		{Kind: event.KRepush, User: 9, Env: 77, Amount: 321, Total: 0xFFFFFFFF},
 		{Kind: event.KRepush, User: 9, Env: 77},
 	}
 	evs[1].Buf = bytebufferpool.Get()

@@ -13,10 +13,12 @@
 // cut off; its own answers and pushes still can.
 //
 // It owns the output side of the SET's connections and nothing else: it
-// decides no money. A shake envelope or an OPEN share whose answer never
-// reached its client goes back to the stage that owns it (KReturn, KUnopen),
-// and an ENVELOPE push that never reached its client goes back to the
-// session, which keeps it for the next login (KPush, PushUndelivered);
+// decides no money. A shake envelope whose answer never reached its client
+// goes back to the pool (KReturn); an OPEN share whose answer never reached
+// its client stays drawn, the opener's, and a repeated OPEN tells it
+// (counted: OpenUntold); an ENVELOPE push that never reached its client goes
+// back to the session, which keeps it for the next login (KPush,
+// PushUndelivered);
 // the egress writes only its own group of the SET's counters (package
 // ledger), and it never reads a socket: the connection's owner (the ingress)
 // does.
@@ -29,7 +31,7 @@
 // so the egress looks again without spinning; everything else it writes at
 // once. A batch of money answers waits for one round, not one sync each.
 // Once the journal has failed, the held answers are answered overloaded
-// instead and what they reported goes back, as for an answer not written.
+// instead: their changes never became durable.
 package egress
 
 import (
@@ -43,7 +45,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"hongbao/conn"
-	"hongbao/envelope"
 	"hongbao/event"
 	"hongbao/journal"
 	"hongbao/ledger"
@@ -233,8 +234,7 @@ func (e *Egress) Journal(j *journal.Journal) { e.j = j }
 // ungate writes the held money answers whose records are now durable, in
 // the order they came, and returns the longest latency it observed. Once the
 // journal has failed (or the record's group: fenced, failed), none will be:
-// each is answered overloaded instead, and
-// what it reported goes back as if it had not been written.
+// each is answered overloaded instead.
 func (e *Egress) ungate() (slowest int64) {
 	failed := e.j.Failed()
 	now := int64(0)
@@ -268,8 +268,9 @@ func (e *Egress) ungate() (slowest int64) {
 }
 
 // refuse answers a held money answer overloaded: its change will never be
-// durable. The envelope popped goes back to the pool and the share drawn to
-// its envelope, as for an answer that could not be written.
+// durable. The envelope popped goes back to the pool, as for an answer that
+// could not be written; a share drawn needs nothing: not durable, it is no
+// one's (a gateway whose journal failed serves its SETs no more).
 func (e *Egress) refuse(ev *event.Event) {
 	f, n, err := proto.NextResponse(ev.Frame())
 	if n == 0 || err != nil {
@@ -282,7 +283,6 @@ func (e *Egress) refuse(ev *event.Event) {
 		}
 		ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], f.Stamp, proto.ShakeOverloaded, 0, 0))
 	case proto.OpenResult:
-		e.lost(ev.User, ev.Frame())
 		_, env, _ := f.OpenResult()
 		ev.SetFrame(proto.AppendOpenResult(ev.Out[:0], f.Stamp, proto.OpenOverloaded, env, 0))
 	case proto.SendAck:
@@ -327,7 +327,7 @@ func (e *Egress) answer(ev *event.Event) {
 			}
 			return
 		}
-		e.lost(ev.User, ev.Frame())
+		e.lost(ev.Frame())
 	}
 }
 
@@ -361,47 +361,20 @@ func (e *Egress) shake(ev *event.Event) {
 	e.c.GotAmount.Add(uint64(ev.Amount))
 }
 
-// lost handles an answer frame that will never reach user: an OPEN share
-// goes back to its envelope, as a shake envelope goes back to its pool, so
-// that the ledger never counts money no client was told of. (The share is
-// drawn in the envelope's SET before the answer travels here.)
-func (e *Egress) lost(user uint32, frame []byte) {
-	if unopen(e.out, user, frame) {
-		e.c.Unopened.Add(1)
-	}
-}
-
-// unopen sends back through out the share an OPEN_RESULT 0 frame told user,
-// to its envelope, and reports whether frame was one.
-func unopen(out *event.Outbox, user uint32, frame []byte) bool {
+// lost counts an answer frame that will never reach its user if it told a
+// share just drawn (OPEN_RESULT 0): the share stays drawn and counted, the
+// user's, and a repeated OPEN answers "already" with it. Taking it back
+// instead would let another answer that told it (a repeated OPEN on a new
+// connection, answered meanwhile) stand beside a second draw.
+func (e *Egress) lost(frame []byte) {
 	if len(frame) < proto.HeaderLen || proto.Type(frame[2]) != proto.OpenResult {
-		return false // the cheap test first: most lost frames are not OPEN_RESULTs
+		return // the cheap test first: most lost frames are not OPEN_RESULTs
 	}
-	f, n, err := proto.NextResponse(frame)
-	if n == 0 || err != nil {
-		return false
+	if f, n, err := proto.NextResponse(frame); n > 0 && err == nil {
+		if status, _, _ := f.OpenResult(); status == proto.OpenOK {
+			e.c.OpenUntold.Add(1)
+		}
 	}
-	status, env, amount := f.OpenResult()
-	if status != proto.OpenOK {
-		return false
-	}
-	r := out.Put(envelope.OwnerSET(env))
-	r.Kind, r.User, r.Env, r.Amount = event.KUnopen, user, env, amount
-	out.Done()
-	return true
-}
-
-// Stray gives back what an answer that cannot reach its connection told,
-// through the sending stage's outbox: an OPEN's share goes back to its
-// envelope. The connection's SET runs elsewhere now (event.Bus.SetStray):
-// it went with the SET.
-func Stray(out *event.Outbox, ev *event.Event) {
-	if ev.Buf != nil { // refusals: nothing to give back
-		bytebufferpool.Put(ev.Buf)
-		ev.Buf = nil
-		return
-	}
-	unopen(out, ev.User, ev.Frame())
 }
 
 func (e *Egress) giveBack(env uint64, amount uint32) {
@@ -575,8 +548,8 @@ func (e *Egress) endDrains(now int64) {
 
 // unsent returns to the pool every shake envelope whose SHAKE_RESULT had not
 // been written whole when c went away, and uncounts it: a user never loses an
-// envelope the server counted as handed out. OPEN shares likewise go back to
-// their envelopes, and ENVELOPE pushes to the session, for the next login.
+// envelope the server counted as handed out. ENVELOPE pushes go back to the
+// session, for the next login; OPEN shares stay their openers' (lost).
 func (e *Egress) unsent(c *conn.Conn) {
 	if c.Out == nil {
 		return
@@ -596,7 +569,7 @@ func (e *Egress) unsent(c *conn.Conn) {
 					e.giveBack(env, amount)
 				}
 			case proto.OpenResult:
-				e.lost(c.User, buf[off:off+n])
+				e.lost(buf[off : off+n])
 			case proto.Envelope:
 				e.undelivered(c.User, conn.HandleOf(c), buf[off:off+n])
 			}

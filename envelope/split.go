@@ -56,15 +56,26 @@ func (r *Rand) Uint64n(n uint64) uint64 {
 // for r ≥ k ≥ 2), and the shares add up to the total exactly. A broken
 // precondition panics. DrawShare does not allocate.
 func DrawShare(rnd *Rand, remaining uint64, sharesLeft uint32) uint64 {
+	lo, hi := ShareRange(remaining, sharesLeft)
+	if sharesLeft == 1 {
+		return lo
+	}
+	return lo + rnd.Uint64n(hi-lo+1)
+}
+
+// ShareRange is the range [lo, hi] of the next share DrawShare draws with
+// remaining fen and sharesLeft shares left: the rest for the last share;
+// [1, ⌊2r/k⌋ − 1] otherwise. A replay checks a journalled share against it.
+func ShareRange(remaining uint64, sharesLeft uint32) (lo, hi uint64) {
 	k := uint64(sharesLeft)
 	if k == 0 || remaining < k {
 		panic("BUG: envelope: DrawShare needs 1 <= sharesLeft <= remaining")
 	}
 	if k == 1 {
-		return remaining
+		return remaining, remaining
 	}
 	// ⌊2r/k⌋ without computing 2r, which overflows for r ≥ 2^63.
 	// r ≥ k makes it ≥ 2, so the upper bound is ≥ 1.
 	twoMean := 2*(remaining/k) + 2*(remaining%k)/k
-	return 1 + rnd.Uint64n(twoMean-1)
+	return 1, twoMean - 1
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/bytebufferpool"
 )
 
 // Transport carries one SET's events from its producers through its stages
@@ -43,9 +45,9 @@ type Bus struct {
 	local    atomic.Pointer[[]int] // the SETs run here, ascending; replaced whole by Route
 	routeMu  sync.Mutex            // serializes Route's relist: a lost update would drop a SET from Local
 
-	// onStray takes the answers to this gateway's connections of a SET
-	// that runs elsewhere now (SetStray).
-	onStray func(o *Outbox, ev *Event)
+	// strays counts the answers to this gateway's connections of a SET
+	// that runs elsewhere now, dropped (Strays).
+	strays atomic.Uint64
 
 	// A view of RunningBus: its parent's routes, each fused ring wrapped
 	// for one producer; views[set] caches the wrapper of the route it was
@@ -124,27 +126,30 @@ func (b *Bus) SetLeaving(set int) {
 	b.relist()
 }
 
-// SetStray sets what takes an answer a stage sends to a connection of a SET
-// that runs elsewhere now: the connection went with the SET (ERROR 9), and
-// what the answer told — an OPEN's share — is given back instead. f runs on
-// the sending stage's goroutine with its Outbox, and must read what it
-// needs of ev before it puts anything into o. Call it before the SETs run.
-func (b *Bus) SetStray(f func(o *Outbox, ev *Event)) { b.root().onStray = f }
-
-// stray hands ev, sent through o, to the stray handler if it is an answer
-// to a connection here of set, which runs elsewhere now, and reports
-// whether it did.
-func (b *Bus) stray(o *Outbox, set int, ev *Event) bool {
+// stray drops ev, sent through o, if it is an answer to a connection here
+// of set, which runs elsewhere now, and reports whether it did: the
+// connection went with the SET (ERROR 9). What the answer told stays told
+// or untold as for any connection gone: an OPEN's share is its opener's,
+// and a repeated OPEN at the SET's new owner tells it.
+func (b *Bus) stray(set int, ev *Event) bool {
 	if ev.Kind != KAnswer || ev.Conn.C == nil {
 		return false
 	}
 	root := b.root()
-	if root.onStray == nil || !root.routes[set].Load().remote {
+	if !root.routes[set].Load().remote {
 		return false
 	}
-	root.onStray(o, ev)
+	if ev.Buf != nil {
+		bytebufferpool.Put(ev.Buf)
+		ev.Buf = nil
+	}
+	root.strays.Add(1)
 	return true
 }
+
+// Strays is how many answers to connections of SETs that had moved away
+// were dropped.
+func (b *Bus) Strays() uint64 { return b.root().strays.Load() }
 
 // Leaving reports whether set is being handed to another gateway.
 func (b *Bus) Leaving(set int) bool { return b.root().routes[set].Load().leaving }

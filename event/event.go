@@ -36,7 +36,7 @@ const (
 	KSystemSend // campaign → SET: a system group envelope of Total fen, N recipients picked in this SET
 	KTick       // timer → SET: nothing to do but retry what a stage holds back
 	KShutdown   // server → SET: egress sends ERROR 8 (or Code) to every connection of the SET and cuts it off
-	KUnopen     // egress → the envelope's SET: the share Amount of User in group envelope Env never reached User; take it back
+	KRetired17  // an earlier version's take-back of an OPEN share (never sent now; dropped if received): its number is kept, for the kinds after it cross between gateways
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
 	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there; Buf: the campaigns ended before it (n × id u32 BE, shared: read only), whose tallies they prune
@@ -49,7 +49,7 @@ const (
 const PushUndelivered uint8 = 1
 
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "unopen", "cut_off", "repush", "snapshot"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "retired", "cut_off", "repush", "snapshot"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

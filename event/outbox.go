@@ -44,13 +44,13 @@ func (o *Outbox) Put(set int) *Event {
 }
 
 // Done publishes the event filled since Put, or holds it. An answer to a
-// connection of a SET that runs elsewhere now (it moved) goes to the Bus's
-// stray handler instead: that connection is gone with the SET.
+// connection of a SET that runs elsewhere now (it moved) is dropped
+// instead: that connection is gone with the SET.
 func (o *Outbox) Done() {
 	if o.claimed {
 		o.claimed = false
-		s := o.cur // the stray handler may Put through o: o.cur is then its
-		if ev := s.Event(); o.bus.stray(o, o.curTo, ev) {
+		s := o.cur
+		if ev := s.Event(); o.bus.stray(o.curTo, ev) {
 			*ev = Event{} // a slot claimed is published: as nothing
 		}
 		s.Publish()
@@ -65,7 +65,7 @@ func (o *Outbox) Retry() {
 	i := 0
 	for ; i < len(o.held); i++ {
 		h := &o.held[i]
-		if o.bus.stray(o, h.set, &h.ev) {
+		if o.bus.stray(h.set, &h.ev) {
 			continue
 		}
 		s, ok := o.bus.ClaimAnswer(h.set)

@@ -131,6 +131,11 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 			s.Publish()
 			return resMore
 		}
+		// Its user's SET leaving for another gateway: the answer would
+		// find the connection gone (ERROR 9). Retry there.
+		if p.bus.Leaving(int(c.SET)) {
+			return p.overload(c, f, now, env, 0)
+		}
 		s, ok := p.bus.ClaimRequest(set)
 		if !ok {
 			return p.overload(c, f, now, env, 0)
@@ -159,6 +164,9 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 		}
 		if p.shed {
 			return p.refuse(c, f, now, to)
+		}
+		if p.bus.Leaving(int(c.SET)) { // as for OPEN
+			return p.overload(c, f, now, 0, to)
 		}
 		s, ok := p.bus.ClaimRequest(p.bus.SETOf(to))
 		if !ok {

@@ -59,7 +59,6 @@ type SplitCounters struct {
 	Held                     atomic.Int64  // gauge: envelopes in memory, live or fully opened and retained
 	Queued                   atomic.Int64  // gauge: entries of the expiry queues (at most about twice Held)
 	SendInvalid              atomic.Uint64
-	TakenBack, TakeBackLost  atomic.Uint64    // shares egress sent back (KUnopen): put back in their envelopes, or found their envelope gone
 	OpenStatus               [6]atomic.Uint64 // OPEN answers by status
 	// SENDs answered 3 (limited), by the first limit they hit.
 	SendLimitedRate, SendLimitedLive, SendLimitedBudget atomic.Uint64
@@ -73,7 +72,7 @@ type SplitCounters struct {
 type EgressCounters struct {
 	Got, GotAmount atomic.Uint64 // shake envelopes whose answer reached a live connection's output
 	Returned       atomic.Uint64 // shake envelopes sent back to the pool by egress
-	Unopened       atomic.Uint64 // OPEN shares sent back to their envelopes by egress (answer never delivered)
+	OpenUntold     atomic.Uint64 // OPEN_RESULT 0 answers that never reached their connection: the share stays the opener's, told by a repeated OPEN
 	Frames         [16]atomic.Uint64
 	Bytes, Writes  atomic.Uint64
 	Dropped        atomic.Uint64 // frames for connections that were gone

@@ -360,8 +360,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URLs` (http://127.0.0.1:6060), comma-separated, for the reconciliation with GET /stats, read before the run and after it. Each read goes to the first that answers: list the admin URLs of several gateways, and one that died during the run does not stop the reconciliation")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "bearer `token` for -admin (visible in ps: prefer $"+AdminTokenEnv+", the server's own)")
 	fs.BoolVar(&c.Restarts, "restarts", false, "servers stop and start during the run (a rolling restart of a cluster's gateways, each handing its SETs over first): refused connects and resets are reconnected, not failures, while -reconcile stays as strict as it is (-reconcile at-least implies it)")
-	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several). Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
-	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight")
+	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several): the OPEN money is the OPEN 0 amounts and the shares learned by a repeated OPEN (one sent again after status 5 or a lost connection, answered 1), and every push opened ends with one of them, but for the opens the grace leaves without a final answer, which a mismatch names. Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
+	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight and for OPENs sent again to settle")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")
 	fs.StringVar(&c.Timeline, "timeline", "", "write the per-second timeline as CSV to this `file`")
 	fs.IntVar(&c.Procs, "procs", 1, "run `N` child processes of this binary, each with a contiguous share of -users and of -source, and aggregate their figures; one process holds at most its open-files limit of connections")
@@ -437,10 +437,11 @@ func usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	io.WriteString(w, `loadclient drives a hongbao server: every user of -users holds its own TCP connection,
 logs in, SHAKEs on the global open-loop schedule (-qps or -phases), opens every ENVELOPE pushed
-to it once, and optionally SENDs group envelopes and CHATs. It prints a live line every second
-and a summary at the end, and reconciles its money with the change of the server's /stats over
-the run (-admin). It exits non-zero on any connect, reset, timeout or protocol error (but for
-refused connects and resets with -reconcile at-least) and on a reconciliation mismatch.
+to it until its OPEN gets a final answer, and optionally SENDs group envelopes and CHATs. It
+prints a live line every second and a summary at the end, and reconciles its money with the
+change of the server's /stats over the run (-admin). It exits non-zero on any connect, reset,
+timeout or protocol error (but for refused connects and resets with -reconcile at-least) and
+on a reconciliation mismatch.
 
 A user whose connection fails (a connect refused or timed out, a reset or close, ERROR 8
 shutting down, ERROR 9 moved: its SET moved or failed over to another gateway, no answer within
@@ -448,9 +449,13 @@ shutting down, ERROR 9 moved: its SET moved or failed over to another gateway, n
 next -server address in turn (a gateway that died refuses for good), and LOGINs again. LOGIN_ACK
 3 sends it to the gateway it names; with no address (no owner yet) it tries again after the
 backoff. What was in flight on the failed connection counts as lost, never as answered; at ERROR
-9 as moved: the gateway answered everything it took before it, so those were not carried out. The
+9 as moved: the gateway answered everything it took before it, so those were not carried out.
+An OPEN may have drawn a share either way: it counts as lost and is sent again after the next
+login, as is an OPEN answered 5 (overloaded, or in a cluster not answered in time) after 50 to
+100 ms; a repeated OPEN answers 1 with the share drawn before, told then and counted once. The
 summary and -report count the outages, the moves (ERROR 9), the reconnects and the redirects,
-and the longest time a user was without a connection.
+the OPENs sent again and the shares they learned, and the longest time a user was without a
+connection.
 
 Flags:
 `)

@@ -85,4 +85,9 @@ func updateMetrics(set *metrics.Set, c counters, target uint32) {
 	set.GetOrCreateGauge("loadclient_outage_max_seconds", nil).Set(float64(c.OutageMaxNs) / float64(time.Second))
 	set.GetOrCreateCounter("loadclient_shake_amount_total").Set(c.ShakeAmount)
 	set.GetOrCreateCounter("loadclient_open_amount_total").Set(c.OpenAmount)
+	set.GetOrCreateCounter("loadclient_open_resent_total").Set(c.Resent)
+	set.GetOrCreateCounter("loadclient_open_learned_total").Set(c.Learned)
+	set.GetOrCreateCounter("loadclient_open_learned_amount_total").Set(c.LearnedAmount)
+	set.GetOrCreateGauge("loadclient_opens_pending", nil).Set(float64(c.OpenPending))
+	set.GetOrCreateCounter("loadclient_pushes_repeated_total").Set(c.Repeated)
 }

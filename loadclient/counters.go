@@ -73,8 +73,8 @@ type counters struct {
 
 	Sent       [nReq]uint64
 	Status     [nReq][maxStatus]uint64 // answers by status
-	Lost       [nReq]uint64            // in flight on a connection that dropped
-	NotDone    [nReq]uint64            // in flight at ERROR 9: the gateway answered all it took before it, so these were not carried out
+	Lost       [nReq]uint64            // in flight on a connection that dropped (an OPEN is sent again: opens_linux.go)
+	NotDone    [nReq]uint64            // in flight at ERROR 9: the gateway answered all it took before it, so these were not carried out; OPEN aside, counted lost: its share may be drawn
 	Unanswered [nReq]uint64            // still in flight when the run closed
 	Skipped    uint64                  // due while the user was not logged in: not sent
 	Churned    uint64                  // connections closed on purpose by -churn, to reconnect
@@ -95,8 +95,16 @@ type counters struct {
 	Unopened uint64 // ENVELOPE pushes that came while holding: not opened, no money
 	Holding  int64  // loops holding whose published copy is from after the hold
 
+	// OPENs sent again (opens_linux.go): each ENVELOPE push opened is an open that ends with
+	// its OPEN's final answer, status 0 to 4.
+	Repeated      uint64 // ENVELOPE pushes of an envelope whose open had no final answer yet: not opened again
+	Resent        uint64 // OPENs sent again (in Sent[reqOpen]): answered 5, or in flight when their connection ended
+	Learned       uint64 // shares learned by a repeated OPEN: a re-sent OPEN answered 1
+	LearnedAmount uint64 // Σ their amounts (in OpenAmount)
+	OpenPending   int64  // opens without a final answer now: an OPEN in flight or to be sent again; after the run, unresolved
+
 	ShakeAmount uint64 // Σ SHAKE_RESULT status 1 amounts
-	OpenAmount  uint64 // Σ OPEN_RESULT status 0 amounts
+	OpenAmount  uint64 // Σ OPEN_RESULT status 0 amounts and the shares learned by a repeated OPEN: the OPEN money told
 	Errors      [nErr]uint64
 
 	ConnectFailures connFailures // why connects and logins failed, by kind
@@ -131,6 +139,11 @@ func (c *counters) add(o *counters) {
 	}
 	c.Unopened += o.Unopened
 	c.Holding += o.Holding
+	c.Repeated += o.Repeated
+	c.Resent += o.Resent
+	c.Learned += o.Learned
+	c.LearnedAmount += o.LearnedAmount
+	c.OpenPending += o.OpenPending
 	c.ShakeAmount += o.ShakeAmount
 	c.OpenAmount += o.OpenAmount
 	for e := range nErr {

@@ -54,7 +54,8 @@ func newDialer(id int, plan *runPlan, r Range) dialer {
 	return d
 }
 
-// connectDue starts the connects the rate allows and moves due retries to the queue.
+// connectDue starts the connects the rate allows and moves due retries to the queue. After the
+// end of the sends only users with opens under way connect: their OPENs are sent again.
 func (l *loop) connectDue() {
 	for len(l.retries) > 0 && l.retries[0].at <= l.now {
 		l.connQ = append(l.connQ, l.retries.pop().idx)
@@ -64,6 +65,9 @@ func (l *loop) connectDue() {
 	for l.connHead < len(l.connQ) && l.tokens >= 1 {
 		idx := l.connQ[l.connHead]
 		l.connHead++
+		if l.now >= l.endNs && !l.opens.has(idx) {
+			continue
+		}
 		l.tokens--
 		l.dial(&l.conns[idx], idx)
 	}
@@ -148,9 +152,10 @@ func (l *loop) connected(c *uconn, idx uint32) {
 
 // retry schedules a reconnect of c after an exponential backoff (backoffMin doubling up to
 // backoffMax) with ±25% jitter, so that the users of a gateway that failed do not all come
-// back in the same millisecond.
+// back in the same millisecond. After the end of the sends only a user with opens under way
+// reconnects.
 func (l *loop) retry(c *uconn, idx uint32) {
-	if l.now >= l.endNs || c.state == stDead {
+	if l.now >= l.endNs && !l.opens.has(idx) || c.state == stDead {
 		return
 	}
 	d := min(backoffMin<<min(c.fails, 8), backoffMax)

@@ -74,6 +74,9 @@ type engine interface {
 	// hold makes the loops stop opening pushes; each publishes its counters at once, with
 	// Holding 1. It returns how many loops it told.
 	hold() int
+	// settle makes the loops send no OPEN again and connect nobody more: the drain is over,
+	// and the opens still under way stay unresolved.
+	settle()
 	// poll adds the loops' last published counters to total and their latencies recorded
 	// since the last poll to live.
 	poll(total *counters, live *LatencyHistogram)

@@ -77,6 +77,12 @@ func (e *epollEngine) hold() int {
 	return len(e.loops)
 }
 
+func (e *epollEngine) settle() {
+	for _, l := range e.loops {
+		l.command(command{kind: cmdSettle})
+	}
+}
+
 func (e *epollEngine) poll(total *counters, live *LatencyHistogram) {
 	for _, l := range e.loops {
 		l.mu.Lock()

@@ -2,6 +2,7 @@ package loadclient_test
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,9 @@ import (
 // less underReport once it has answered a SHAKE of the run. With loginStatus set it
 // refuses every LOGIN with that status instead; with redirect set, a LOGIN of a user it says
 // is owned elsewhere gets LOGIN_ACK 3 with the address it names, and the connection closes.
-// move hands every user to another gateway, as a failover of its SETs.
+// move hands every user to another gateway, as a failover of its SETs. With openRule set, it
+// decides how each OPEN is handled (openAct). A share, once drawn, is the user's: a later OPEN
+// of it answers 1 with it.
 type fakeServer struct {
 	t           *testing.T
 	ln          net.Listener
@@ -41,10 +44,14 @@ type fakeServer struct {
 	shakes       int64
 	shakeAmount  int64
 	shakesBy     map[uint32]int    // SHAKEs by user
+	lastShake    time.Time         // when the last SHAKE came
 	moved        int               // ERROR 9 sent
 	byStampSec   map[int64]int     // SHAKEs by the second of their stamp
 	pushed       map[[2]uint64]int // (user, envelope) → ENVELOPE pushes
 	opened       map[[2]uint64]int // (user, envelope) → OPENs
+	openedAt     map[[2]uint64][]time.Time
+	drawn        map[[2]uint64]bool                           // (user, envelope) → its share drawn
+	openRule     func(user uint32, env uint64, n int) openAct // the n-th OPEN (from 1) of env by user; nil: as usual
 	openedOK     int64
 	openedAmount int64
 	sends        int64
@@ -55,6 +62,21 @@ type fakeServer struct {
 }
 
 const openAmount = 3
+
+// openAct is how the fake handles one OPEN of an envelope pushed to the user; the zero value
+// answers as usual: 0 with a share drawn now, 1 with the share drawn before.
+type openAct struct {
+	overload bool // answer 5: drawing the share first with draw, as a cluster whose crossing timed out
+	draw     bool
+	drop     uint8 // dropClose, dropMoved: draw the share and answer nothing; the connection ends
+	again    bool  // after the answer, push the envelope again
+}
+
+// How a connection ends at an OPEN: closed (after the answers made before), or ERROR 9 first.
+const (
+	dropClose = 1 + iota
+	dropMoved
+)
 
 type fakeConn struct {
 	mu sync.Mutex
@@ -77,6 +99,7 @@ func newFakeServer(t *testing.T, pushEvery int) *fakeServer {
 		t: t, ln: ln, pushEvery: pushEvery,
 		conns: map[uint32]*fakeConn{}, all: map[net.Conn]bool{},
 		byStampSec: map[int64]int{}, pushed: map[[2]uint64]int{}, opened: map[[2]uint64]int{},
+		openedAt: map[[2]uint64][]time.Time{}, drawn: map[[2]uint64]bool{},
 		peers: map[string]int{}, redirected: map[uint32]int{}, loggedIn: map[uint32]int{},
 		shakesBy: map[uint32]int{},
 	}
@@ -344,7 +367,11 @@ func (s *fakeServer) serve(c *fakeConn) {
 			} else if user == 0 {
 				out = proto.AppendError(out, f.Stamp, proto.ErrCodeNotLoggedIn)
 			} else {
-				out = s.request(c, user, f, out)
+				var drop uint8
+				if out, drop = s.request(c, user, f, out); drop != 0 {
+					s.end(c, out, drop)
+					return
+				}
 			}
 			buf = buf[:copy(buf, buf[k:])]
 		}
@@ -354,9 +381,25 @@ func (s *fakeServer) serve(c *fakeConn) {
 	}
 }
 
+// end ends c at an OPEN that drop says drops it: the answers made before it are written (then
+// ERROR 9 with dropMoved), and the connection closes once the client has closed its side, so
+// that nothing written is lost to a reset.
+func (s *fakeServer) end(c *fakeConn, out []byte, drop uint8) {
+	if drop == dropMoved {
+		out = proto.AppendError(out, 0, proto.ErrCodeMoved)
+		s.mu.Lock()
+		s.moved++
+		s.mu.Unlock()
+	}
+	c.write(out)
+	c.nc.(*net.TCPConn).CloseWrite()
+	c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.Copy(io.Discard, c.nc)
+}
+
 // request answers one request of a logged-in user into out; pushes to other users are
-// written to their connections directly.
-func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte) []byte {
+// written to their connections directly. drop non-zero ends the connection after out.
+func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte) (_ []byte, drop uint8) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch f.Type {
@@ -367,6 +410,7 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 		s.shakeAmount += int64(amount)
 		s.byStampSec[int64(f.Stamp/1e9)]++
 		s.shakesBy[user]++
+		s.lastShake = time.Now()
 		out = proto.AppendShakeResult(out, f.Stamp, proto.ShakeGot, s.nextEnv, amount)
 		if s.pushEvery > 0 && s.shakes%int64(s.pushEvery) == 0 {
 			s.nextEnv++
@@ -377,15 +421,38 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 		env := f.Open()
 		key := [2]uint64{uint64(user), env}
 		s.opened[key]++
+		s.openedAt[key] = append(s.openedAt[key], time.Now())
+		var act openAct
+		if s.openRule != nil {
+			act = s.openRule(user, env, s.opened[key])
+		}
+		draw := func() {
+			if !s.drawn[key] {
+				s.drawn[key] = true
+				s.openedOK++
+				s.openedAmount += openAmount
+			}
+		}
 		switch {
 		case s.pushed[key] == 0:
 			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenNotRecipient, env, 0)
-		case s.opened[key] > 1:
+		case act.drop != 0:
+			draw()
+			return out, act.drop
+		case act.overload:
+			if act.draw {
+				draw()
+			}
+			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenOverloaded, env, 0)
+		case s.drawn[key]:
 			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenAlready, env, openAmount)
 		default:
-			s.openedOK++
-			s.openedAmount += openAmount
+			draw()
 			out = proto.AppendOpenResult(out, f.Stamp, proto.OpenOK, env, openAmount)
+		}
+		if act.again {
+			s.pushed[key]++
+			out = proto.AppendEnvelope(out, 1, env, 0, 100, 1)
 		}
 	case proto.Send:
 		s.sends++
@@ -409,7 +476,7 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 		to, text := f.Chat()
 		rc := s.conns[to]
 		if rc == nil {
-			return proto.AppendChatAck(out, f.Stamp, proto.ChatOffline, to)
+			return proto.AppendChatAck(out, f.Stamp, proto.ChatOffline, to), 0
 		}
 		deliver := proto.AppendChatDeliver(nil, f.Stamp, user, text)
 		if rc == c {
@@ -421,5 +488,5 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 	case proto.Ping:
 		out = proto.AppendPong(out, f.Stamp)
 	}
-	return out
+	return out, 0
 }

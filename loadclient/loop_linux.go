@@ -14,8 +14,9 @@ import (
 // the next event or due work, dispatch the events, send, churn and connect what is due,
 // flush, sweep for timeouts, publish. Each step lives in a file of its own: dial_linux.go
 // (connects, logins, backoff), send_linux.go (the schedule and the pacers), churn_linux.go,
-// receive_linux.go (reads and answers), output_linux.go (output buffers and writes),
-// uconn_linux.go (a connection's state and how it ends).
+// receive_linux.go (reads and answers), opens_linux.go (OPENs until their final answer),
+// output_linux.go (output buffers and writes), uconn_linux.go (a connection's state and how
+// it ends).
 
 // Loop tuning, each with its reason.
 const (
@@ -35,7 +36,8 @@ const (
 const (
 	cmdRate = iota
 	cmdEnd
-	cmdHold // open no more pushes: the run's figures are final but for the OPENs in flight
+	cmdHold   // open no more pushes: the run's figures are final but for the opens under way
+	cmdSettle // the drain is over: send no OPEN again, connect nobody more
 	cmdStop
 )
 
@@ -63,6 +65,7 @@ type loop struct {
 	dialer // connects: the queue, the rate, the backoffs
 	sender // scheduled sends: the schedule and the pacers
 	bufPool
+	opens opens // OPENs without a final answer: in flight, or to be sent again
 
 	now, endNs int64
 	base       int64 // origin of the ms clock in uconn.since
@@ -81,7 +84,7 @@ type loop struct {
 	live  *LatencyHistogram // SHAKE latencies since the last publish
 
 	stopped bool
-	holding bool // cmdHold came: pushes are counted, not opened
+	holding bool // cmdHold came: pushes are counted, not opened (opens under way go on)
 
 	shared
 }
@@ -107,6 +110,7 @@ func newLoop(id int, plan *runPlan, r Range) (*loop, error) {
 		events: make([]unix.EpollEvent, eventsLen),
 		live:   new(LatencyHistogram),
 		shared: shared{pubLive: new(LatencyHistogram)},
+		opens:  newOpens(),
 		ep:     -1, evfd: -1,
 	}
 	for i := range l.hists {
@@ -167,12 +171,14 @@ func (l *loop) run(wg *sync.WaitGroup) {
 		}
 		l.readAgain()
 		// Sends stop at endNs by their own test, so a send due before the end still goes
-		// out when a slow round wakes after it; churns and connects stop at the end.
+		// out when a slow round wakes after it; churns stop at the end, and so do connects,
+		// but for users with opens under way, whose OPENs settle money already drawn.
 		l.sendDue()
+		l.openDue()
 		if l.now < l.endNs {
 			l.churnDue()
-			l.connectDue()
 		}
+		l.connectDue()
 		l.flush()
 		if l.now >= l.nextSweep {
 			l.sweep()
@@ -191,8 +197,8 @@ func (l *loop) run(wg *sync.WaitGroup) {
 	unix.Close(l.ep)
 }
 
-// wakeAt returns when the loop has work without an event: the next due send, connect,
-// retry, publish or sweep; now when work is left over from the last round.
+// wakeAt returns when the loop has work without an event: the next due send, OPEN sent again,
+// connect, retry, publish or sweep; now when work is left over from the last round.
 func (l *loop) wakeAt() int64 {
 	if len(l.again) > 0 {
 		return l.now
@@ -207,10 +213,12 @@ func (l *loop) wakeAt() int64 {
 		t = min(t, l.pendAt)
 	}
 	t = min(t, l.sendP.wake(l.endNs), l.chatP.wake(l.endNs))
-	if l.now >= l.endNs {
-		return t
+	if len(l.opens.due) > 0 {
+		t = min(t, l.opens.due[0].at)
 	}
-	t = min(t, l.endNs, l.churnP.wake(l.endNs))
+	if l.now < l.endNs {
+		t = min(t, l.endNs, l.churnP.wake(l.endNs))
+	}
 	if l.connHead < len(l.connQ) {
 		t = min(t, l.now+int64(max(0, (1-l.tokens)/l.connRate)))
 	}
@@ -280,6 +288,8 @@ func (l *loop) commands() {
 			l.c.Holding = 1
 			// At once, not on the grid: the drain must know that no OPEN comes after this copy.
 			l.publish()
+		case cmdSettle:
+			l.opens.settled = true
 		case cmdStop:
 			l.stopped = true
 		}
@@ -288,7 +298,7 @@ func (l *loop) commands() {
 
 // publish hands copies of the counters and the latest latencies to the engine.
 func (l *loop) publish() {
-	l.c.Up, l.c.Connecting = l.up, l.connecting
+	l.c.Up, l.c.Connecting, l.c.OpenPending = l.up, l.connecting, l.opens.n
 	l.mu.Lock()
 	l.pub = l.c
 	l.pubLive.Merge(l.live)

@@ -106,10 +106,7 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 			return true
 		}
 		env, _, _, _ := f.Envelope()
-		if b := l.outBuf(c, idx); b != nil {
-			*b = proto.AppendOpen(*b, uint64(l.now), env)
-			l.sent(c, reqOpen)
-		}
+		l.openPush(c, idx, env)
 		return true
 	case proto.ChatDeliver:
 		l.c.Pushes[pushChat]++
@@ -136,7 +133,11 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 		}
 		lost := &l.c.Lost
 		if f.ErrorCode() == proto.ErrCodeMoved {
-			lost = &l.c.NotDone // answered "not carried out" (docs/PROTOCOL.md, A SET that moves)
+			// Answered "not carried out" (docs/PROTOCOL.md, A SET that moves), but for OPENs:
+			// the envelope's SET may have drawn a share. They are lost, and sent again.
+			l.c.Lost[reqOpen] += uint64(c.inflight[reqOpen])
+			c.inflight[reqOpen] = 0
+			lost = &l.c.NotDone
 		}
 		l.dropAs(c, idx, class, lost)
 		return false
@@ -182,15 +183,18 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 		}
 		l.loggedIn(c)
 		l.setState(c, stReady)
+		if l.opens.n != 0 {
+			l.openAgain(c, idx) // the OPENs its last connection left unsettled
+		}
 	case reqShake:
 		if st == proto.ShakeGot {
 			_, _, amount := f.ShakeResult()
 			l.c.ShakeAmount += uint64(amount)
 		}
 	case reqOpen:
-		if st == proto.OpenOK {
-			_, _, amount := f.OpenResult()
-			l.c.OpenAmount += uint64(amount)
+		_, env, amount := f.OpenResult()
+		if !l.openAnswered(idx, st, env, amount) {
+			l.c.Errors[errProtocol]++ // no OPEN of that envelope in flight
 		}
 	}
 	return true

@@ -30,29 +30,34 @@ const (
 // Money the server held before the run is in the baseline, so the comparison is exact when
 // this run is the server's only client during the run: the server's totals count every
 // client's. Checks: the sum of SHAKE amounts equals the change of shake.got_amount, the SHAKEs
-// that got one that of shake.got, the sum of OPEN amounts that of envelopes.opened_amount, the
-// OPENs answered ok that of envelopes.opened; every ENVELOPE pushed before the client stopped
-// opening was opened once (OPEN ok), and every SEND was acknowledged ok.
+// that got one that of shake.got; the OPEN money told (OPEN 0 amounts and the shares learned
+// by a repeated OPEN) that of envelopes.opened_amount, and their count that of
+// envelopes.opened; every ENVELOPE pushed before the client stopped opening was opened once,
+// ending with a share told; and every SEND was acknowledged ok. Opens the grace left without a
+// final answer (OpenUnresolved) may hold shares drawn and never told: the summary of a
+// mismatch names them.
 //
 // Mode at-least is for a server that may be killed and restarted during the run: an answer
 // cut off by the crash is counted by the server and never told, and a push or an answer lost
-// with the connection is no money. A restarted server recovers its figures from its journal,
-// the baseline's money with them, so the baseline is still the zero. Checks: the change of
-// each of the four server figures is at least the client's, and both ledger invariants hold
+// with the connection is no money (but an OPEN's share, learned by a repeated OPEN after the
+// reconnect, is told). A restarted server recovers its figures from its journal, the
+// baseline's money with them, so the baseline is still the zero. Checks: the change of each
+// of the four server figures is at least the client's, and both ledger invariants hold
 // exactly on the figures after the run (shake.created_amount = got_amount + pool_amount;
 // envelopes.created_amount = opened_amount + outstanding_amount).
 type ReconcileReport struct {
-	OK       bool             `json:"ok"`
-	Mode     string           `json:"mode,omitempty"`     // at-least; empty: strict
-	Endpoint string           `json:"endpoint,omitempty"` // what was read: /stats or /cluster/stats
-	Admin    string           `json:"admin,omitempty"`    // with several -admin URLs, the one read after the run
-	Gateways int              `json:"gateways,omitempty"` // /cluster/stats: the gateways summed after the run
-	Missing  []int            `json:"missing,omitempty"`  // /cluster/stats: the nodes that did not answer after the run
-	Baseline *Figures         `json:"baseline,omitempty"` // the server's figures before the run's first request
-	After    *Figures         `json:"after,omitempty"`    // the same after the drain: a server figure compared is After − Baseline
-	Checks   []Check          `json:"checks"`
-	InFlight map[string]int64 `json:"in_flight,omitempty"` // still unanswered when the grace ran out
-	Err      string           `json:"error,omitempty"`     // the figures could not be read, or not from every gateway
+	OK             bool             `json:"ok"`
+	Mode           string           `json:"mode,omitempty"`     // at-least; empty: strict
+	Endpoint       string           `json:"endpoint,omitempty"` // what was read: /stats or /cluster/stats
+	Admin          string           `json:"admin,omitempty"`    // with several -admin URLs, the one read after the run
+	Gateways       int              `json:"gateways,omitempty"` // /cluster/stats: the gateways summed after the run
+	Missing        []int            `json:"missing,omitempty"`  // /cluster/stats: the nodes that did not answer after the run
+	Baseline       *Figures         `json:"baseline,omitempty"` // the server's figures before the run's first request
+	After          *Figures         `json:"after,omitempty"`    // the same after the drain: a server figure compared is After − Baseline
+	Checks         []Check          `json:"checks"`
+	InFlight       map[string]int64 `json:"in_flight,omitempty"`       // still unanswered when the grace ran out
+	OpenUnresolved int64            `json:"open_unresolved,omitempty"` // opens without a final answer when the grace ran out: each may hold a share drawn, never told
+	Err            string           `json:"error,omitempty"`           // the figures could not be read, or not from every gateway
 }
 
 // Figures are the server's figures a reconciliation compares, as one read of /stats or
@@ -129,6 +134,9 @@ func (r *ReconcileReport) Summary() string {
 	s := head + ": MISMATCH: " + strings.Join(bad, "; ")
 	if len(r.InFlight) > 0 {
 		s += fmt.Sprintf("; still in flight after the grace: %v", r.InFlight)
+	}
+	if r.OpenUnresolved > 0 {
+		s += fmt.Sprintf("; %d opens without a final answer after the grace: each may hold a share drawn and never told", r.OpenUnresolved)
 	}
 	return s
 }
@@ -309,7 +317,7 @@ func readBaseline(cfg *Config) (*baseline, error) {
 // reconcile compares c, the figures after the drain, with the change of the server's since
 // base. drained is false when answers were still in flight when the grace ran out.
 func reconcile(cfg *Config, base *baseline, c *counters, drained bool) *ReconcileReport {
-	r := &ReconcileReport{Endpoint: base.path, Baseline: base.st.figures()}
+	r := &ReconcileReport{Endpoint: base.path, Baseline: base.st.figures(), OpenUnresolved: c.OpenPending}
 	if !drained {
 		r.InFlight = map[string]int64{}
 		for k := range nReq {
@@ -350,15 +358,29 @@ func strictChecks(before, after *Figures, c *counters) []Check {
 	}
 	add("shake.got_amount", "server", after.GotAmount-before.GotAmount, int64(c.ShakeAmount))
 	add("shake.got", "server", after.Got-before.Got, int64(c.Status[reqShake][1]))
+	// The OPEN money told: OPEN 0 amounts and the shares learned by a repeated OPEN (a re-sent
+	// OPEN answered 1: drawn by an OPEN of the same open whose answer never came).
 	add("envelopes.opened_amount", "server", after.OpenedAmount-before.OpenedAmount, int64(c.OpenAmount))
-	add("envelopes.opened", "server", after.Opened-before.Opened, int64(c.Status[reqOpen][0]))
-	// An OPEN or SEND answered "overloaded" (retry), or in flight at ERROR 9
-	// (moved: not carried out), was not carried out.
-	notDone := func(r int) uint64 { return c.NotDone[r] + c.Status[r][overloadStatus[r]] }
-	add("ENVELOPE pushes opened ok", "pushes received while opening, less OPENs not carried out", int64(c.Pushes[pushEnvelope]-c.Unopened-notDone(reqOpen)), int64(c.Status[reqOpen][0]))
-	add("SEND acknowledged ok", "SENDs sent, less those not carried out", int64(c.Sent[reqSend]-notDone(reqSend)), int64(c.Status[reqSend][0]))
+	add("envelopes.opened", "server", after.Opened-before.Opened, int64(opensTold(c)))
+	// Each push received while opening (not holding) and not repeating an open under way starts
+	// an open: one first OPEN, then a re-send for each OPEN answered 5 or in flight when its
+	// connection ended. An open ends with exactly one final answer (status 0 to 4) or is
+	// unresolved at the end (OpenPending). So
+	//	pushes − unopened − repeated = Σ final answers + unresolved,
+	// and in a run where the server tells every recipient its share, every final answer is a
+	// 0 or a 1 to a re-send:
+	//	pushes − unopened − repeated − unresolved = OPEN 0 + learned.
+	// A 1 to a first OPEN (a push of an envelope opened before) and 2, 3, 4 break it.
+	add("ENVELOPE pushes opened ok", "pushes received while opening, less repeats and opens unresolved at the end",
+		int64(c.Pushes[pushEnvelope]-c.Unopened-c.Repeated)-c.OpenPending, int64(opensTold(c)))
+	// A SEND answered "overloaded" (retry), or in flight at ERROR 9 (moved), was not carried out.
+	notDone := c.NotDone[reqSend] + c.Status[reqSend][overloadStatus[reqSend]]
+	add("SEND acknowledged ok", "SENDs sent, less those not carried out", int64(c.Sent[reqSend]-notDone), int64(c.Status[reqSend][0]))
 	return cs
 }
+
+// opensTold returns the shares the OPENs told: answered 0, or learned by a repeated OPEN.
+func opensTold(c *counters) uint64 { return c.Status[reqOpen][0] + c.Learned }
 
 // atLeastChecks compares c with the change of the server's figures from before to after, each
 // at least the client's, and checks both ledger invariants on st, the figures after.
@@ -371,7 +393,7 @@ func atLeastChecks(before *Figures, st *serverStats, c *counters) []Check {
 	told("shake.got_amount", after.GotAmount-before.GotAmount, c.ShakeAmount)
 	told("shake.got", after.Got-before.Got, c.Status[reqShake][1])
 	told("envelopes.opened_amount", after.OpenedAmount-before.OpenedAmount, c.OpenAmount)
-	told("envelopes.opened", after.Opened-before.Opened, c.Status[reqOpen][0])
+	told("envelopes.opened", after.Opened-before.Opened, opensTold(c))
 	s, e := &st.Shake, &st.Envelopes
 	left, right := s.CreatedAmount, *s.GotAmount+s.PoolAmount
 	cs = append(cs, Check{Figure: "shake.got_amount + pool_amount", Want: left, Got: right, Diff: right - left, Note: "shake.created_amount"})

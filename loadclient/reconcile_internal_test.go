@@ -18,14 +18,18 @@ func stats(got, gotAmount, opened, openedAmount int64) *serverStats {
 }
 
 // TestChecksOverTheChange checks the arithmetic of both modes: the server's figures are taken
-// as after − before, the client's as they are; pushes that came once the client stopped
-// opening are not owed an OPEN; the invariants are those of the figures after.
+// as after − before, the client's as they are; the shares learned by a repeated OPEN are
+// told like OPEN 0s, and OPENs answered 5 or lost with their connection, sent again, are not
+// owed anything of their own; pushes that came once the client stopped opening, or while
+// their envelope's open was under way, are not owed an OPEN, nor are opens unresolved at the
+// end; the invariants are those of the figures after.
 func TestChecksOverTheChange(t *testing.T) {
 	before, after := stats(1000, 50_000, 40, 4_000), stats(1012, 50_345, 45, 4_210)
 	var c counters
 	c.ShakeAmount, c.Status[reqShake][1] = 345, 12
-	c.OpenAmount, c.Status[reqOpen][0] = 210, 5
-	c.Pushes[pushEnvelope], c.Unopened = 9, 4
+	c.OpenAmount, c.Status[reqOpen][0], c.Learned, c.LearnedAmount = 210, 3, 2, 30
+	c.Status[reqOpen][5], c.Lost[reqOpen], c.Resent = 7, 3, 10
+	c.Pushes[pushEnvelope], c.Unopened, c.Repeated, c.OpenPending = 12, 4, 2, 1
 	c.Sent[reqSend], c.Status[reqSend][0] = 3, 3
 
 	want := map[string][2]int64{ // figure → want, got
@@ -76,6 +80,16 @@ func TestChecksOverTheChange(t *testing.T) {
 	r.verdict()
 	if s := r.Summary(); !r.OK || !strings.HasPrefix(s, "reconcile (/stats, change since the baseline): ok") {
 		t.Errorf("summary %q; want ok, naming the endpoint and the change", s)
+	}
+
+	// Unresolved at the end: a share drawn and never told is a mismatch that says why.
+	c.ShakeAmount, c.OpenAmount = 345, 200
+	r = &ReconcileReport{Endpoint: pathStats, Baseline: before.figures(), After: after.figures(), OpenUnresolved: 1,
+		Checks: strictChecks(before.figures(), after.figures(), &c)}
+	r.verdict()
+	if s := r.Summary(); r.OK || !strings.Contains(s, "envelopes.opened_amount: want 210 (server), got 200") ||
+		!strings.HasSuffix(s, "; 1 opens without a final answer after the grace: each may hold a share drawn and never told") {
+		t.Errorf("summary %q; want the mismatch and the open unresolved named", s)
 	}
 }
 

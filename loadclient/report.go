@@ -15,31 +15,36 @@ import (
 // scheduled send time, not from when it went out, so a stalled client or server cannot hide
 // the stall (coordinated omission); OPENs, which answer pushes, count from when they were sent.
 type Report struct {
-	Start           time.Time                 `json:"start"`
-	Seconds         float64                   `json:"duration_s"`
-	Users           int64                     `json:"users"`
-	Procs           int                       `json:"procs"`
-	ConnectionsMax  int64                     `json:"connections_max"` // the most logged in at a tick
-	Connects        uint64                    `json:"connects"`        // successful TCP connects
-	Churned         uint64                    `json:"churned"`         // connections closed on purpose (-churn) to reconnect
-	Redirected      uint64                    `json:"redirected"`      // LOGIN_ACK 3 followed to the gateway it named
-	Outages         uint64                    `json:"outages"`         // logged-in connections that failed (reset, closed, ERROR 8 or 9, timeout; not churned)
-	Moved           uint64                    `json:"moved"`           // of the outages, ERROR 9: the gateway no longer served the user's SET
-	NoOwner         uint64                    `json:"no_owner"`        // LOGIN_ACK 3 naming no gateway (the SET between owners): retried
-	Reconnects      uint64                    `json:"reconnects"`      // logins again after an outage; outages − reconnects were not back by the end
-	OutageMaxS      float64                   `json:"outage_max_s"`    // the longest a user was without a connection, failure to login (or to the end of the sends)
-	Requests        map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
-	Pushes          map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
-	Unopened        uint64                    `json:"pushes_unopened"` // ENVELOPE pushes after the client stopped opening at the end: no money
-	DeliverLatency  LatencyReport             `json:"chat_deliver_latency"`
-	ShakeAmount     uint64                    `json:"shake_amount"` // Σ SHAKE_RESULT status 1 amounts, fen
-	OpenAmount      uint64                    `json:"open_amount"`  // Σ OPEN_RESULT status 0 amounts, fen
-	Skipped         uint64                    `json:"skipped_not_connected"`
-	Backlog         uint64                    `json:"dropped_backlog"`
-	Errors          map[string]uint64         `json:"errors"`           // connect, reset, timeout, protocol, overload
-	ConnectFailures ConnectFailuresReport     `json:"connect_failures"` // why connects and logins failed
-	Memory          *MemoryReport             `json:"memory,omitempty"`
-	Reconcile       *ReconcileReport          `json:"reconcile,omitempty"`
+	Start             time.Time                 `json:"start"`
+	Seconds           float64                   `json:"duration_s"`
+	Users             int64                     `json:"users"`
+	Procs             int                       `json:"procs"`
+	ConnectionsMax    int64                     `json:"connections_max"` // the most logged in at a tick
+	Connects          uint64                    `json:"connects"`        // successful TCP connects
+	Churned           uint64                    `json:"churned"`         // connections closed on purpose (-churn) to reconnect
+	Redirected        uint64                    `json:"redirected"`      // LOGIN_ACK 3 followed to the gateway it named
+	Outages           uint64                    `json:"outages"`         // logged-in connections that failed (reset, closed, ERROR 8 or 9, timeout; not churned)
+	Moved             uint64                    `json:"moved"`           // of the outages, ERROR 9: the gateway no longer served the user's SET
+	NoOwner           uint64                    `json:"no_owner"`        // LOGIN_ACK 3 naming no gateway (the SET between owners): retried
+	Reconnects        uint64                    `json:"reconnects"`      // logins again after an outage; outages − reconnects were not back by the end
+	OutageMaxS        float64                   `json:"outage_max_s"`    // the longest a user was without a connection, failure to login (or to the end of the sends)
+	Requests          map[string]*RequestReport `json:"requests"`        // by kind: LOGIN, SHAKE, OPEN, SEND, CHAT
+	Pushes            map[string]uint64         `json:"pushes"`          // ENVELOPE, CHAT_DELIVER
+	Unopened          uint64                    `json:"pushes_unopened"` // ENVELOPE pushes after the client stopped opening at the end: no money
+	Repeated          uint64                    `json:"pushes_repeated"` // ENVELOPE pushes of an envelope whose open was under way: not opened again
+	DeliverLatency    LatencyReport             `json:"chat_deliver_latency"`
+	ShakeAmount       uint64                    `json:"shake_amount"` // Σ SHAKE_RESULT status 1 amounts, fen
+	OpenAmount        uint64                    `json:"open_amount"`  // Σ OPEN_RESULT status 0 amounts and open_learned_amount, fen: the OPEN money told
+	OpenResent        uint64                    `json:"open_resent"`  // OPENs sent again (in requests.OPEN.sent): answered 5, or in flight when their connection ended
+	OpenLearned       uint64                    `json:"open_learned"` // shares learned by a repeated OPEN: a re-sent OPEN answered 1
+	OpenLearnedAmount uint64                    `json:"open_learned_amount"`
+	OpenUnresolved    int64                     `json:"open_unresolved"` // opens without a final answer when the run closed: each may hold a share drawn, never told
+	Skipped           uint64                    `json:"skipped_not_connected"`
+	Backlog           uint64                    `json:"dropped_backlog"`
+	Errors            map[string]uint64         `json:"errors"`           // connect, reset, timeout, protocol, overload
+	ConnectFailures   ConnectFailuresReport     `json:"connect_failures"` // why connects and logins failed
+	Memory            *MemoryReport             `json:"memory,omitempty"`
+	Reconcile         *ReconcileReport          `json:"reconcile,omitempty"`
 }
 
 // RequestReport is one kind of request.
@@ -47,7 +52,7 @@ type RequestReport struct {
 	Sent       uint64            `json:"sent"`
 	Answered   uint64            `json:"answered"`
 	Lost       uint64            `json:"lost"`       // in flight on a connection that dropped
-	NotDone    uint64            `json:"not_done"`   // in flight at ERROR 9 (moved): not carried out
+	NotDone    uint64            `json:"not_done"`   // in flight at ERROR 9 (moved): not carried out (an OPEN counts as lost: sent again)
 	Unanswered uint64            `json:"unanswered"` // still in flight at the end
 	Status     map[string]uint64 `json:"status"`     // answers by status code
 	Latency    LatencyReport     `json:"latency"`
@@ -84,31 +89,36 @@ func latencyOf(h *LatencyHistogram) LatencyReport {
 func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileReport, mem *MemoryReport) *Report {
 	c := &res.counters
 	r := &Report{
-		Start:           time.Unix(0, rep.startNs),
-		Seconds:         cfg.Duration.Seconds(),
-		Users:           c.Users,
-		Procs:           cfg.Procs,
-		ConnectionsMax:  rep.maxUp,
-		Connects:        c.Connects,
-		Churned:         c.Churned,
-		Redirected:      c.Redirected,
-		Outages:         c.Outages,
-		Moved:           c.Moved,
-		NoOwner:         c.NoOwner,
-		Reconnects:      c.Reconnects,
-		OutageMaxS:      float64(c.OutageMaxNs) / float64(time.Second),
-		Requests:        map[string]*RequestReport{},
-		Pushes:          map[string]uint64{},
-		Unopened:        c.Unopened,
-		DeliverLatency:  latencyOf(res.hists[histDeliver]),
-		ShakeAmount:     c.ShakeAmount,
-		OpenAmount:      c.OpenAmount,
-		Skipped:         c.Skipped,
-		Backlog:         c.Backlog,
-		Errors:          map[string]uint64{},
-		ConnectFailures: c.ConnectFailures.reportOf(rep.startNs),
-		Memory:          mem,
-		Reconcile:       rec,
+		Start:             time.Unix(0, rep.startNs),
+		Seconds:           cfg.Duration.Seconds(),
+		Users:             c.Users,
+		Procs:             cfg.Procs,
+		ConnectionsMax:    rep.maxUp,
+		Connects:          c.Connects,
+		Churned:           c.Churned,
+		Redirected:        c.Redirected,
+		Outages:           c.Outages,
+		Moved:             c.Moved,
+		NoOwner:           c.NoOwner,
+		Reconnects:        c.Reconnects,
+		OutageMaxS:        float64(c.OutageMaxNs) / float64(time.Second),
+		Requests:          map[string]*RequestReport{},
+		Pushes:            map[string]uint64{},
+		Unopened:          c.Unopened,
+		Repeated:          c.Repeated,
+		DeliverLatency:    latencyOf(res.hists[histDeliver]),
+		ShakeAmount:       c.ShakeAmount,
+		OpenAmount:        c.OpenAmount,
+		OpenResent:        c.Resent,
+		OpenLearned:       c.Learned,
+		OpenLearnedAmount: c.LearnedAmount,
+		OpenUnresolved:    c.OpenPending,
+		Skipped:           c.Skipped,
+		Backlog:           c.Backlog,
+		Errors:            map[string]uint64{},
+		ConnectFailures:   c.ConnectFailures.reportOf(rep.startNs),
+		Memory:            mem,
+		Reconcile:         rec,
 	}
 	for k := range nReq {
 		rr := &RequestReport{
@@ -169,12 +179,27 @@ func (r *Report) WriteSummary(w io.Writer) {
 			strings.Join(st, " "), ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max))
 	}
 	tw.Flush()
-	unopened := ""
+	var unopened []string
 	if r.Unopened > 0 {
-		unopened = fmt.Sprintf(" (%d after the client stopped opening at the end: not opened)", r.Unopened)
+		unopened = append(unopened, fmt.Sprintf("%d after the client stopped opening at the end", r.Unopened))
 	}
-	fmt.Fprintf(w, "pushes: ENVELOPE %d%s, CHAT_DELIVER %d\n", r.Pushes["ENVELOPE"], unopened, r.Pushes["CHAT_DELIVER"])
-	fmt.Fprintf(w, "money: SHAKE got %d fen, OPEN got %d fen\n", r.ShakeAmount, r.OpenAmount)
+	if r.Repeated > 0 {
+		unopened = append(unopened, fmt.Sprintf("%d of an envelope whose open was under way", r.Repeated))
+	}
+	pushes := ""
+	if len(unopened) > 0 {
+		pushes = " (not opened: " + strings.Join(unopened, ", ") + ")"
+	}
+	fmt.Fprintf(w, "pushes: ENVELOPE %d%s, CHAT_DELIVER %d\n", r.Pushes["ENVELOPE"], pushes, r.Pushes["CHAT_DELIVER"])
+	if r.OpenResent > 0 || r.OpenUnresolved > 0 {
+		fmt.Fprintf(w, "OPEN sent again %d times (answered 5, or in flight when the connection ended): %d shares learned by a repeated OPEN, %d fen; %d opens without a final answer at the end\n",
+			r.OpenResent, r.OpenLearned, r.OpenLearnedAmount, r.OpenUnresolved)
+	}
+	learned := ""
+	if r.OpenLearned > 0 {
+		learned = fmt.Sprintf(" (%d fen of it learned by a repeated OPEN)", r.OpenLearnedAmount)
+	}
+	fmt.Fprintf(w, "money: SHAKE got %d fen, OPEN got %d fen%s\n", r.ShakeAmount, r.OpenAmount, learned)
 	fmt.Fprintf(w, "errors: connect %d, reset %d, timeout %d, protocol %d, overload %d; skipped (not connected) %d, dropped (backlog) %d\n",
 		r.Errors["connect"], r.Errors["reset"], r.Errors["timeout"], r.Errors["protocol"], r.Errors["overload"], r.Skipped, r.Backlog)
 	r.ConnectFailures.writeSummary(w)

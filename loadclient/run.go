@@ -150,11 +150,15 @@ const holdAck = time.Second
 // for quietFor: the run's answers are in, and the pushes of its own SENDs, which come with
 // their SEND_ACK or just after, have been opened. A server may push without end (a send
 // campaign), and each OPEN moves money, so then the loops hold: later pushes are counted,
-// not opened. It waits until the OPENs in flight are answered and nothing has been in flight
-// for quietFor more, so that the server's counting of its last answers is done too; the
-// server's figures read from then on are of the same money. drained is false when deadline
-// came first.
+// not opened. Opens under way go on, holding or not: their OPENs are sent again (after
+// status 5, or after a login when their connection ended) until a final answer settles the
+// money they may have drawn. It waits until no open is under way, nothing is in flight and
+// nothing has been for quietFor more, so that the server's counting of its last answers is
+// done too; the server's figures read from then on are of the same money. drained is false
+// when deadline came first: cur.OpenPending then counts the opens left unresolved, which the
+// loops, told to settle, send no more.
 func drainLocal(eng engine, deadline int64) (cur counters, drained bool) {
+	defer eng.settle()
 	// The run's own requests: OPENs aside, which answer the server's pushes.
 	own := func(c *counters) (inflight int64, sent uint64) {
 		for r := range nReq {
@@ -188,7 +192,7 @@ func drainLocal(eng engine, deadline int64) (cur counters, drained bool) {
 		eng.poll(&cur, new(LatencyHistogram))
 		now := time.Now().UnixNano()
 		held := cur.Holding == loops
-		if !held || cur.inflightAll() != 0 {
+		if !held || cur.inflightAll() != 0 || cur.OpenPending != 0 {
 			quietSince = now
 		}
 		if now-quietSince >= int64(quietFor) {

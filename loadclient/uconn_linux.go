@@ -70,8 +70,9 @@ func (l *loop) setState(c *uconn, s uint8) {
 	c.state = s
 }
 
-// drop closes c after an error of class, counts its requests in flight as lost and
-// schedules a reconnect elsewhere (nextServer) after the backoff, unless the run has ended.
+// drop closes c after an error of class, counts its requests in flight as lost (its OPENs are
+// sent again after the next login) and schedules a reconnect elsewhere (nextServer) after the
+// backoff, unless the run has ended and c has no open under way.
 // A logged-in connection that fails starts an outage, which its next login ends; one dropped
 // for a timeout has been without service since its last answer.
 func (l *loop) drop(c *uconn, idx uint32, class int) { l.dropAs(c, idx, class, &l.c.Lost) }
@@ -119,11 +120,15 @@ func (l *loop) loggedIn(c *uconn) {
 	l.c.OutageMaxNs = max(l.c.OutageMaxNs, int64(l.nowMs-c.downAt)*int64(time.Millisecond))
 }
 
-// closeConn closes c's socket, adds its requests in flight to count and returns its buffers.
+// closeConn closes c's socket, adds its requests in flight to count, marks its OPENs in flight
+// to be sent again after the next login and returns its buffers.
 func (l *loop) closeConn(c *uconn, count *[nReq]uint64) {
 	if c.fd >= 0 {
 		unix.Close(int(c.fd)) // also removes it from the epoll set
 		c.fd = -1
+	}
+	if l.opens.n != 0 {
+		l.openLost(c.user - l.first)
 	}
 	for r, n := range c.inflight {
 		count[r] += uint64(n)
@@ -161,8 +166,8 @@ func (l *loop) sweep() {
 }
 
 // closeAll closes every connection at the end of the run; what is still in flight is
-// unanswered and counts as a timeout. A user not back from an outage was without a
-// connection until the end of the sends.
+// unanswered and counts as a timeout, and the opens under way stay unresolved (OpenPending). A
+// user not back from an outage was without a connection until the end of the sends.
 func (l *loop) closeAll() {
 	before := l.c.Unanswered
 	endMs := uint32(max(0, min(l.endNs, l.now)-l.base) / int64(time.Millisecond))

@@ -90,11 +90,11 @@ func forged(t *testing.T, g *testServer, kind string) int {
 // TestClusterForgeries: gateways that are NATS users of their own, on the
 // NATS configuration deploy/ ships, with an admin token. An attacker who
 // holds one gateway's NATS credentials (not the admin token) cannot make
-// money with them: a take-back of another gateway's user's share, an
-// ENVELOPE push of an envelope that gateway does not own, a campaign
-// without the admin token's proof, a heartbeat or a stats answer for
-// another gateway all change nothing, and each is counted; publishing as
-// another gateway is refused by NATS itself.
+// money with them: a deal into another gateway's pool, an ENVELOPE push of
+// an envelope that gateway does not own, a campaign without the admin
+// token's proof, a heartbeat or a stats answer for another gateway all
+// change nothing, and each is counted; publishing as another gateway is
+// refused by NATS itself.
 func TestClusterForgeries(t *testing.T) {
 	const sets = 2
 	ns, auth := deployedNATS(t)
@@ -120,12 +120,12 @@ func TestClusterForgeries(t *testing.T) {
 		t.Fatalf("OPEN: status %d", st)
 	}
 
-	// The attacker, as gateway 1: take user 4's share back so that it can open again; push
-	// user 6 a SHAKE_RESULT dressed as an ENVELOPE of gateway 0's; start a campaign.
+	// The attacker, as gateway 1: deal an envelope into gateway 0's pool; push user 6 a
+	// SHAKE_RESULT dressed as an ENVELOPE of gateway 0's; start a campaign.
 	nc := natsAs(t, ns, 1)
 	fake := proto.AppendEnvelope(nil, 0, env, 2, 20000, 1)
 	nc.Publish("hongbao.gw.1.ev.0", wireBatch(1,
-		wireEvent(event.KUnopen, 4, share, env, nil),
+		wireEvent(event.KDeal, 4, 20000, 1<<63|1, nil),
 		wireEvent(event.KPush, 6, 0, env, fake)))
 	op, _ := json.Marshal(map[string]any{"op": "start", "from": 1, "id": 1,
 		"params": map[string]any{"kind": "shake", "rate": 1000000, "total": 1 << 32, "min": 20000, "max": 20000}})
@@ -134,7 +134,7 @@ func TestClusterForgeries(t *testing.T) {
 	nc.Publish("hongbao.gw.1.beat", beat)
 	nc.Publish("hongbao.gw.1.answer.0", []byte(`{"node":1,"shake":{"got_amount":1000019999}}`))
 	// As gateway 0: NATS refuses it.
-	nc.Publish("hongbao.gw.0.ev.0", wireBatch(0, wireEvent(event.KUnopen, 4, share, env, nil)))
+	nc.Publish("hongbao.gw.0.ev.0", wireBatch(0, wireEvent(event.KDeal, 4, 20000, 1<<63|1, nil)))
 	nc.Flush()
 	if err := nc.LastError(); err == nil || !strings.Contains(err.Error(), "hongbao.gw.0.ev.0") {
 		t.Errorf("publishing as gateway 0 with gateway 1's user: %v; want a permissions violation", err)
@@ -149,7 +149,7 @@ func TestClusterForgeries(t *testing.T) {
 	s = r4.nextStamp()
 	r4.send(proto.AppendOpen(nil, s, env))
 	if st, _, again := r4.answer(s).OpenResult(); st != proto.OpenAlready || again != share {
-		t.Fatalf("OPEN after a forged take-back: status %d, %d fen; want 1 with %d", st, again, share)
+		t.Fatalf("OPEN again: status %d, %d fen; want 1 with %d", st, again, share)
 	}
 	r6.ping() // anything pushed before the PONG would have come first
 	if len(r6.pushes) != 0 {
@@ -161,8 +161,8 @@ func TestClusterForgeries(t *testing.T) {
 		}
 	}
 	cs := clusterStats(t, gws[0])
-	if cs.Gateways != 2 || cs.Envelopes.OpenedAmount != uint64(share) || cs.Shake.GotAmount != 0 {
-		t.Errorf("/cluster/stats: %d gateways, opened %d, shake got %d; want 2, %d, 0", cs.Gateways, cs.Envelopes.OpenedAmount, cs.Shake.GotAmount, share)
+	if cs.Gateways != 2 || cs.Envelopes.OpenedAmount != uint64(share) || cs.Shake.GotAmount != 0 || cs.Shake.Created != 0 {
+		t.Errorf("/cluster/stats: %d gateways, opened %d, shake created %d, got %d; want 2, %d, 0, 0", cs.Gateways, cs.Envelopes.OpenedAmount, cs.Shake.Created, cs.Shake.GotAmount, share)
 	}
 	checkEnvelopeLedger(t, cs.Stats)
 	var m struct {

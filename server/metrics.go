@@ -56,7 +56,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	st, ist, ls := s.Stats(), s.ing.Stats(), s.ledgers()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
-	var takeBackLost, popped, returned, openOK, takenBack uint64
+	var popped, returned, openOK, untold uint64
 	for _, l := range ls {
 		bytesOut += l.Egress.Bytes.Load()
 		writes += l.Egress.Writes.Load()
@@ -65,11 +65,10 @@ func (s *Server) writeMetrics(w io.Writer) {
 		online += l.Session.Online.Load()
 		held += l.Split.Held.Load()
 		queued += l.Split.Queued.Load()
-		takeBackLost += l.Split.TakeBackLost.Load()
 		popped += l.Shake.Popped.Load()
 		returned += l.Shake.Returned.Load()
 		openOK += l.Split.OpenStatus[proto.OpenOK].Load()
-		takenBack += l.Split.TakenBack.Load()
+		untold += l.Egress.OpenUntold.Load()
 	}
 
 	bi := buildinfo.Read()
@@ -111,8 +110,8 @@ func (s *Server) writeMetrics(w io.Writer) {
 
 	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
 	e.counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool (since the start: /stats shake.got, which a restart keeps, is hongbao_shake_total{result=\"got\"} less these plus what was got before it).", returned)
-	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN: see hongbao_envelopes_taken_back_total.", openOK)
-	e.counter("hongbao_envelopes_taken_back_total", "Shares whose OPEN_RESULT never reached its opener, put back in their envelope (since the start: /stats envelopes.opened, which a restart keeps, is hongbao_envelopes_opened_total less these plus what was opened before it).", takenBack)
+	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN (since the start: /stats envelopes.opened, which a restart keeps, is this plus what was opened before it).", openOK)
+	e.counter("hongbao_open_untold_total", "OPEN_RESULT 0 answers that never reached their opener (its connection went first): the share stays drawn and counted, the opener's, and a repeated OPEN answers 1 with it.", untold)
 	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
 	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
 	e.gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))
@@ -120,7 +119,6 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.sample(`hongbao_send_limited_total{reason="rate"}`, st.Envelopes.SendLimitedBy.Rate)
 	e.sample(`hongbao_send_limited_total{reason="live_cap"}`, st.Envelopes.SendLimitedBy.LiveCap)
 	e.sample(`hongbao_send_limited_total{reason="budget"}`, st.Envelopes.SendLimitedBy.Budget)
-	e.counter("hongbao_take_backs_lost_total", "OPEN shares whose answer never reached the opener but whose envelope was already forgotten: they stay counted as opened (expected 0).", takeBackLost)
 	e.counter("hongbao_envelopes_evicted_total", "Fully opened group envelopes forgotten before -opened-retention to stay within -max-envelopes.", st.Envelopes.Evicted)
 	e.gauge("hongbao_pending_pushes", "ENVELOPE pushes kept for recipients who were offline, sent at their next login.", st.Envelopes.Pending.Waiting)
 	e.counter("hongbao_pending_pushes_dropped_total", "ENVELOPE pushes kept for offline recipients and dropped for room (each user keeps its newest).", st.Envelopes.Pending.Dropped)
@@ -204,7 +202,7 @@ func (s *Server) writeJournal(e exposition) {
 		return
 	}
 	m := &j.M
-	e.counter("hongbao_journal_records_total", "Journal records written and synced (state changes: envelopes dealt, got, returned; group envelopes created, opened, taken back, refunded, forgotten; campaigns).", m.Records.Load())
+	e.counter("hongbao_journal_records_total", "Journal records written and synced (state changes: envelopes dealt, got, returned; group envelopes created, opened, refunded, forgotten; campaigns).", m.Records.Load())
 	e.counter("hongbao_journal_bytes_total", "Bytes of journal rounds (records and their round headers) written and synced.", m.Bytes.Load())
 	e.counter("hongbao_journal_segments_total", "Journal segment files started.", m.Segments.Load())
 	e.counter("hongbao_journal_checkpoints_total", "Writes of the journal's checkpoint (the last durable position; at most every 10 ms after rounds).", m.Checkpoints.Load())

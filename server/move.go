@@ -27,8 +27,11 @@ import (
 //     up. The source serves all along.
 //  2. Cut: the source stops taking the SET's requests (event.Bus.SetLeaving:
 //     they are answered "overloaded", which says "retry"; logins get
-//     LOGIN_ACK 3 with no address), sends its connections ERROR 9 (every
-//     request they sent before it was answered), waits for them to go, takes
+//     LOGIN_ACK 3 with no address), answers its users' crossings still
+//     waiting "unavailable", sends its connections ERROR 9 (every request
+//     they sent before it was answered, but for an OPEN whose answer from
+//     another gateway was on its way: a repeated OPEN tells its share),
+//     waits for them to go, takes
 //     the SET off its bus and lets its ring drain, makes the SET's last
 //     round durable and closes its journal group there: L, the SET's last
 //     message, is final.
@@ -311,6 +314,10 @@ func (r *replicated) cut(set int) (uint64, error) {
 	st := s.setAt(set)
 	rg := st.Transport()
 	s.bus.SetLeaving(set)
+	// Its users' OPENs and CHATs waiting on other gateways are answered
+	// "unavailable" now, before ERROR 9 (an OPEN's share drawn there is its
+	// opener's, told by the OPEN sent again).
+	s.node.GiveUpSET(set)
 	seq, err := rg.Claim(1)
 	if err != nil {
 		return 0, err
@@ -328,9 +335,6 @@ func (r *replicated) cut(set int) (uint64, error) {
 			break
 		}
 	}
-	// Its users' OPENs waiting on other gateways are cancelled while this
-	// gateway still speaks for them.
-	s.node.GiveUpSET(set)
 	r.active[set].Store(false) // the record changes next: no loss
 	s.bus.Route(set, event.NewNowhere(rg.Size()), true)
 	if err := rg.Close(); err != nil { // every event it took, applied and journaled

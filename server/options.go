@@ -532,7 +532,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"(the same -sets and N on every gateway: a gateway that differs refuses to start)")
 	fs.StringVar(&o.Advertise, "advertise", "", "the client `address` other gateways send this one's users to (LOGIN_ACK 3); default: the first -listen address")
 	fs.DurationVar(&o.ClusterTimeout, "cluster-timeout", cluster.DefaultTimeout, "an OPEN or CHAT that crosses to another gateway and gets no answer by then is answered\n"+
-		"unavailable (OPEN_RESULT 5, CHAT_ACK 2); a share drawn for it is taken back")
+		"unavailable (OPEN_RESULT 5, CHAT_ACK 2); a share drawn for it stays its opener's, told by the OPEN sent again")
 	fs.DurationVar(&o.TraceSlow, "trace-slow", 0, "when an answer's decode → write takes longer than this `duration`, write the runtime trace of the\n"+
 		"last ~"+traceWindow.String()+" to -trace-dir (go tool trace; go run ./perf/cmd/slowtrace says where the time went): at most one\n"+
 		"file every "+traceEvery.String()+" and "+fmt.Sprint(traceFiles)+" in all. It keeps Go's flight recorder running, a trace event for every\n"+

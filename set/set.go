@@ -266,7 +266,6 @@ func Build(n int, o Options) (*event.Bus, []*SET, error) {
 	if o.Remote != nil {
 		bus.SetRemote(o.Remote)
 	}
-	bus.SetStray(egress.Stray) // an answer to a connection whose SET moved away gives back its share
 	for _, s := range sets {
 		if err := s.AddStages(bus); err != nil {
 			return nil, nil, err

@@ -50,27 +50,24 @@ func (r *recorder) wait(t *testing.T, n int) []event.Event {
 	return nil
 }
 
-// crossStep is an OPEN from another gateway (a connection handle without
-// a connection, its Gen the crossing) or its cancel (KUnopen with amount 0).
+// crossStep is an OPEN of user 3's from another gateway: a connection
+// handle without a connection, its Gen the crossing.
 type crossStep struct {
-	open   bool // an OPEN of crossing xid, else its cancel
 	xid    uint32
 	status uint8 // the OPEN's answer
 }
 
-// crossCases: a share is taken back only once every answer that told it
-// has been withdrawn: one delivered answer keeps it.
+// crossCases: a share, once drawn, is its user's: every OPEN after the
+// first answers "already" with it, whatever became of the answers before
+// (the requester's gateway may have given up on them: it no longer sends
+// anything back to take the share).
 var crossCases = []struct {
 	name  string
 	steps []crossStep
-	kept  bool
 }{
-	{"drawn, cancelled", []crossStep{{true, 7, proto.OpenOK}, {false, 7, 0}}, false},
-	{"another crossing's cancel", []crossStep{{true, 7, proto.OpenOK}, {false, 9, 0}}, true},
-	{"already told, the drawing one cancelled", []crossStep{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 7, 0}}, true},
-	{"told, the already one cancelled", []crossStep{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 8, 0}}, true},
-	{"both cancelled", []crossStep{{true, 7, proto.OpenOK}, {true, 8, proto.OpenAlready}, {false, 8, 0}, {false, 7, 0}}, false},
-	{"cancelled twice, opened again", []crossStep{{true, 7, proto.OpenOK}, {false, 7, 0}, {false, 7, 0}, {true, 8, proto.OpenOK}}, true},
+	{"drawn", []crossStep{{7, proto.OpenOK}}},
+	{"drawn, asked again", []crossStep{{7, proto.OpenOK}, {8, proto.OpenAlready}}},
+	{"drawn, asked again twice", []crossStep{{7, proto.OpenOK}, {8, proto.OpenAlready}, {9, proto.OpenAlready}}},
 }
 
 // crossWorld is SET 0 on this gateway, with SET 1 on another one (a ring
@@ -149,24 +146,20 @@ func (w *crossWorld) send() uint64 {
 	return w.away.wait(w.t, 1)[0].Env
 }
 
-// step runs st on env: an OPEN, whose answer it checks, or a cancel.
-func (w *crossWorld) step(env uint64, st crossStep) {
+// step runs st on env, an OPEN, checks its answer and returns its share.
+func (w *crossWorld) step(env uint64, st crossStep) uint32 {
 	w.t.Helper()
-	if !st.open {
-		w.publish(func(ev *event.Event) {
-			ev.Kind, ev.User, ev.Env, ev.Conn = event.KUnopen, 3, env, conn.Handle{Gen: st.xid}
-		})
-		return
-	}
 	w.publish(func(ev *event.Event) {
 		ev.Kind, ev.User, ev.Env, ev.Conn, ev.Stamp = event.KOpen, 3, env, conn.Handle{Gen: st.xid}, uint64(st.xid)
 	})
 	w.answers++
 	a := w.away.wait(w.t, w.answers)[w.answers-1]
 	f, _, _ := proto.NextResponse(a.Frame())
-	if status, _, _ := f.OpenResult(); a.Kind != event.KAnswer || a.Conn.Gen != st.xid || status != st.status {
+	status, _, share := f.OpenResult()
+	if a.Kind != event.KAnswer || a.Conn.Gen != st.xid || status != st.status {
 		w.t.Fatalf("OPEN of crossing %d: %v to crossing %d, status %d; want an answer to %d, status %d", st.xid, a.Kind, a.Conn.Gen, status, st.xid, st.status)
 	}
+	return share
 }
 
 // close drains SET 0 (every step handled) and returns its ledger.
@@ -178,34 +171,42 @@ func (w *crossWorld) close() ledger.Stats {
 	return ledger.Sum(set.Ledgers(w.sets))
 }
 
-func checkKept(t *testing.T, st ledger.Stats, want bool) {
+// checkOnce checks that every answer told the same share, and the ledger
+// counts it once.
+func checkOnce(t *testing.T, st ledger.Stats, shares []uint32) {
 	t.Helper()
-	if kept := st.Envelopes.Opened == 1; kept != want {
-		t.Errorf("share drawn and kept: %v (opened %d, %d fen); want %v", kept, st.Envelopes.Opened, st.Envelopes.OpenedAmount, want)
+	for _, s := range shares[1:] {
+		if s != shares[0] {
+			t.Errorf("the answers told shares %v; want one share, told again", shares)
+		}
+	}
+	if st.Envelopes.Opened != 1 || st.Envelopes.OpenedAmount != uint64(shares[0]) {
+		t.Errorf("opened %d, %d fen; want 1 share of %d fen", st.Envelopes.Opened, st.Envelopes.OpenedAmount, shares[0])
 	}
 	if err := st.CheckEnvelopes(); err != nil {
 		t.Error(err)
 	}
 }
 
-// TestCrossedCancels runs crossCases on one SET.
-func TestCrossedCancels(t *testing.T) {
+// TestCrossedOnce runs crossCases on one SET.
+func TestCrossedOnce(t *testing.T) {
 	for _, c := range crossCases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newCrossWorld(t, nil, nil)
 			env := w.send()
+			var shares []uint32
 			for _, st := range c.steps {
-				w.step(env, st)
+				shares = append(shares, w.step(env, st))
 			}
-			checkKept(t, w.close(), c.kept)
+			checkOnce(t, w.close(), shares)
 		})
 	}
 }
 
 // TestCrossedRestored runs crossCases with SET 0 restored between every two
 // steps, as the gateway it moved or failed over to restores it: from its
-// journal, or from a snapshot. A cancel that reaches the new gateway takes
-// back what the old one drew.
+// journal, or from a snapshot. The new gateway tells the share the old one
+// drew.
 func TestCrossedRestored(t *testing.T) {
 	for _, from := range []string{"journal", "snapshot"} {
 		for _, c := range crossCases {
@@ -262,12 +263,13 @@ func TestCrossedRestored(t *testing.T) {
 				env := w.send()
 				end(w)
 				var st ledger.Stats
+				var shares []uint32
 				for i, step := range c.steps {
 					w = incarnation(i+1, load)
-					w.step(env, step)
+					shares = append(shares, w.step(env, step))
 					st = end(w)
 				}
-				checkKept(t, st, c.kept)
+				checkOnce(t, st, shares)
 			})
 		}
 	}

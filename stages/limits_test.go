@@ -161,7 +161,7 @@ func TestLiveCapPerUser(t *testing.T) {
 // TestBudget: a SET at its share of the budget answers 3 to any SEND and
 // skips system sends; a fully opened envelope makes room, and one kept only
 // for a repeated OPEN is forgotten early so that memory stays within it —
-// once its last answer can no longer come back for a take-back.
+// but not before an opener whose answer was lost has had time to OPEN again.
 func TestBudget(t *testing.T) {
 	now := clock()
 	lim := defaultLimits
@@ -179,8 +179,8 @@ func TestBudget(t *testing.T) {
 	waitFor(t, "the system send to be skipped", func() bool { return p.stats().Envelopes.SystemOverBudget == 1 })
 	r.wantOpen(envs[0], proto.OpenOK, "of the only share")
 	r.wantOpen(envs[0], proto.OpenAlready, "again within the retention")
-	// Its answer might still come back undelivered: the envelope is kept
-	// for the take-back, budget or not.
+	// Its answer might have been lost: the envelope is kept for the OPEN
+	// sent again, budget or not.
 	b.wantSend(proto.SendLimited, "right after an envelope was fully opened", 3)
 	now.Add(int64(10 * time.Second))
 	b.wantSend(proto.SendOK, "once an envelope was fully opened 10 s ago", 3)

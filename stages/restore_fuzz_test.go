@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"hongbao/journal"
+	"hongbao/ledger"
 	"hongbao/set"
 	"hongbao/stages"
 )
@@ -13,7 +14,8 @@ import (
 // FuzzSplitRestore feeds the split stage an arbitrary snapshot part and
 // arbitrary records of its producer, as a restore reads them from a
 // journal or a snapshot it does not trust: each is taken or refused with an
-// error, never a panic.
+// error, never a panic, and what was taken balances (the ledger's
+// invariants).
 func FuzzSplitRestore(f *testing.F) {
 	create := binary.BigEndian.AppendUint64(nil, 1<<51|7)                           // id
 	create = binary.BigEndian.AppendUint32(create, 0)                               // campaign
@@ -47,6 +49,12 @@ func FuzzSplitRestore(f *testing.F) {
 				return
 			}
 		}
+		defer func() {
+			st := ledger.Sum(set.Ledgers(sets))
+			if err := st.Check(); err != nil {
+				t.Fatalf("restored state does not balance: %v", err)
+			}
+		}()
 		for len(recs) >= 2 {
 			typ, n := recs[0], min(int(recs[1]), len(recs)-2)
 			r := journal.Record{PID: pid, Type: typ, Payload: recs[2 : 2+n]}

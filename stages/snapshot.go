@@ -10,7 +10,9 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
+	"hongbao/envelope"
 	"hongbao/ledger"
+	"hongbao/proto"
 )
 
 // Part is one stage's state for a snapshot, taken on its own goroutine at a
@@ -200,8 +202,11 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 	s.lastDealt = r.u64()
 	s.camps.load(r)
 	for n := r.u64(); n > 0 && r.err == nil; n-- {
-		id := r.u64()
-		s.pool.Push(id, r.u32())
+		id, amount := r.u64(), r.u32()
+		if r.err == nil && (amount == 0 || id>>63 != 1) {
+			return fmt.Errorf("stages: shake snapshot envelope %#x of %d fen: not a shake envelope: %w", id, amount, errRecord)
+		}
+		s.pool.Push(id, amount)
 	}
 	if err := r.done(); err != nil {
 		return err
@@ -211,6 +216,13 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 	egress.Got.Store(c.Popped.Load() - c.Returned.Load())
 	egress.GotAmount.Store(c.PoppedAmount.Load() - c.ReturnedAmount.Load())
 	s.gauges()
+	// A part read from a store the loader does not trust must balance: every
+	// fen created is got or in the pool.
+	if got, gotAmount := egress.Got.Load(), egress.GotAmount.Load(); c.Popped.Load() < c.Returned.Load() || c.PoppedAmount.Load() < c.ReturnedAmount.Load() ||
+		c.Created.Load() != got+c.Pool.Load() || c.CreatedAmount.Load() != gotAmount+c.PoolAmount.Load() {
+		return fmt.Errorf("stages: a shake snapshot that does not balance: created %d (%d fen), popped %d (%d fen), returned %d (%d fen), pool %d (%d fen): %w",
+			c.Created.Load(), c.CreatedAmount.Load(), c.Popped.Load(), c.PoppedAmount.Load(), c.Returned.Load(), c.ReturnedAmount.Load(), c.Pool.Load(), c.PoolAmount.Load(), errRecord)
+	}
 	return nil
 }
 
@@ -252,7 +264,6 @@ func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	if n != len(s.groups) {
 		panic(fmt.Sprintf("BUG: stages: %d group envelopes held, %d in the expiry queue", len(s.groups), n))
 	}
-	b = s.appendCrossed(b)
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
 	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
@@ -274,8 +285,11 @@ func (s *Split) Load(data []byte, now int64) error {
 			rcpt = binary.BigEndian.AppendUint32(rcpt, r.u32())
 			shares[i] = r.u32()
 		}
-		if r.err != nil || k == 0 {
+		if r.err != nil {
 			break
+		}
+		if err := s.checkPart(id, sender, total, rcpt, shares); err != nil {
+			return err
 		}
 		g := s.add(id, sender, total, expires, rcpt)
 		for i, share := range shares {
@@ -293,8 +307,8 @@ func (s *Split) Load(data []byte, now int64) error {
 			s.spent = append(s.spent, expiring{id, g.retained})
 		}
 	}
-	if len(r.b) > 0 { // a part written before crossings were kept has none
-		s.loadCrossed(r)
+	if len(r.b) > 0 { // an earlier version's part: its crossings
+		skipCrossed(r)
 	}
 	if err := r.done(); err != nil {
 		return err
@@ -302,51 +316,64 @@ func (s *Split) Load(data []byte, now int64) error {
 	s.ids.After(next - 1)
 	store(s.snapshotted(), vs) // after the envelopes' own counting: these are the totals
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))
+	// A part read from a store the loader does not trust must balance: every
+	// fen created is opened, refunded, or in an envelope held.
+	if c := s.c; c.CreatedAmount.Load() != c.OpenedAmount.Load()+c.RefundedAmount.Load()+c.LiveAmount.Load() {
+		return fmt.Errorf("stages: a split snapshot that does not balance: created %d fen, opened %d, refunded %d, live %d: %w",
+			c.CreatedAmount.Load(), c.OpenedAmount.Load(), c.RefundedAmount.Load(), c.LiveAmount.Load(), errRecord)
+	}
 	return nil
 }
 
-// appendCrossed appends the crossings that told shares (Split.crossed):
-// their count, then for each share its envelope, user and crossings, in the
-// envelopes' creation order.
-func (s *Split) appendCrossed(b []byte) []byte {
-	at := len(b)
-	b = binary.BigEndian.AppendUint32(b, 0)
-	if len(s.crossed) == 0 {
-		return b
+// checkPart refuses an envelope of a snapshot part that this SET could not
+// have made: another SET's id, one held twice, no recipient, a recipient 0,
+// the sender or twice, shares that add up to more than the total or leave
+// less than a fen for each share left.
+func (s *Split) checkPart(id uint64, sender, total uint32, rcpt []byte, shares []uint32) error {
+	bad := func(why string) error {
+		return fmt.Errorf("stages: snapshot envelope %#x: %s: %w", id, why, errRecord)
 	}
-	n := uint32(0)
-	for _, e := range s.expiry {
-		g := s.groups[e.id]
-		if g == nil || g.expires != e.expires {
-			continue
+	switch {
+	case envelope.OwnerSET(id) != s.set || id>>63 != 0:
+		return bad(fmt.Sprintf("not an envelope of SET %d", s.set))
+	case s.groups[id] != nil:
+		return bad("held twice")
+	case len(shares) == 0 || len(shares) > (proto.MaxFrameLen-18)/4: // what a SEND frame holds
+		return bad(fmt.Sprintf("%d recipients", len(shares)))
+	}
+	for i := 0; i < len(rcpt); i += 4 {
+		u := binary.BigEndian.Uint32(rcpt[i:])
+		if u == 0 || u == sender {
+			return bad(fmt.Sprintf("recipient %d", u))
 		}
-		for _, r := range g.recipients {
-			xids, ok := s.crossed[crossKey{e.id, r}]
-			if !ok {
-				continue
+		for j := 0; j < i; j += 4 {
+			if binary.BigEndian.Uint32(rcpt[j:]) == u {
+				return bad(fmt.Sprintf("recipient %d twice", u))
 			}
-			b = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, e.id), r)
-			b = binary.BigEndian.AppendUint16(b, uint16(len(xids)))
-			for _, x := range xids {
-				b = binary.BigEndian.AppendUint32(b, x)
-			}
-			n++
 		}
 	}
-	binary.BigEndian.PutUint32(b[at:], n)
-	return b
+	drawn, left := uint64(0), uint64(0)
+	for _, sh := range shares {
+		if sh == 0 {
+			left++
+		}
+		drawn += uint64(sh)
+	}
+	if drawn > uint64(total) || uint64(total)-drawn < left || left == 0 && drawn != uint64(total) {
+		return bad(fmt.Sprintf("shares of %d fen drawn, %d left, of a total of %d", drawn, left, total))
+	}
+	return nil
 }
 
-// loadCrossed reads what appendCrossed wrote.
-func (s *Split) loadCrossed(r *reader) {
+// skipCrossed reads past the crossings an earlier version kept after the
+// envelopes (which crossings told each share, to take shares back at a
+// cancel): nothing takes a share back now.
+func skipCrossed(r *reader) {
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		k := crossKey{r.u64(), r.u32()}
-		xids := make([]uint32, r.u16())
-		for i := range xids {
-			xids[i] = r.u32()
-		}
-		if r.err == nil {
-			s.cross(k, xids)
+		r.u64()
+		r.u32()
+		for range r.u16() {
+			r.u32()
 		}
 	}
 }

@@ -86,20 +86,6 @@ type Split struct {
 	rec     []byte            // a record's payload, reused
 	camps   tallies           // created (or skipped) for each send campaign
 	snapOut func(Part)
-	// crossed holds, for each share drawn for an OPEN from another gateway
-	// of a cluster, the crossings whose answers told that share (the OPEN
-	// that drew it, and any OPEN answered "already" since). A cancel (the
-	// requester's gateway gave up waiting on one of them) removes its
-	// crossing; the share is taken back once none is left, so a share any
-	// delivered answer told of stays drawn. Journalled and snapshotted
-	// (RecDrawCrossed, RecCrossing): the cancel may reach the gateway the
-	// SET moved or failed over to.
-	crossed map[crossKey][]uint32
-}
-
-type crossKey struct {
-	env  uint64
-	user uint32
 }
 
 type expiring struct {
@@ -151,12 +137,6 @@ func (s *Split) Handle(b event.Batch) {
 			s.release(ev)
 		case event.KOpen:
 			s.open(ev, now)
-		case event.KUnopen:
-			if ev.Amount == 0 { // a cancelled crossing: whatever it drew, if anything
-				s.cancel(ev.Env, ev.User, ev.Conn.Gen)
-			} else {
-				s.unopen(ev.Env, ev.User, ev.Amount)
-			}
 		case event.KRepush:
 			s.repush(ev.Env, ev.User)
 		case event.KSnapshot:
@@ -222,9 +202,9 @@ func (s *Split) limited(sender uint32, now int64) *atomic.Uint64 {
 // live ones than its budget. Envelopes held past their last share (kept for
 // a repeated OPEN) are forgotten early to make room, oldest first, so that
 // the envelopes in memory, not only the live ones, stay within the budget;
-// but only once their last share was drawn spentGrace ago: until then its
-// OPEN_RESULT may still come back undelivered (KUnopen), and the take-back
-// needs the envelope. Without such an envelope the SET has no room.
+// but only once their last share was drawn spentGrace ago: until then an
+// opener whose answer was lost may still OPEN again to learn its share.
+// Without such an envelope the SET has no room.
 func (s *Split) room(now int64) bool {
 	budget := s.limits.MaxEnvelopes
 	if budget <= 0 {
@@ -251,9 +231,9 @@ func (s *Split) room(now int64) bool {
 }
 
 // spentGrace is how long a fully opened envelope is kept at least, budget or
-// not: longer than an answer takes from the split stage to its write or its
-// take-back (the egress drains a cut-off connection for 2 s; the shutdown
-// settles for 2 s).
+// not: long enough for an opener whose answer was lost (its connection
+// dropped, a crossing timed out) to reconnect and OPEN again, which answers
+// "already" with its share.
 const spentGrace = 10 * time.Second
 
 // valid applies PROTOCOL.md's SEND rules: 1 ≤ n ≤ MaxShares, n ≤ total ≤
@@ -373,24 +353,8 @@ func (s *Split) open(ev *event.Event, now int64) {
 		status, share = s.draw(ev.Env, ev.User, now)
 	}
 	s.c.OpenStatus[status].Add(1)
-	crossing := ev.Conn.C == nil && ev.Conn.Gen != 0 // from another gateway
-	if crossing {
-		k := crossKey{ev.Env, ev.User}
-		switch xids, drawnByCrossing := s.crossed[k]; {
-		case status == proto.OpenOK:
-			s.cross(k, append(xids[:0], ev.Conn.Gen))
-		case status == proto.OpenAlready && drawnByCrossing:
-			s.cross(k, append(xids, ev.Conn.Gen)) // this answer tells the share too
-			if s.jp != nil {
-				s.jp.Append(RecCrossing, binary.BigEndian.AppendUint32(appendID(s.rec[:0], ev.Env, ev.User, ev.Conn.Gen), 1))
-			}
-		}
-	}
 	switch {
 	case s.jp == nil:
-	case status == proto.OpenOK && crossing:
-		s.jp.Append(RecDrawCrossed, binary.BigEndian.AppendUint32(appendID(s.rec[:0], ev.Env, ev.User, share), ev.Conn.Gen))
-		s.gate(ev)
 	case status == proto.OpenOK:
 		s.jp.Append(RecDraw, appendID(s.rec[:0], ev.Env, ev.User, share))
 		s.gate(ev) // Answer carries it to the requester's SET
@@ -441,32 +405,12 @@ func (s *Split) draw(id uint64, user uint32, now int64) (uint8, uint32) {
 	return proto.OpenOK, share
 }
 
-// unopen takes back user's share of envelope id, whose OPEN_RESULT never
-// reached the user (the connection went first): the share is undrawn, so the
-// ledger counts only money a client was told of, and the user may OPEN again.
-// An envelope already forgotten keeps the share counted (TakeBackLost): it
-// would take its retention to pass while the answer was in flight.
-func (s *Split) unopen(id uint64, user, amount uint32) {
-	if s.crossed != nil {
-		delete(s.crossed, crossKey{id, user})
-	}
-	g := s.groups[id]
-	i := -1
-	if g != nil {
-		for j, r := range g.recipients {
-			if r == user && g.shares[j] == amount {
-				i = j
-				break
-			}
-		}
-	}
-	if i < 0 {
-		s.c.TakeBackLost.Add(1)
-		return
-	}
-	if s.jp != nil {
-		s.jp.Append(RecUnopen, appendID(s.rec[:0], id, user, amount))
-	}
+// undraw takes back user's share of envelope g (id), at its index i: the
+// replay of a take-back journalled by an earlier version, which gave back
+// shares whose answer never reached the user. Nothing takes a share back
+// now: once drawn it is the user's, and a repeated OPEN tells it.
+func (s *Split) undraw(g *group, i int) {
+	amount := g.shares[i]
 	if g.sharesLeft == 0 {
 		s.setLive(g, 1) // openable again; a retention already queued passes it by (expire)
 	}
@@ -476,43 +420,6 @@ func (s *Split) unopen(id uint64, user, amount uint32) {
 	s.c.Opened.Add(^uint64(0))
 	s.c.OpenedAmount.Add(^uint64(amount - 1))
 	s.c.LiveAmount.Add(uint64(amount))
-	s.c.TakenBack.Add(1)
-}
-
-// cancel withdraws crossing xid's answer about user's share of envelope
-// id (its requester was answered "unavailable" instead), and takes the share
-// back once no answer that told it is left.
-func (s *Split) cancel(id uint64, user, xid uint32) {
-	k := crossKey{id, user}
-	xids := s.crossed[k]
-	i := slices.Index(xids, xid)
-	if i < 0 {
-		return // nothing drawn for it, or taken back already
-	}
-	if xids = slices.Delete(xids, i, i+1); len(xids) > 0 {
-		s.crossed[k] = xids
-		if s.jp != nil {
-			s.jp.Append(RecCrossing, binary.BigEndian.AppendUint32(appendID(s.rec[:0], id, user, xid), 0))
-		}
-		return
-	}
-	if g := s.groups[id]; g != nil {
-		for j, r := range g.recipients {
-			if r == user && g.shares[j] != 0 {
-				s.unopen(id, user, g.shares[j])
-				return
-			}
-		}
-	}
-	delete(s.crossed, k)
-}
-
-// cross sets the crossings that told user's share of an envelope.
-func (s *Split) cross(k crossKey, xids []uint32) {
-	if s.crossed == nil {
-		s.crossed = make(map[crossKey][]uint32)
-	}
-	s.crossed[k] = xids
 }
 
 // expire drops envelopes past their TTL, refunding what was not opened, and
@@ -564,11 +471,6 @@ func (s *Split) refund(g *group) {
 func (s *Split) forget(id uint64, rec uint8) {
 	if s.jp != nil {
 		s.jp.Append(rec, binary.BigEndian.AppendUint64(s.rec[:0], id))
-	}
-	if len(s.crossed) > 0 {
-		for _, r := range s.groups[id].recipients {
-			delete(s.crossed, crossKey{id, r})
-		}
 	}
 	if len(s.free) < freeGroups {
 		s.free = append(s.free, s.groups[id])
@@ -645,20 +547,12 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 	}
 	switch r.Type {
 	case RecCrossing:
+		// Which crossings told a share, kept by an earlier version to take
+		// shares back at a cancel: nothing to restore now.
 		if len(p) != 20 {
 			return recordError(r, "crossing of a broken length")
 		}
-		k, xid := crossKey{id, binary.BigEndian.Uint32(p[8:])}, binary.BigEndian.Uint32(p[12:])
-		xids, ok := s.crossed[k]
-		switch {
-		case !ok:
-			return recordError(r, fmt.Sprintf("crossing %d of user %d's share of %#x, which no crossing drew", xid, k.user, id))
-		case binary.BigEndian.Uint32(p[16:]) == 1:
-			s.crossed[k] = append(xids, xid)
-		default:
-			s.crossed[k] = slices.DeleteFunc(xids, func(x uint32) bool { return x == xid })
-		}
-	case RecDraw, RecUnopen, RecDrawCrossed:
+	case RecDraw, RecUnopen, RecDrawCrossed: // RecDrawCrossed: a draw, with its crossing (an earlier version's)
 		want := 16
 		if r.Type == RecDrawCrossed {
 			want = 20
@@ -675,14 +569,13 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 			if g.shares[i] != share || share == 0 {
 				return recordError(r, fmt.Sprintf("share %d of %#x taken back from user %d, who has %d", share, id, user, g.shares[i]))
 			}
-			jp := s.jp
-			s.jp = nil // replaying: nothing to journal again
-			s.unopen(id, user, share)
-			s.jp = jp
-			s.c.TakenBack.Add(^uint64(0)) // a count of this run's take-backs, not the envelope's state
+			s.undraw(g, i)
 			return nil
-		case g.shares[i] != 0 || g.sharesLeft == 0 || share > g.remaining:
-			return recordError(r, fmt.Sprintf("share %d of %#x drawn by user %d twice or beyond what is left", share, id, user))
+		case g.shares[i] != 0 || g.sharesLeft == 0 || uint32(g.sharesLeft) > g.remaining:
+			return recordError(r, fmt.Sprintf("share %d of %#x drawn by user %d twice, or with none left", share, id, user))
+		}
+		if lo, hi := envelope.ShareRange(uint64(g.remaining), uint32(g.sharesLeft)); uint64(share) < lo || uint64(share) > hi {
+			return recordError(r, fmt.Sprintf("share %d of %#x drawn by user %d outside the double-mean range [%d, %d]", share, id, user, lo, hi))
 		}
 		g.shares[i] = share
 		g.remaining -= share
@@ -694,9 +587,6 @@ func (s *Split) Restore(r journal.Record, now int64) error {
 			s.setLive(g, -1)
 			g.retained = now + int64(s.limits.Retain)
 			s.spent = append(s.spent, expiring{id, g.retained})
-		}
-		if r.Type == RecDrawCrossed {
-			s.cross(crossKey{id, user}, []uint32{binary.BigEndian.Uint32(p[16:])})
 		}
 	case RecRefund:
 		if g.sharesLeft == 0 {

@@ -344,10 +344,10 @@ func TestOpenedEnvelopeRetainedThenForgotten(t *testing.T) {
 	}
 }
 
-// An OPEN whose answer finds its connection gone gives the share back to
-// the envelope, in the envelope's SET and across SETs alike: the ledger
-// counts only shares a client was told of, and the user may OPEN again.
-func TestUndeliveredOpenShareGoesBack(t *testing.T) {
+// An OPEN whose answer finds its connection gone leaves its share drawn, in
+// the envelope's SET and across SETs alike: the share is the user's, and
+// the user's next OPEN, on a new connection, answers "already" with it.
+func TestUndeliveredOpenShareStays(t *testing.T) {
 	p := newPipeline(t, 2, 64, defaultLimits, nil)
 	s := p.login(1)                     // SET 1: the envelope's SET
 	near, far := p.login(3), p.login(2) // SET 1 (same as the envelope), SET 0 (the answer crosses SETs)
@@ -363,30 +363,25 @@ func TestUndeliveredOpenShareGoesBack(t *testing.T) {
 			ev.Kind, ev.User, ev.Conn, ev.Env, ev.Stamp = event.KOpen, cl.user, gone, env, 5
 		})
 	}
-	c := &p.ledgers[1].Split
-	waitFor(t, "both shares back", func() bool { return c.TakenBack.Load() == 2 })
-	if n := p.ledgers[0].Egress.Unopened.Load() + p.ledgers[1].Egress.Unopened.Load(); n != 2 {
-		t.Errorf("egress sent %d shares back; want 2", n)
-	}
+	waitFor(t, "both answers lost", func() bool {
+		return p.ledgers[0].Egress.OpenUntold.Load()+p.ledgers[1].Egress.OpenUntold.Load() == 2
+	})
 	p.checkInvariants()
-	if e := p.stats().Envelopes; e.OpenedAmount != 0 || e.LiveAmount != 1000 {
-		t.Errorf("opened_amount %d, live_amount %d; want 0 and 1000: no client was told of a share", e.OpenedAmount, e.LiveAmount)
+	if e := p.stats().Envelopes; e.Opened != 2 || e.OpenedAmount != 1000 || e.LiveAmount != 0 {
+		t.Errorf("opened %d, opened_amount %d, live_amount %d; want 2, 1000 and 0: both shares drawn, their users'", e.Opened, e.OpenedAmount, e.LiveAmount)
 	}
 	var sum uint32
 	for _, u := range []uint32{3, 2} {
 		cl := p.login(u)
 		cl.open(env, 6)
 		st, _, share := cl.expect(proto.OpenResult).OpenResult()
-		if st != proto.OpenOK {
-			t.Errorf("user %d's OPEN after its share went back: status %d; want 0", u, st)
+		if st != proto.OpenAlready {
+			t.Errorf("user %d's OPEN after its answer was lost: status %d; want 1 (already), with its share", u, st)
 		}
 		sum += share
 	}
 	if sum != 1000 {
-		t.Errorf("shares add up to %d; want the envelope's 1000", sum)
+		t.Errorf("the shares told add up to %d; want the envelope's 1000", sum)
 	}
 	p.checkInvariants()
-	if lost := c.TakeBackLost.Load(); lost != 0 {
-		t.Errorf("%d shares found no envelope; want 0", lost)
-	}
 }

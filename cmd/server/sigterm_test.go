@@ -43,7 +43,6 @@ const (
 	sigCampaignLen = 600              // s: both campaigns outlive the test
 	sigReadTimeout = 20 * time.Second // no frame for this long: a client gives up
 	sigStart       = 20 * time.Second // the server serving after its start
-	sigOpenExact   = true             // see checkClients: undelivered OPEN shares are taken back
 	sigStamp0      = uint64(1) << 40  // stamps of SHAKEs: sigStamp0 + n; OPENs: n (n < 2^40)
 )
 
@@ -272,17 +271,13 @@ func checkClients(t *testing.T, clients []*sigClient, st server.Stats) {
 	if got == 0 || opened == 0 {
 		t.Errorf("clients got %d shake envelopes and opened %d shares: want some of each (campaigns running)", got, opened)
 	}
-	// OPEN: every share a client got is in the ledger, and no other: an OPEN
-	// still in flight when its connection got ERROR 8 is drawn in the
-	// envelope's SET, and when its answer finds the connection gone, the
-	// egress gives the share back to the envelope, as it gives a SHAKE's
-	// envelope back to the pool. (sigOpenExact false tolerates a ledger ahead
-	// by at most the OPENs unanswered at the close: how it was before.)
+	// OPEN: every share a client got is in the ledger; beside them, the
+	// ledger may hold a share for each OPEN still in flight when its
+	// connection got ERROR 8: drawn, its answer found the connection gone,
+	// and it stays its opener's (a repeated OPEN tells it), never more.
 	gap, gapAmount := int64(st.Envelopes.Opened)-int64(opened), int64(st.Envelopes.OpenedAmount)-int64(openedAmount)
 	t.Logf("OPEN: %d unanswered at the close; the ledger has %d shares (%d fen) no client received", openUnanswered, gap, gapAmount)
 	switch {
-	case sigOpenExact && (gap != 0 || gapAmount != 0):
-		t.Errorf("Σ OPEN_RESULT 0 = %d shares, %d fen; envelopes.opened = %d, opened_amount = %d: want equal", opened, openedAmount, st.Envelopes.Opened, st.Envelopes.OpenedAmount)
 	case gap < 0 || gapAmount < 0 || (gap == 0) != (gapAmount == 0):
 		t.Errorf("clients got %d shares (%d fen) the ledger does not have (envelopes.opened %d, opened_amount %d)", -gap, -gapAmount, st.Envelopes.Opened, st.Envelopes.OpenedAmount)
 	case uint64(gap) > openUnanswered:

@@ -55,7 +55,8 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 					harness.Ms(q.Latency.P50), harness.Ms(q.Latency.P99), harness.Ms(q.Latency.Max))
 			}
 		}
-		p("  told %d fen (SHAKE %d, OPEN %d)", c.ShakeAmount+c.OpenAmount, c.ShakeAmount, c.OpenAmount)
+		p("  told %d fen (SHAKE %d, OPEN %d); OPENs sent again %d, shares learned by them %d (%d fen)", c.ShakeAmount+c.OpenAmount, c.ShakeAmount, c.OpenAmount,
+			c.OpenResent, c.OpenLearned, c.OpenLearnedAmount)
 		if c.Reconcile != nil {
 			p("  %s", c.Reconcile.Summary())
 		}

@@ -52,6 +52,7 @@ func clientTotals(cs []*clientProc) totals {
 			t.ShakeGot += int64(q.Status["1"])
 			t.Requests += int64(q.Sent)
 		}
+		t.Opened += int64(r.OpenLearned) // shares told by a repeated OPEN (answered 1)
 		if q := r.Requests["OPEN"]; q != nil {
 			t.Opened += int64(q.Status["0"])
 		}
@@ -66,7 +67,7 @@ func summedChecks(srv, cli totals) []harness.LedgerCheck {
 		{Name: "Σ clients' SHAKE amounts = Σ shake.got_amount", Left: cli.ShakeAmount, Right: srv.ShakeAmount},
 		{Name: "Σ clients' SHAKEs that got one = Σ shake.got", Left: cli.ShakeGot, Right: srv.ShakeGot},
 		{Name: "Σ clients' OPEN amounts = Σ envelopes.opened_amount", Left: cli.OpenAmount, Right: srv.OpenAmount},
-		{Name: "Σ clients' OPENs ok = Σ envelopes.opened", Left: cli.Opened, Right: srv.Opened},
+		{Name: "Σ clients' OPENs ok and shares learned = Σ envelopes.opened", Left: cli.Opened, Right: srv.Opened},
 		{Name: "Σ clients' SHAKEs sent = Σ shake.requests", Left: cli.Requests, Right: srv.Requests},
 	}
 }
