@@ -77,51 +77,61 @@ func Permissions(prefix string, node int) (publish, subscribe []string) {
 		[]string{gw + "*." + subBeat, gw + "*." + subAsk + ".>", gw + "*." + subEvents + "." + me, gw + "*." + subAnswer + "." + me}
 }
 
-// JetStreamPermissions are what the NATS user of gateway node needs under
-// -journal jetstream: Permissions, and for its journal connection the
-// journal's stream <prefix>_journal (subjects <prefix>.j.>, see jsjournal),
-// the ownership bucket <prefix>_owners (OpenOwners) and the snapshot bucket
-// <prefix>_snapshots, every API subject narrowed to those three streams and
-// the API's answers on this gateway's own inboxes (InboxPrefix) only. They
-// are the subjects nats.go's jetstream package uses for what a gateway does:
-// create, update and read the streams; append (a publish acknowledged to an
-// inbox); read a subject's last message (the journal's by STREAM.MSG.GET,
-// the buckets' by DIRECT.GET, as their streams allow direct gets); ordered
-// consumers, created and deleted, pulled from on the journal and pushed to
-// an inbox on the buckets, whose flow control is answered on $JS.FC (in the
-// NATS server's v1 and v2 forms: unanswered, a bucket's watch stops once 2
-// MiB are outstanding); purges of the journal and of the snapshots' chunks.
-// No $JS.ACK: every consumer is ordered and acknowledges nothing. Every
-// gateway may append to every SET's subject and change every ownership
-// record, as any may take any SET over: in this mode a gateway's
-// credentials speak for the whole journal (docs/CLUSTER.md, Failover).
-func JetStreamPermissions(prefix string, node int) (publish, subscribe []string) {
+// JetStreamPermissions are what the NATS user of gateway node, of a cluster
+// of nodes gateway numbers, needs under -journal jetstream: Permissions,
+// and for its journal connection what it does in the journal's stream
+// <prefix>_journal and the snapshot buckets <prefix>_snapshots_<node> (see
+// jsjournal.Layout), with the API's answers on this gateway's own inboxes
+// (InboxPrefix) only:
+//
+//   - append its rounds and claims of any SET on its own subjects only
+//     (<prefix>.j.<set>.<node>.…), so that NATS proves who wrote each;
+//   - put and delete snapshot objects in its own bucket only, the purge of
+//     their chunks included;
+//   - read the stream and every bucket: their configuration (to check it,
+//     never to change it: no STREAM.CREATE, UPDATE, DELETE or PURGE), a
+//     SET's last or next message (STREAM.MSG.GET), ordered consumers,
+//     created and deleted, pulled from on the journal and pushed to an inbox
+//     on the buckets, whose flow control is answered on $JS.FC (in the NATS
+//     server's v1 and v2 forms).
+//
+// No $JS.ACK: every consumer is ordered and acknowledges nothing. An
+// operator's identity (OperatorPermissions) provisions the stream and the
+// buckets. Every gateway may read every SET's journal, as any may take any
+// SET over (docs/CLUSTER.md, Identities).
+func JetStreamPermissions(prefix string, node, nodes int) (publish, subscribe []string) {
 	publish, subscribe = Permissions(prefix, node)
-	journal, owners, snaps := prefix+"_journal", "KV_"+prefix+"_owners", "OBJ_"+prefix+"_snapshots"
-	api := "$JS.API."
+	me := strconv.Itoa(node)
+	journal, api := prefix+"_journal", "$JS.API."
 	publish = append(publish,
-		prefix+".j.>",
-		"$KV."+prefix+"_owners.>",
-		"$O."+prefix+"_snapshots.>",
-		api+"INFO", // the account's JetStream, asked before a bucket is made
-	)
-	for _, s := range []string{journal, owners, snaps} {
-		publish = append(publish,
-			api+"STREAM.CREATE."+s, api+"STREAM.UPDATE."+s, api+"STREAM.INFO."+s,
-			api+"CONSUMER.CREATE."+s+".>", // <stream>.<consumer>[.<filter>]
-			api+"CONSUMER.DELETE."+s+".*")
-	}
-	publish = append(publish,
+		prefix+".j.*."+me+".*", // <set>.<node>.<r0|r1|r2|c>
+		"$O."+prefix+"_snapshots_"+me+".>",
+		api+"INFO",
+		api+"STREAM.INFO."+journal,
 		api+"STREAM.MSG.GET."+journal,
-		api+"STREAM.PURGE."+journal,
+		api+"CONSUMER.CREATE."+journal+".>", // <stream>.<consumer>[.<filter>]
+		api+"CONSUMER.DELETE."+journal+".*",
 		api+"CONSUMER.MSG.NEXT."+journal+".*",
-		api+"STREAM.PURGE."+snaps)
-	for _, s := range []string{owners, snaps} {
+		api+"STREAM.PURGE.OBJ_"+prefix+"_snapshots_"+me,
+	)
+	for n := range nodes {
+		b := "OBJ_" + prefix + "_snapshots_" + strconv.Itoa(n)
 		publish = append(publish,
-			api+"DIRECT.GET."+s+".>", // <stream>.<subject>: the last message on a subject
-			"$JS.FC."+s+".>", "$JS.FC.*.*."+s+".>")
+			api+"STREAM.INFO."+b,
+			api+"CONSUMER.CREATE."+b+".>",
+			api+"CONSUMER.DELETE."+b+".*",
+			api+"DIRECT.GET."+b+".>", // <stream>.<subject>: an object's meta
+			"$JS.FC."+b+".>", "$JS.FC.*.*."+b+".>")
 	}
 	return publish, append(subscribe, InboxPrefix(prefix, node)+".>")
+}
+
+// OperatorPermissions are those of the operator's NATS user, which
+// provisions a cluster's JetStream (jsjournal.Provision, jsadmin): the
+// JetStream API, its answers on the usual inboxes, and no gateway's
+// subjects.
+func OperatorPermissions() (publish, subscribe []string) {
+	return []string{"$JS.API.>"}, []string{"_INBOX.>"}
 }
 
 // Auth is how a gateway proves who it is to NATS. Any one of Creds, NKey or
@@ -143,6 +153,10 @@ type Auth struct {
 func (a Auth) Identified() bool { return a.Creds != "" || a.NKey != "" || a.User != "" || a.Cert != "" }
 
 // options are the nats.go options that present a.
+// Options are the NATS options that present a's identity, for a connection
+// of the operator's tools.
+func (a Auth) Options() ([]nats.Option, error) { return a.options() }
+
 func (a Auth) options() ([]nats.Option, error) {
 	var opts []nats.Option
 	switch {

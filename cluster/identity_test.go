@@ -194,7 +194,7 @@ func TestDeployPermissionsMatch(t *testing.T) {
 		if o.JetStream || len(o.Routes) > 0 {
 			t.Errorf("JetStream %v, %d routes; want a single server without JetStream", o.JetStream, len(o.Routes))
 		}
-		checkUsers(t, o, Permissions)
+		checkUsers(t, o, Permissions, false)
 	})
 	t.Run("nats-server-js.conf", func(t *testing.T) {
 		o, err := natsserver.ProcessConfigFile(jsDeployConf(t))
@@ -209,24 +209,35 @@ func TestDeployPermissionsMatch(t *testing.T) {
 			t.Errorf("routes %v, cluster %q, route user %q: want 3 routes from the environment, a named cluster, routes authorized",
 				o.Routes, o.Cluster.Name, o.Cluster.Username)
 		}
-		checkUsers(t, o, JetStreamPermissions)
+		checkUsers(t, o, func(prefix string, node int) ([]string, []string) { return JetStreamPermissions(prefix, node, 3) }, true)
 	})
 }
 
 // checkUsers checks that o's users are gw0, gw1 and gw2, each with exactly
-// what perms gives its node.
-func checkUsers(t *testing.T, o *natsserver.Options, perms func(string, int) ([]string, []string)) {
+// what perms gives its node, and with operator the operator, "admin", with
+// exactly OperatorPermissions.
+func checkUsers(t *testing.T, o *natsserver.Options, perms func(string, int) ([]string, []string), operator bool) {
 	t.Helper()
-	if len(o.Users) != 3 {
-		t.Fatalf("%d users in the configuration; want one for each of 3 gateways", len(o.Users))
+	want := 3
+	if operator {
+		want++
+	}
+	if len(o.Users) != want {
+		t.Fatalf("%d users in the configuration; want one for each of 3 gateways (and the operator: %v)", len(o.Users), operator)
 	}
 	sorted := func(s []string) []string { return slices.Sorted(slices.Values(s)) }
 	for _, u := range o.Users {
-		node, err := strconv.Atoi(strings.TrimPrefix(u.Username, "gw"))
-		if err != nil || u.Permissions == nil || u.Permissions.Publish == nil || u.Permissions.Subscribe == nil {
-			t.Fatalf("user %q: not gw<node> with publish and subscribe permissions", u.Username)
+		if u.Permissions == nil || u.Permissions.Publish == nil || u.Permissions.Subscribe == nil {
+			t.Fatalf("user %q: without publish and subscribe permissions", u.Username)
 		}
-		pub, sub := perms("hongbao", node)
+		var pub, sub []string
+		if node, err := strconv.Atoi(strings.TrimPrefix(u.Username, "gw")); err == nil && strings.HasPrefix(u.Username, "gw") {
+			pub, sub = perms("hongbao", node)
+		} else if operator && u.Username == "admin" {
+			pub, sub = OperatorPermissions()
+		} else {
+			t.Fatalf("user %q: not gw<node>, nor the operator", u.Username)
+		}
 		if got := u.Permissions.Publish.Allow; !slices.Equal(sorted(got), sorted(pub)) || len(u.Permissions.Publish.Deny) > 0 {
 			t.Errorf("%s may publish on %q; want %q", u.Username, got, pub)
 		}

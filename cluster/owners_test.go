@@ -1,112 +1,9 @@
 package cluster
 
 import (
-	"context"
-	"errors"
 	"slices"
-	"sync"
 	"testing"
-	"time"
-
-	natsserver "github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// jetStreamTest runs a single-node NATS server with JetStream until the
-// test ends and returns a JetStream client of it.
-func jetStreamTest(t *testing.T) (string, func() jetstream.JetStream) {
-	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(ns.Shutdown)
-	url := ns.ClientURL()
-	return url, func() jetstream.JetStream {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
-}
-
-// TestClaimRace: two gateways claim the same unowned SET at once, again
-// and again: exactly one wins each time, the other is told ErrClaimLost,
-// and both views agree on the winner, its epoch one more each time.
-func TestClaimRace(t *testing.T) {
-	_, client := jetStreamTest(t)
-	ctx := context.Background()
-	var views [2]*Owners
-	for i := range views {
-		o, err := OpenOwners(ctx, client(), "owners", 4, 1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(o.Close)
-		views[i] = o
-	}
-	for round := range 20 {
-		_, rev := views[0].Get(1)
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i := range views {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = views[i].Claim(ctx, 1, rev, i, "gw")
-			}()
-		}
-		wg.Wait()
-		won := slices.IndexFunc(errs, func(err error) bool { return err == nil })
-		if won < 0 || !errors.Is(errs[1-won], ErrClaimLost) {
-			t.Fatalf("round %d: claims answered %v; want one nil and one ErrClaimLost", round, errs)
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			c0, _ := views[0].Get(1)
-			c1, _ := views[1].Get(1)
-			if c0 == c1 && c0.Node == won && c0.Epoch == uint64(round+1) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: views say %+v and %+v; the winner was %d, epoch %d", round, c0, c1, won, round+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
-
-// TestOwnersShape: the first gateway fixes the cluster's number of SETs;
-// one of another number is refused.
-func TestOwnersShape(t *testing.T) {
-	_, client := jetStreamTest(t)
-	ctx := context.Background()
-	o, err := OpenOwners(ctx, client(), "owners", 8, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Close()
-	if _, err := OpenOwners(ctx, client(), "owners", 6, 1, nil); !errors.Is(err, ErrShape) {
-		t.Fatalf("a gateway of 6 SETs in a cluster of 8: %v; want ErrShape", err)
-	}
-	o, err = OpenOwners(ctx, client(), "owners", 8, 1, nil)
-	if err != nil {
-		t.Fatalf("a gateway of the same shape: %v", err)
-	}
-	o.Close()
-}
 
 func TestOrphans(t *testing.T) {
 	f := func(owner, live []int, node int, want []int) {
@@ -241,33 +138,5 @@ func TestToClaim(t *testing.T) {
 	// Leaving (live, not a taker): its own records only, no orphan.
 	if got := ToClaim([]int{0, -1, 1}, []bool{false, false, true}, []int{0, 1}, []int{1}, 0); !slices.Equal(got, []int{0}) {
 		t.Errorf("a leaving gateway claims %v; want its own record only", got)
-	}
-}
-
-// TestOwnersRelease: a gateway hands its SET back (no owner, same epoch);
-// only the owner may, and the next claim is one epoch on.
-func TestOwnersRelease(t *testing.T) {
-	_, client := jetStreamTest(t)
-	ctx := context.Background()
-	o, err := OpenOwners(ctx, client(), "owners", 2, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.Close)
-	if _, err := o.Claim(ctx, 0, 0, 3, "gw3"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Release(ctx, 0, 1); !errors.Is(err, ErrClaimLost) {
-		t.Fatalf("a release by a gateway that does not own the SET: %v; want ErrClaimLost", err)
-	}
-	if err := o.Release(ctx, 0, 3); err != nil {
-		t.Fatal(err)
-	}
-	c, rev := o.Get(0)
-	if c.Node != -1 || c.Epoch != 1 || o.Of(0) != -1 {
-		t.Fatalf("after the release: %+v, owner %d; want none at epoch 1", c, o.Of(0))
-	}
-	if c, err := o.Claim(ctx, 0, rev, 1, "gw1"); err != nil || c.Epoch != 2 {
-		t.Fatalf("claim after the release: %+v, %v; want epoch 2", c, err)
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -29,6 +31,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"hongbao/internal/embednats"
+	"hongbao/jsjournal"
 	"hongbao/server"
 )
 
@@ -217,6 +220,18 @@ func TestMetricsExist(t *testing.T) {
 	live := map[string][]labels.Labels{"up": nil} // Prometheus's own
 	single := server.Options{Data: t.TempDir()}
 	ns := embednats.StartTestJetStream(t, t.TempDir())
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsjournal.Provision(t.Context(), js, jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: 2, Gateways: 1, Replicas: 1}, false); err != nil {
+		t.Fatal(err)
+	}
 	gateway := server.Options{Sets: 2, NATS: ns.URL(), Node: "0/1", Journal: "jetstream", Replicas: 1, Lease: time.Second,
 		ClusterTimeout: 500 * time.Millisecond}
 	for _, o := range []server.Options{single, gateway} {

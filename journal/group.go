@@ -33,9 +33,20 @@ type Batch struct {
 	Group      int
 	Data       []byte // whole records, each producer's in the order appended
 	ExpectLast uint64 // the group's last message as the writer knows it (0: none)
-	Seq        uint64 // set by Commit: the message's sequence, the group's new last
-	Err        error  // set by Commit when the message was not appended, or may not have been
+	// Gen is the group's generation (RotateGroup), which a sink may keep its
+	// messages apart by, so that those of a generation can be dropped whole
+	// once a snapshot holds them; Compact says so with a batch of no Data,
+	// Rollup set, of the generation to drop.
+	Gen    uint8
+	Rollup bool
+	Seq    uint64 // set by Commit: the message's sequence, the group's new last
+	Err    error  // set by Commit when the message was not appended, or may not have been
 }
+
+// Gens is how many generations a group's messages rotate through: the one
+// written, the one before the last snapshot (which a reader a snapshot
+// behind may still read), and the one a snapshot made useless, compacted.
+const Gens = 3
 
 // Errors of a group (with a sink), wrapped in a *GroupError.
 var (
@@ -85,6 +96,7 @@ type group struct {
 	err       error         // why it is not open (under j.mu)
 	last      uint64        // the writer's: its last message's sequence
 	lastSeq   atomic.Uint64 // last, for any goroutine
+	gen       uint8         // the writer's: the generation its rounds go to (RotateGroup)
 	buf       []byte        // the writer's: the round's message
 }
 
@@ -118,13 +130,25 @@ func (j *Journal) findGroup(id int) (*group, error) {
 	return nil, &GroupError{Group: id, Err: errors.New("no producer registered in it")}
 }
 
-// groupCtl is a Reopen or a Release, applied by the writer between rounds.
+// groupCtl is a Reopen, a Release, a RotateGroup or a Compact, applied by the
+// writer between rounds.
 type groupCtl struct {
 	g     *group
-	open  bool
-	last  uint64
+	op    ctlOp
+	last  uint64 // ctlOpen: the group's last message
+	gen   uint8  // ctlCompact: the generation to drop; ctlRotate: set to the one retired
+	err   error  // set by apply
 	reply chan struct{}
 }
+
+type ctlOp uint8
+
+const (
+	ctlOpen ctlOp = iota
+	ctlRelease
+	ctlRotate
+	ctlCompact
+)
 
 // Reopen opens group (first, or again after it was fenced, failed or
 // released) with lastSeq, the sequence of the group's last message as the
@@ -135,7 +159,8 @@ type groupCtl struct {
 // the sink first. Call it while none of the group's producers appends (its
 // SET stopped), never from a hook. Only with a sink.
 func (j *Journal) Reopen(group int, lastSeq uint64) error {
-	return j.control(group, true, lastSeq)
+	_, err := j.control(group, groupCtl{op: ctlOpen, last: lastSeq})
+	return err
 }
 
 // Drain waits until everything group's producers published is durable and
@@ -170,40 +195,104 @@ func (j *Journal) Drain(group int) (uint64, error) {
 	}
 }
 
+// LastSeq is the sequence of group's last message in the sink, as the
+// writer knows it, and whether the group is open: after Close, its last
+// message for good. Only with a sink.
+func (j *Journal) LastSeq(group int) (uint64, bool) {
+	g, err := j.findGroup(group)
+	if err != nil || j.o.Sink == nil {
+		return 0, false
+	}
+	return g.lastSeq.Load(), g.state.Load() == groupOpen
+}
+
 // Release closes group here: its producers drop what they are given from
 // now on, and what they published that is not durable yet never will be. A
 // SET handed to another gateway is released once its answers are durable.
 // Only with a sink; never from a hook.
-func (j *Journal) Release(group int) error { return j.control(group, false, 0) }
+func (j *Journal) Release(group int) error {
+	_, err := j.control(group, groupCtl{op: ctlRelease})
+	return err
+}
 
-func (j *Journal) control(id int, open bool, last uint64) error {
+// RotateGroup makes group's next rounds go to its next generation (Batch.Gen,
+// modulo Gens), and returns the generation it retired: every message of
+// that one was committed before the first of the next, so a snapshot whose
+// marks are appended after it returns holds all of it. Only with a
+// sink, the group open.
+func (j *Journal) RotateGroup(group int) (retired uint8, err error) {
+	c, err := j.control(group, groupCtl{op: ctlRotate})
+	return c.gen, err
+}
+
+// Compact appends to group, after its last message, a message of no
+// records that drops generation gen whole (Batch.Rollup): call it once a
+// snapshot holds everything of gen. An error if the group is not open, or
+// the append failed, which fails or fences the group as a round's would.
+// Only with a sink.
+func (j *Journal) Compact(group int, gen uint8) error {
+	_, err := j.control(group, groupCtl{op: ctlCompact, gen: gen % Gens})
+	return err
+}
+
+func (j *Journal) control(id int, c groupCtl) (groupCtl, error) {
 	if j.o.Sink == nil {
-		return errors.New("journal: groups open and close only with a sink")
+		return c, errors.New("journal: groups open, close and rotate only with a sink")
 	}
 	g, err := j.findGroup(id)
 	if err != nil {
-		return err
+		return c, err
 	}
-	c := groupCtl{g: g, open: open, last: last}
+	c.g = g
 	if !j.running.Load() {
-		j.apply(c)
-		return nil
+		j.apply(&c)
+		return c, c.err
 	}
 	c.reply = make(chan struct{})
 	select {
-	case j.ctl <- c:
+	case j.ctl <- &c:
 	case <-j.done:
-		return errors.New("journal: closed")
+		return c, errors.New("journal: closed")
 	}
 	<-c.reply
-	return nil
+	return c, c.err
 }
 
-// apply carries out a Reopen or a Release, on the writer's goroutine (or
+// apply carries out a group's control, on the writer's goroutine (or
 // before it starts).
-func (j *Journal) apply(c groupCtl) {
+func (j *Journal) apply(c *groupCtl) {
+	defer func() {
+		if c.reply != nil {
+			close(c.reply)
+		}
+	}()
 	g := c.g
-	if c.open {
+	switch c.op {
+	case ctlRotate, ctlCompact:
+		j.mu.Lock()
+		open, gerr := g.state.Load() == groupOpen, g.err
+		j.mu.Unlock()
+		if !open {
+			c.err = gerr
+			return
+		}
+		if c.op == ctlRotate {
+			c.gen = g.gen
+			g.gen = (g.gen + 1) % Gens
+			return
+		}
+		b := []Batch{{Group: g.id, ExpectLast: g.last, Gen: c.gen, Rollup: true}}
+		j.o.Sink.Commit(b)
+		if c.err = b[0].Err; c.err != nil {
+			j.failGroup(g, c.err)
+			return
+		}
+		g.last = b[0].Seq
+		g.lastSeq.Store(b[0].Seq)
+		return
+	}
+	open := c.op == ctlOpen
+	if open {
 		for _, p := range g.producers {
 			if p.buf == nil {
 				p.buf = make([]byte, j.o.RingBytes)
@@ -219,9 +308,10 @@ func (j *Journal) apply(c groupCtl) {
 		}
 		g.last = c.last
 		g.lastSeq.Store(c.last)
+		g.gen = 0
 	}
 	j.mu.Lock()
-	if c.open {
+	if open {
 		g.err = nil
 		g.state.Store(groupOpen)
 	} else {
@@ -230,9 +320,6 @@ func (j *Journal) apply(c groupCtl) {
 	}
 	j.cond.Broadcast()
 	j.mu.Unlock()
-	if c.reply != nil {
-		close(c.reply)
-	}
 }
 
 // GroupErr is why group's records do not become durable (a *GroupError:
@@ -332,7 +419,7 @@ func (j *Journal) commitSink() bool {
 		}
 		g.buf = b
 		if len(b) > 0 {
-			bs = append(bs, Batch{Group: g.id, Data: b, ExpectLast: g.last})
+			bs = append(bs, Batch{Group: g.id, Data: b, ExpectLast: g.last, Gen: g.gen})
 			gs = append(gs, g)
 		}
 	}

@@ -17,12 +17,13 @@ type fakeSink struct {
 	seq  uint64
 	last map[int]uint64
 	msgs map[int][][]byte
-	fail map[int]error // the group's next messages fail so
+	gens map[int][]Batch // each group's batches as committed: their Gen and Rollup
+	fail map[int]error   // the group's next messages fail so
 	max  int
 }
 
 func newFakeSink() *fakeSink {
-	return &fakeSink{last: map[int]uint64{}, msgs: map[int][][]byte{}, fail: map[int]error{}, max: 1 << 20}
+	return &fakeSink{last: map[int]uint64{}, msgs: map[int][][]byte{}, gens: map[int][]Batch{}, fail: map[int]error{}, max: 1 << 20}
 }
 
 var errUnavailable = errors.New("injected: no JetStream")
@@ -41,6 +42,7 @@ func (f *fakeSink) Commit(bs []Batch) {
 			f.seq++
 			f.last[b.Group], b.Seq = f.seq, f.seq
 			f.msgs[b.Group] = append(f.msgs[b.Group], append([]byte(nil), b.Data...))
+			f.gens[b.Group] = append(f.gens[b.Group], Batch{Gen: b.Gen, Rollup: b.Rollup, Seq: b.Seq})
 		}
 	}
 }
@@ -437,5 +439,57 @@ func TestSinkDrain(t *testing.T) {
 	c.Publish()
 	if _, err := j.Drain(1); !errors.Is(err, errUnavailable) {
 		t.Fatalf("a failed group's Drain: %v; want the sink's error", err)
+	}
+}
+
+// TestRotateAndCompact: a group's rounds go to its generation, which
+// RotateGroup moves on (modulo Gens) and reports; Compact appends, after the
+// group's last message, a message of no records dropping the generation
+// asked, and the group's next round follows it; both refuse a group not
+// open, and a Compact the sink refuses fences the group.
+func TestRotateAndCompact(t *testing.T) {
+	sink := newFakeSink()
+	j := openSink(t, sink, nil)
+	p := j.ProducerIn(3)
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.RotateGroup(3); !errors.Is(err, ErrNotOpen) {
+		t.Fatalf("rotating a group not open: %v; want ErrNotOpen", err)
+	}
+	if err := j.Reopen(3, 0); err != nil {
+		t.Fatal(err)
+	}
+	round := func() {
+		t.Helper()
+		if err := p.Wait(p.Append(1, []byte("r"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round()
+	for want := range uint8(4) {
+		retired, err := j.RotateGroup(3)
+		if err != nil || retired != want%Gens {
+			t.Fatalf("rotation %d retired generation %d, %v; want %d", want, retired, err, want%Gens)
+		}
+		round()
+	}
+	if err := j.Compact(3, 2); err != nil {
+		t.Fatal(err)
+	}
+	round()
+	var got []string
+	for _, b := range sink.gens[3] {
+		got = append(got, fmt.Sprintf("%d%v", b.Gen, b.Rollup))
+	}
+	if want := []string{"0false", "1false", "2false", "0false", "1false", "2true", "1false"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("batches (generation, rollup) %v; want %v", got, want)
+	}
+	sink.other(3)
+	if err := j.Compact(3, 0); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a compaction after another writer's message: %v; want fenced", err)
+	}
+	if err := j.GroupErr(3); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the group after its compaction was refused: %v; want fenced", err)
 	}
 }

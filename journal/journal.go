@@ -114,7 +114,7 @@ type Journal struct {
 	idle    atomic.Bool
 	wake    chan struct{}
 	rotReq  chan chan rotated
-	ctl     chan groupCtl
+	ctl     chan *groupCtl
 	stop    chan struct{}
 	done    chan struct{}
 
@@ -168,7 +168,7 @@ func Open(o Options) (*Journal, error) {
 		o.CheckpointEvery = DefaultCheckpointEvery
 	}
 	j := &Journal{o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		rotReq: make(chan chan rotated), ctl: make(chan groupCtl), ckWake: make(chan struct{}, 1), ckDone: make(chan struct{}),
+		rotReq: make(chan chan rotated), ctl: make(chan *groupCtl), ckWake: make(chan struct{}, 1), ckDone: make(chan struct{}),
 		round: make([]byte, RoundHeaderLen, 64<<10)}
 	j.cond = sync.NewCond(&j.mu)
 	if o.Sink != nil {

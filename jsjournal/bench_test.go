@@ -70,7 +70,7 @@ func benchRound(b *testing.B, always, perStream bool, groups, perGroup int) {
 }
 
 func benchRoundOn(b *testing.B, url string, replicas int, perStream bool, groups, perGroup int) {
-	s := openStore(b, url, "bench", func(o *Options) { o.Replicas = replicas })
+	s := openStore(b, url, 0, func(o *Options) { o.Layout.Replicas = replicas })
 	var sink journal.Sink = s
 	if perStream {
 		sink = newStreamPerSet(b, s, groups, replicas)
@@ -197,10 +197,17 @@ func benchReplayWith(b *testing.B, perMsg int, direct bool) {
 		records = 100_000 // a message each: the per-message cost
 	}
 	url := startBenchJS(b, false) // the writes' sync is not what is measured
-	s := openStore(b, url, "bench", nil)
+	s := openStore(b, url, 0, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	subject := s.Subject(0)
+	subject := s.Subject(0, 0)
+	// The owner's claim first (message 1), then its rounds, each fenced as
+	// the journal's are: the stream is this benchmark's alone, so message
+	// k+1 follows message k.
+	prev, err := s.AppendClaim(ctx, 0, 1, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var data []byte
 	payload := make([]byte, 12)
 	var futs []jetstream.PubAckFuture
@@ -211,10 +218,12 @@ func benchReplayWith(b *testing.B, perMsg int, direct bool) {
 			data = journal.AppendRecord(data, 0x7f, uint16(k%2), payload)
 			i++
 		}
-		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: append([]byte(nil), data...), Header: nats.Header{HeaderGateway: s.gw}})
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: append([]byte(nil), data...), Header: nats.Header{HeaderGateway: s.gw}},
+			jetstream.WithExpectLastSequenceForSubject(prev, s.l.SetFilter(0)))
 		if err != nil {
 			b.Fatal(err)
 		}
+		prev++
 		futs = append(futs, f)
 		if len(futs) == 4000 {
 			waitAll(b, futs)
@@ -240,7 +249,7 @@ func benchReplayWith(b *testing.B, perMsg int, direct bool) {
 		if direct {
 			last, err := s.Last(ctx, 0)
 			if err == nil {
-				err = replayDirect(ctx, s, subject, 1, last.Seq, func(data []byte) error {
+				err = replayDirect(ctx, s, subject, 2, last.Seq, func(data []byte) error {
 					for off := 0; off < len(data); {
 						r, k, err := journal.Decode(data[off:])
 						if err != nil {
@@ -302,7 +311,7 @@ func replayDirect(ctx context.Context, s *Store, subject string, seq, last uint6
 	sub.SetPendingLimits(-1, -1)
 	for seq <= last {
 		req := fmt.Sprintf(`{"seq":%d,"next_by_subj":%q,"batch":1024,"up_to_seq":%d}`, seq, subject, last)
-		if err := nc.PublishRequest("$JS.API.DIRECT.GET."+s.name, inbox, []byte(req)); err != nil {
+		if err := nc.PublishRequest("$JS.API.DIRECT.GET."+s.l.Stream(), inbox, []byte(req)); err != nil {
 			return err
 		}
 		for {
@@ -410,7 +419,7 @@ func startBenchCluster(tb testing.TB, always bool) string {
 func BenchmarkSnapshot(b *testing.B) {
 	for _, size := range []int{1 << 20, 16 << 20} {
 		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
-			s := openStore(b, startBenchJS(b, true), "bench", nil)
+			s := openStore(b, startBenchJS(b, true), 0, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			data := make([]byte, size)
@@ -420,12 +429,17 @@ func BenchmarkSnapshot(b *testing.B) {
 			var put, get time.Duration
 			b.ResetTimer()
 			for i := range b.N {
-				seq, err := s.AppendClaim(ctx, 0, "bench", 1, uint64(i)) // a message for the snapshot to replay from
+				// A claim, and a round for the snapshot to replay from.
+				claim, err := s.AppendClaim(ctx, 0, uint64(i+1), uint64(2*i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ack, err := s.js.PublishMsg(ctx, s.message(&journal.Batch{Group: 0}), jetstream.WithExpectLastSequenceForSubject(claim, s.l.SetFilter(0)))
 				if err != nil {
 					b.Fatal(err)
 				}
 				t := time.Now()
-				if err := s.PutSnapshot(ctx, 0, Snapshot{ID: uint64(i + 1), Seq: seq, Parts: []Part{{PID: 0, Data: data}}}); err != nil {
+				if err := s.PutSnapshot(ctx, 0, Snapshot{ID: uint64(i + 1), Seq: ack.Sequence, Epoch: uint64(i + 1), ClaimSeq: claim, Parts: []Part{{PID: 0, Data: data}}}); err != nil {
 					b.Fatal(err)
 				}
 				put += time.Since(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -50,16 +49,19 @@ func (s *Store) Follow(ctx context.Context, group int, restore func(Snapshot) er
 	}
 	if ok {
 		if err := restore(snap); err != nil {
-			return nil, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.Subject(group), snap.Seq, err)
+			return nil, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.l.SetFilter(group), snap.Seq, err)
 		}
 	}
 	cons, it, err := s.readFrom(ctx, group, snap.Seq)
 	if err != nil {
-		return nil, fmt.Errorf("jsjournal: following %s: %w", s.Subject(group), err)
+		return nil, fmt.Errorf("jsjournal: following %s: %w", s.l.SetFilter(group), err)
 	}
 	fctx, cancel := context.WithCancel(context.Background())
-	f := &Follower{s: s, group: group, cancel: cancel, done: make(chan struct{}),
-		r: Replayed{Owner: snap.Owner, Epoch: snap.Epoch, Snapshot: snap.Seq}, from: snap, filter: newMarkFilter(snap, fn)}
+	r := Replayed{Owner: -1, Snapshot: snap.Seq}
+	if ok {
+		r.Owner, r.Epoch = snap.Owner, snap.Epoch
+	}
+	f := &Follower{s: s, group: group, cancel: cancel, done: make(chan struct{}), r: r, from: snap, filter: newMarkFilter(snap, fn)}
 	f.cond = sync.NewCond(&f.mu)
 	go f.run(fctx, it, cons)
 	return f, nil
@@ -67,7 +69,7 @@ func (s *Store) Follow(ctx context.Context, group int, restore func(Snapshot) er
 
 // run applies the messages until ctx ends or one fails.
 func (f *Follower) run(ctx context.Context, it jetstream.MessagesContext, cons jetstream.Consumer) {
-	subject, from, filter := f.s.Subject(f.group), f.from, f.filter
+	subject, from, filter := f.s.l.SetFilter(f.group), f.from, f.filter
 	var prev uint64 // the group's message before this one, as read
 	err := func() error {
 		for {
@@ -80,17 +82,17 @@ func (f *Follower) run(ctx context.Context, it jetstream.MessagesContext, cons j
 				return err
 			}
 			seq := md.Sequence.Stream
-			h := m.Headers()
 			if prev == 0 && from.Seq != 0 && seq != from.Seq {
 				return ErrGap // the snapshot's first message was purged: a newer one holds it
 			}
-			// A round names the message it was appended after: one that
-			// does not follow the last read means some were purged unread.
-			if after, err := strconv.ParseUint(h.Get(HeaderAfter), 10, 64); err == nil && after != prev && (prev != 0 || from.Seq == 0) {
-				return fmt.Errorf("%w: message %d follows %d, read %d", ErrGap, seq, after, prev)
+			msg := f.s.parseMsg(m.Subject(), seq, m.Headers(), m.Data(), md.Timestamp)
+			// A message names the one it was appended after: one that does
+			// not follow the last read means some were compacted unread.
+			if msg.Fenced && msg.After != prev && (prev != 0 || from.Seq == 0) {
+				return fmt.Errorf("%w: %s: message %d follows %d, read %d", ErrGap, subject, seq, msg.After, prev)
 			}
 			f.mu.Lock()
-			err = f.r.message(subject, seq, h.Get(HeaderGateway), h.Get(HeaderClaim), m.Data(), filter)
+			err = f.s.take(&f.r, msg, filter)
 			f.r.LastSeq = seq
 			if err == nil {
 				f.applied.Store(seq)
@@ -145,11 +147,11 @@ func (f *Follower) WaitApplied(ctx context.Context, seq uint64) error {
 			if f.err != nil {
 				return f.err
 			}
-			return fmt.Errorf("jsjournal: the follower of %s stopped at message %d, before %d", f.s.Subject(f.group), f.applied.Load(), seq)
+			return fmt.Errorf("jsjournal: the follower of %s stopped at message %d, before %d", f.s.l.SetFilter(f.group), f.applied.Load(), seq)
 		default:
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("jsjournal: the follower of %s at message %d, waiting for %d: %w", f.s.Subject(f.group), f.applied.Load(), seq, err)
+			return fmt.Errorf("jsjournal: the follower of %s at message %d, waiting for %d: %w", f.s.l.SetFilter(f.group), f.applied.Load(), seq, err)
 		}
 		f.cond.Wait()
 	}
@@ -166,7 +168,7 @@ func (f *Follower) Stop() (Replayed, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil && f.r.Messages > 0 {
-		return f.r, f.filter.done(f.s.Subject(f.group), f.from)
+		return f.r, f.filter.done(f.s.l.SetFilter(f.group), f.from)
 	}
 	return f.r, f.err
 }

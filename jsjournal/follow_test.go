@@ -17,7 +17,7 @@ import (
 // read is refused (ErrGap), not followed with a hole.
 func TestFollowMatchesFileReplay(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	s := openStore(t, ns.URL(), 0, nil)
 	tw := newTwin(t, s)
 	tw.traffic(200, 0)
 	tw.sync(t)
@@ -33,11 +33,11 @@ func TestFollowMatchesFileReplay(t *testing.T) {
 	seq0, _ := tw.js.MarkSeq(0, id)
 	seq1, _ := tw.js.MarkSeq(1, id)
 	parts := []Part{{PID: 0, Data: []byte("p0")}, {PID: 1, Data: []byte("p1")}}
-	if err := s.PutSnapshot(ctxT(t), 0, Snapshot{ID: id, Seq: min(seq0, seq1), Epoch: 1, Parts: parts}); err != nil {
+	if err := s.PutSnapshot(ctxT(t), 0, Snapshot{ID: id, Seq: min(seq0, seq1), Epoch: 1, ClaimSeq: tw.claim[0], Parts: parts}); err != nil {
 		t.Fatal(err)
 	}
 
-	other := openStore(t, ns.URL(), "gw-b", nil)
+	other := openStore(t, ns.URL(), 1, nil)
 	var mu sync.Mutex
 	var got []rec
 	var restored Snapshot
@@ -83,13 +83,13 @@ func TestFollowMatchesFileReplay(t *testing.T) {
 	var prev uint64
 	for k := range 3 {
 		b := journal.Batch{Group: 5, Data: journal.AppendRecord(nil, recTest, 9, []byte{byte(k)}), ExpectLast: prev}
-		ack, err := s.js.PublishMsg(ctxT(t), s.message(&b))
+		ack, err := s.js.PublishMsg(ctxT(t), s.message(&b), jetstream.WithExpectLastSequenceForSubject(prev, s.l.SetFilter(5)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		prev = ack.Sequence
 	}
-	if err := s.stream.Purge(ctxT(t), jetstream.WithPurgeSubject(s.Subject(5)), jetstream.WithPurgeSequence(prev)); err != nil {
+	if err := s.stream.Purge(ctxT(t), jetstream.WithPurgeSubject(s.Subject(5, 0)), jetstream.WithPurgeSequence(prev)); err != nil {
 		t.Fatal(err)
 	}
 	g, err := other.Follow(ctxT(t), 5, func(Snapshot) error { return nil }, func(journal.Record) error { return nil })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,17 +41,51 @@ func dial(t testing.TB, url string) *nats.Conn {
 	return nc
 }
 
-func openStore(t testing.TB, url, gateway string, mod func(*Options)) *Store {
+// testLayout is the tests' cluster on JetStream: 64 SETs, 3 gateways.
+var testLayout = Layout{Prefix: DefaultPrefix, Sets: 64, Gateways: 3, Replicas: 1}
+
+// provision makes url's JetStream hold l, as an operator would.
+func provision(t testing.TB, url string, l Layout) {
 	t.Helper()
-	o := Options{Conn: dial(t, url), Gateway: gateway}
+	js, err := jetstream.New(dial(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Provision(ctxT(t), js, l, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openStore provisions url (if need be) and opens gateway node's store,
+// named gw-<node>, on testLayout unless mod changes it.
+func openStore(t testing.TB, url string, node int, mod func(*Options)) *Store {
+	t.Helper()
+	o := Options{Conn: dial(t, url), Layout: testLayout, Node: node, Gateway: "gw-" + strconv.Itoa(node)}
 	if mod != nil {
 		mod(&o)
 	}
+	provision(t, url, o.Layout)
 	s, err := Open(ctxT(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// claimed makes s claim group at epoch after its last message, and returns
+// the claim's sequence: a writer's first append.
+func claimed(t testing.TB, s *Store, group int, epoch uint64) uint64 {
+	t.Helper()
+	last, err := s.Last(ctxT(t), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := s.AppendClaim(ctxT(t), group, epoch, last.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Own(group, epoch)
+	return seq
 }
 
 // writer is a journal on a sink with producers in groups.

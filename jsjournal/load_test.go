@@ -3,11 +3,9 @@ package jsjournal
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"hongbao/journal"
@@ -20,13 +18,14 @@ type twin struct {
 	file, js *journal.Journal
 	fp, jp   []*journal.Producer // by producer id
 	dir      string
+	claim    map[int]uint64 // each group's claim, epoch 1
 }
 
-var twinGroups = []spec{{0, 2}, {1, 1}, {journal.ClusterGroup, 1}}
+var twinGroups = []spec{{0, 2}, {1, 1}}
 
 func newTwin(t *testing.T, s *Store) *twin {
 	t.Helper()
-	tw := &twin{dir: t.TempDir()}
+	tw := &twin{dir: t.TempDir(), claim: map[int]uint64{}}
 	var err error
 	if tw.file, err = journal.Open(journal.Options{Dir: tw.dir, Sets: 2, RingBytes: 1 << 14}); err != nil {
 		t.Fatal(err)
@@ -46,7 +45,8 @@ func newTwin(t *testing.T, s *Store) *twin {
 		}
 	}
 	for _, g := range twinGroups {
-		if err := tw.js.Reopen(g.group, 0); err != nil {
+		tw.claim[g.group] = claimed(t, s, g.group, 1)
+		if err := tw.js.Reopen(g.group, tw.claim[g.group]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func (tw *twin) fileReplay(t *testing.T, from journal.From, pids ...uint16) []re
 // sequence returned is the subject's last.
 func TestLoadMatchesFileReplay(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	s := openStore(t, ns.URL(), 0, nil)
 	tw := newTwin(t, s)
 	tw.traffic(300, 0)
 	tw.sync(t)
@@ -148,7 +148,7 @@ func TestLoadMatchesFileReplay(t *testing.T) {
 		t.Fatalf("marks at %d (%v) and %d (%v); want both, the second later", seq0, ok0, seq1, ok1)
 	}
 	parts := []Part{{PID: 0, Data: []byte("state of producer 0")}, {PID: 1, Data: []byte("state of producer 1")}}
-	if err := s.PutSnapshot(ctxT(t), 0, Snapshot{ID: id, Seq: min(seq0, seq1), Epoch: 1, Parts: parts}); err != nil {
+	if err := s.PutSnapshot(ctxT(t), 0, Snapshot{ID: id, Seq: min(seq0, seq1), Epoch: 1, ClaimSeq: tw.claim[0], Parts: parts}); err != nil {
 		t.Fatal(err)
 	}
 	tw.traffic(300, 300)
@@ -157,14 +157,14 @@ func TestLoadMatchesFileReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	other := openStore(t, ns.URL(), "gw-c", nil)
+	other := openStore(t, ns.URL(), 2, nil)
 	var restored Snapshot
 	var got []rec
 	r, err := other.Load(ctxT(t), 0, func(sn Snapshot) error { restored = sn; return nil }, collect(&got))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if restored.ID != id || restored.Seq != min(seq0, seq1) || restored.Owner != "gw-a" || restored.Epoch != 1 ||
+	if restored.ID != id || restored.Seq != min(seq0, seq1) || restored.Owner != 0 || restored.Epoch != 1 ||
 		fmt.Sprint(restored.Parts) != fmt.Sprint(parts) {
 		t.Fatalf("restored %+v; want snapshot %d from %d with %v", restored, id, min(seq0, seq1), parts)
 	}
@@ -184,7 +184,7 @@ func TestLoadMatchesFileReplay(t *testing.T) {
 	for _, g := range []struct {
 		group int
 		pid   uint16
-	}{{1, 2}, {journal.ClusterGroup, 3}} {
+	}{{1, 2}} {
 		got = nil
 		r, err := other.Load(ctxT(t), g.group, func(Snapshot) error { t.Fatal("a snapshot of a group that has none"); return nil }, collect(&got))
 		if err != nil {
@@ -198,39 +198,72 @@ func TestLoadMatchesFileReplay(t *testing.T) {
 	}
 }
 
-// TestReplayDropsOthersAfterClaim: after a claim, a message not from the
-// claimed owner is dropped and counted, never handed over; from a snapshot,
-// its owner is the one whose messages count until a claim.
-func TestReplayDropsOthersAfterClaim(t *testing.T) {
+// TestReplayTakesOnlyTheOwners: a replay hands over the rounds of the
+// SET's owner by its claims alone, proven by the subject NATS let each
+// gateway publish on, and only those NATS fenced (appended after the SET's
+// last message); it drops and counts a round appended without the expected
+// last sequence, even on the owner's subject, another gateway's round, a
+// claim out of turn and a release by a gateway that does not own the SET.
+// From a snapshot, its owner's rounds count until a claim.
+func TestReplayTakesOnlyTheOwners(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	a, b, x := openStore(t, ns.URL(), 0, nil), openStore(t, ns.URL(), 1, nil), openStore(t, ns.URL(), 2, nil)
 	ctx := ctxT(t)
-	subject := s.Subject(3)
-	publish := func(gateway string, payloads ...string) uint64 {
-		t.Helper()
-		var data []byte
+	const set = 3
+	data := func(payloads ...string) []byte {
+		var d []byte
 		for _, p := range payloads {
-			data = journal.AppendRecord(data, recTest, 9, []byte(p))
+			d = journal.AppendRecord(d, recTest, 9, []byte(p))
 		}
-		// Unconditional: what a writer that skipped its fence could append.
-		ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{HeaderGateway: {gateway}}})
+		return d
+	}
+	// round appends s's round, fenced (as its journal does) or not.
+	round := func(s *Store, fenced bool, payloads ...string) uint64 {
+		t.Helper()
+		m := s.message(&journal.Batch{Group: set, Data: data(payloads...)})
+		var opts []jetstream.PublishOpt
+		if fenced {
+			last, err := s.Last(ctx, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, jetstream.WithExpectLastSequenceForSubject(last.Seq, s.l.SetFilter(set)))
+		}
+		ack, err := s.js.PublishMsg(ctx, m, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ack.Sequence
 	}
-	first := publish("gw-a", "a1", "a2")
-	publish("gw-x", "x before any claim")
-	last, _ := s.Last(ctx, 3)
-	if _, err := s.AppendClaim(ctx, 3, "gw-b", 5, last.Seq); err != nil {
-		t.Fatal(err)
+	claim := func(s *Store, epoch uint64, release bool) {
+		t.Helper()
+		last, err := s.Last(ctx, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if release {
+			_, err = s.AppendRelease(ctx, set, epoch, last.Seq)
+		} else {
+			_, err = s.AppendClaim(ctx, set, epoch, last.Seq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	publish("gw-b", "b1")
-	publish("gw-a", "a3 after the claim", "a4")
-	end := publish("gw-b", "b2")
+	round(x, true, "x before any claim")
+	claim(a, 1, false)
+	first := round(a, true, "a1", "a2")
+	round(a, false, "a unfenced")
+	round(x, true, "x while a owns it")
+	claim(x, 5, false) // out of turn: epoch 2 is next
+	claim(x, 1, true)  // a release of a SET x does not own
+	claim(b, 2, false) // b takes it over
+	round(b, true, "b1")
+	round(a, true, "a after b's claim", "a4")
+	end := round(b, true, "b2")
 
 	var got []rec
-	r, err := s.Replay(ctx, 3, Snapshot{}, collect(&got))
+	r, err := x.Replay(ctx, set, Snapshot{}, collect(&got))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,35 +271,42 @@ func TestReplayDropsOthersAfterClaim(t *testing.T) {
 	for _, g := range got {
 		payloads = append(payloads, g.payload)
 	}
-	if want := []string{"a1", "a2", "x before any claim", "b1", "b2"}; !slices.Equal(payloads, want) {
+	if want := []string{"a1", "a2", "b1", "b2"}; !slices.Equal(payloads, want) {
 		t.Fatalf("replayed %q; want %q", payloads, want)
 	}
-	if r.Dropped != 1 || r.DroppedRecords != 2 || r.Claims != 1 || r.Owner != "gw-b" || r.Epoch != 5 || r.LastSeq != end || r.Messages != 6 {
-		t.Fatalf("replay %+v; want 1 message of 2 records dropped, gw-b's claim at 5, up to %d", r, end)
+	if r.Dropped != 6 || r.DroppedRecords != 4 || r.Claims != 2 || r.Owner != 1 || r.Epoch != 2 || r.LastSeq != end || r.Messages != 11 {
+		t.Fatalf("replay %+v; want 6 messages (4 records of them decoded) dropped, 2 claims, gateway 1's at epoch 2, up to %d", r, end)
+	}
+	if n := x.Refused(RefusedUnfenced) + x.Refused(RefusedNotOwner) + x.Refused(RefusedClaim); n != 6 {
+		t.Fatalf("%d refusals counted; want 6", n)
 	}
 
-	// From a snapshot owned by gw-a, gw-x's message is not its owner's.
+	// From a snapshot owned by a at epoch 1, a's rounds count until b's claim.
 	got = nil
-	if r, err = s.Replay(ctx, 3, Snapshot{Seq: first, Owner: "gw-a"}, collect(&got)); err != nil {
+	if r, err = x.Replay(ctx, set, Snapshot{Seq: first, Owner: 0, Epoch: 1}, collect(&got)); err != nil {
 		t.Fatal(err)
 	}
-	if r.Dropped != 2 || len(got) != 4 {
-		t.Fatalf("from gw-a's snapshot: %d dropped, %v handed over; want gw-x's and a3's messages dropped", r.Dropped, got)
+	if r.Dropped != 5 || len(got) != 4 {
+		t.Fatalf("from a's snapshot: %d dropped, %v handed over; want a1, a2, b1, b2", r.Dropped, got)
 	}
 }
 
-// TestPurgeAfterSnapshot: putting a group's snapshot replaces the older
-// one and purges its messages before the older one's first mark, keeping
-// every one from it on, so that a replay a snapshot behind is still whole;
-// other groups keep all theirs; once a third is put, a replay from the
-// first reports it moved.
-func TestPurgeAfterSnapshot(t *testing.T) {
+// TestCompactAfterSnapshot: a group's rounds go to a new generation at each
+// snapshot (journal.Journal.RotateGroup); once the next snapshot is put,
+// compacting the generation before the older snapshot (journal.Journal.Compact)
+// drops its messages whole, keeping every one from that snapshot on, so
+// that a replay a snapshot behind is still whole; other groups keep all
+// theirs; putting a snapshot keeps only its writer's newest; once a third
+// is put and compacts, a replay from the first reports it moved.
+func TestCompactAfterSnapshot(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	s := openStore(t, ns.URL(), 0, nil)
 	w := newWriter(t, s, []spec{{0, 1}, {1, 1}}, nil)
 	ctx := ctxT(t)
+	claims := map[int]uint64{}
 	for _, g := range []int{0, 1} {
-		if err := w.j.Reopen(g, 0); err != nil {
+		claims[g] = claimed(t, s, g, 1)
+		if err := w.j.Reopen(g, claims[g]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,6 +318,10 @@ func TestPurgeAfterSnapshot(t *testing.T) {
 	}
 	snapshot := func(id uint64) Snapshot {
 		t.Helper()
+		retired, err := w.j.RotateGroup(0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		p := w.ps[0][0]
 		if err := p.Wait(p.Mark(id)); err != nil {
 			t.Fatal(err)
@@ -286,36 +330,48 @@ func TestPurgeAfterSnapshot(t *testing.T) {
 		if !ok {
 			t.Fatalf("no durable mark of snapshot %d", id)
 		}
-		sn := Snapshot{ID: id, Seq: seq, Parts: []Part{{PID: p.ID(), Data: fmt.Appendf(nil, "state %d", id)}}}
+		sn := Snapshot{ID: id, Seq: seq, Epoch: 1, ClaimSeq: claims[0], Parts: []Part{{PID: p.ID(), Data: fmt.Appendf(nil, "state %d", id)}}}
 		if err := s.PutSnapshot(ctx, 0, sn); err != nil {
 			t.Fatal(err)
 		}
+		if err := w.j.Compact(0, retired+journal.Gens-1); err != nil { // the generation retired at the snapshot before
+			t.Fatal(err)
+		}
+		sn.Owner = 0
 		return sn
+	}
+	live := func(g int) []uint64 { // the group's messages with records
+		var out []uint64
+		for _, m := range messages(t, s, s.l.SetFilter(g)) {
+			if len(m.Data) > 0 {
+				out = append(out, m.Sequence)
+			}
+		}
+		return out
 	}
 	for k := range 5 {
 		round(0, fmt.Sprint("before ", k))
 		round(1, fmt.Sprint("other group ", k))
 	}
-	before := seqs(messages(t, s, s.Subject(0)))
-	other := seqs(messages(t, s, s.Subject(1)))
+	before, other := live(0), live(1)
 	first := snapshot(1)
 	for k := range 3 {
 		round(0, fmt.Sprint("after ", k))
 	}
-	if all := seqs(messages(t, s, s.Subject(0))); len(before) != 5 || len(all) != 9 || first.Seq <= before[len(before)-1] {
-		t.Fatalf("messages of group 0: %v before the first snapshot at %d, %v after; want none purged", before, first.Seq, all)
+	if all := live(0); len(before) != 5 || len(all) != 9 || first.Seq <= before[len(before)-1] {
+		t.Fatalf("rounds of group 0: %v before the first snapshot at %d, %v after; want none compacted", before, first.Seq, all)
 	}
 
 	second := snapshot(2)
-	all := seqs(messages(t, s, s.Subject(0)))
+	all := live(0)
 	if len(all) != 5 || all[0] != first.Seq {
-		t.Fatalf("messages of group 0 after the second snapshot: %v; want the 5 before the first's mark (%d) purged, it and the 4 after it kept", all, first.Seq)
+		t.Fatalf("rounds of group 0 after the second snapshot: %v; want the 5 before the first's mark (%d) compacted, it and the 4 after it kept", all, first.Seq)
 	}
-	if got := seqs(messages(t, s, s.Subject(1))); !slices.Equal(got, other) {
-		t.Fatalf("group 1's messages %v after group 0's snapshots; want %v", got, other)
+	if got := live(1); !slices.Equal(got, other) {
+		t.Fatalf("group 1's rounds %v after group 0's snapshots; want %v", got, other)
 	}
-	if names, err := s.snapshots(ctx, 0); err != nil || !slices.Equal(slices.Sorted(maps.Keys(names)), []uint64{second.Seq}) {
-		t.Fatalf("snapshot objects of group 0: %v (%v); want only the newest, at %d", names, err, second.Seq)
+	if cs, err := s.candidates(ctx, 0); err != nil || len(cs) != 1 || cs[0].seq != second.Seq {
+		t.Fatalf("snapshot objects of group 0: %v (%v); want only the newest, at %d", cs, err, second.Seq)
 	}
 	sn, ok, err := s.GetSnapshot(ctx, 0)
 	if err != nil || !ok || sn.ID != 2 || string(sn.Parts[0].Data) != "state 2" {
@@ -327,7 +383,7 @@ func TestPurgeAfterSnapshot(t *testing.T) {
 	}
 	snapshot(3)
 	if _, err := s.Replay(ctx, 0, first, func(journal.Record) error { return nil }); !errors.Is(err, ErrMoved) {
-		t.Fatalf("a replay from the purged snapshot: %v; want ErrMoved", err)
+		t.Fatalf("a replay from the compacted snapshot: %v; want ErrMoved", err)
 	}
 	round(0, "last")
 	var got []rec

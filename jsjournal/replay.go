@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,15 +24,17 @@ type Replayed struct {
 	// claim expecting it (AppendClaim), so that anything appended since
 	// makes the claim fail and the claimant load again.
 	LastSeq  uint64
-	Messages int // messages read, claims and dropped ones included
+	Messages int // messages read, claims and refused ones included
 	Records  int // records handed over
 	Claims   int
-	// Owner and Epoch are the group's owner after the replay: the last
-	// claim's, or the snapshot's.
-	Owner string
+	// Owner and Epoch are the group's owner after the replay (-1: none):
+	// the last claim's, or the snapshot's.
+	Owner int
 	Epoch uint64
-	// Dropped are the messages after a claim that were not its owner's, and
-	// DroppedRecords their records: never handed over.
+	// Dropped are the messages that were not the owner's rounds — another
+	// gateway's, appended without the SET's expected last sequence, or
+	// claims out of turn — and DroppedRecords their records: never handed
+	// over.
 	Dropped, DroppedRecords int
 	// Snapshot is the sequence the snapshot loaded replays from (Load; 0:
 	// none).
@@ -51,7 +52,7 @@ func (s *Store) Load(ctx context.Context, group int, restore func(Snapshot) erro
 	}
 	if ok {
 		if err := restore(snap); err != nil {
-			return Replayed{}, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.Subject(group), snap.Seq, err)
+			return Replayed{}, fmt.Errorf("jsjournal: restoring %s from its snapshot at %d: %w", s.l.SetFilter(group), snap.Seq, err)
 		}
 	}
 	r, err := s.Replay(ctx, group, snap, fn)
@@ -59,11 +60,11 @@ func (s *Store) Load(ctx context.Context, group int, restore func(Snapshot) erro
 		return r, err
 	}
 	r.Snapshot = snap.Seq
-	// A snapshot put while this one replayed may have purged messages it
-	// was about to read: only one newer than it can (purges follow puts).
-	if top, _, err := s.newest(ctx, group); err != nil {
+	// A snapshot put while this one replayed may have compacted messages it
+	// was about to read: only a newer one can (compactions follow puts).
+	if newer, err := s.newerSnapshot(ctx, group, snap.Seq); err != nil {
 		return r, err
-	} else if top != snap.Seq {
+	} else if newer {
 		return r, ErrMoved
 	}
 	return r, nil
@@ -96,11 +97,11 @@ const replayHeartbeat = 500 * time.Millisecond
 // readFrom reads group's messages from message seq on (0: the first), in
 // order, through an ordered consumer: what Replay and Follow read.
 func (s *Store) readFrom(ctx context.Context, group int, seq uint64, opts ...jetstream.PullMessagesOpt) (jetstream.Consumer, jetstream.MessagesContext, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.Subject(group)}, InactiveThreshold: 30 * time.Second}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.l.SetFilter(group)}, InactiveThreshold: 30 * time.Second}
 	if seq != 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq
 	}
-	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
+	cons, err := s.js.OrderedConsumer(ctx, s.l.Stream(), cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,7 +118,7 @@ func (s *Store) dropReader(cons jetstream.Consumer, it jetstream.MessagesContext
 	it.Stop()
 	if info := cons.CachedInfo(); info != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.js.DeleteConsumer(ctx, s.name, info.Name)
+		_ = s.js.DeleteConsumer(ctx, s.l.Stream(), info.Name)
 		cancel()
 	}
 }
@@ -127,19 +128,23 @@ func (s *Store) dropReader(cons jetstream.Consumer, it jetstream.MessagesContext
 // in the order appended, as journal.Journal.Replay does. A producer of the
 // snapshot's parts has its records skipped up to its mark of from.ID;
 // snapshot marks are the journal's and never handed over; so are claims.
-// The messages after a claim (or, with from.Owner, from the start) that do
-// not come from its owner are dropped and counted. It reads up to the
-// subject's last message when it began, and returns that sequence. Payloads
-// alias the messages: fn copies what it keeps.
+// Only the owner's rounds are handed over — the owner the snapshot names,
+// then each claim's — and only messages NATS fenced count: any other is
+// dropped and counted (Refused). It reads up to the group's last message
+// when it began, and returns that sequence. Payloads alias the messages:
+// fn copies what it keeps.
 func (s *Store) Replay(ctx context.Context, group int, from Snapshot, fn func(journal.Record) error) (Replayed, error) {
-	subject := s.Subject(group)
+	filter := s.l.SetFilter(group)
 	last, err := s.Last(ctx, group)
 	if err != nil {
 		return Replayed{}, err
 	}
-	r := Replayed{LastSeq: last.Seq, Owner: from.Owner, Epoch: from.Epoch}
+	r := Replayed{LastSeq: last.Seq, Owner: -1}
+	if from.Seq != 0 {
+		r.Owner, r.Epoch = from.Owner, from.Epoch
+	}
 	if from.Seq > last.Seq {
-		return Replayed{}, fmt.Errorf("jsjournal: %s: the snapshot replays from message %d, and its last is %d: the stream lost messages", subject, from.Seq, last.Seq)
+		return Replayed{}, fmt.Errorf("jsjournal: %s: the snapshot replays from message %d, and its last is %d: the stream lost messages", filter, from.Seq, last.Seq)
 	}
 	if last.Seq == 0 {
 		return r, nil
@@ -147,54 +152,62 @@ func (s *Store) Replay(ctx context.Context, group int, from Snapshot, fn func(jo
 	f := newMarkFilter(from, fn)
 	cons, it, err := s.readFrom(ctx, group, from.Seq, jetstream.PullExpiry(4*replayHeartbeat))
 	if err != nil {
-		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
+		return Replayed{}, fmt.Errorf("jsjournal: replaying %s: %w", filter, err)
 	}
 	defer s.dropReader(cons, it)
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			return r, fmt.Errorf("jsjournal: replaying %s after message %d: %w", subject, r.LastSeq, err)
+			return r, fmt.Errorf("jsjournal: replaying %s after message %d: %w", filter, r.LastSeq, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return r, fmt.Errorf("jsjournal: replaying %s: %w", subject, err)
+			return r, fmt.Errorf("jsjournal: replaying %s: %w", filter, err)
 		}
 		seq := md.Sequence.Stream
 		if r.Messages == 0 && from.Seq != 0 && seq != from.Seq {
 			return r, ErrMoved // the snapshot's first message was purged: a newer one holds it
 		}
-		if err := r.message(subject, seq, m.Headers().Get(HeaderGateway), m.Headers().Get(HeaderClaim), m.Data(), f); err != nil {
+		if err := s.take(&r, s.parseMsg(m.Subject(), seq, m.Headers(), m.Data(), md.Timestamp), f); err != nil {
 			return r, err
 		}
 		if seq >= last.Seq {
 			break
 		}
 	}
-	return r, f.done(subject, from)
+	return r, f.done(filter, from)
 }
 
-// message takes one message of the replay: a claim changes the owner, a
-// message of anyone else after one is dropped, any other hands its records
-// over.
-func (r *Replayed) message(subject string, seq uint64, gateway, claim string, data []byte, f *markFilter) error {
+// take applies one message of a replay or a follow to r: a claim changes
+// the owner (claims.go's rule), the owner's round hands its records over,
+// anything else is dropped and counted.
+func (s *Store) take(r *Replayed, m Msg, f *markFilter) error {
 	r.Messages++
-	if claim != "" {
-		epoch, err := strconv.ParseUint(claim, 10, 64)
-		if err != nil {
-			return fmt.Errorf("jsjournal: %s, message %d: claim epoch %q: %w", subject, seq, claim, err)
+	if !m.Valid || !m.Fenced {
+		r.Dropped++
+		s.refuse(RefusedUnfenced)
+		return nil
+	}
+	if m.Claim {
+		now, why := next(Claim{Node: r.Owner, Epoch: r.Epoch}, m)
+		if why != "" {
+			r.Dropped++
+			s.refuse(RefusedClaim)
+			return nil
 		}
-		r.Owner, r.Epoch = gateway, epoch
+		r.Owner, r.Epoch = now.Node, now.Epoch
 		r.Claims++
 		return nil
 	}
-	drop := r.Owner != "" && gateway != r.Owner
+	drop := m.Node != r.Owner
 	if drop {
 		r.Dropped++
+		s.refuse(RefusedNotOwner)
 	}
-	for off := 0; off < len(data); {
-		rec, n, err := journal.Decode(data[off:])
+	for off := 0; off < len(m.Data); {
+		rec, n, err := journal.Decode(m.Data[off:])
 		if err != nil {
-			return fmt.Errorf("jsjournal: %s, message %d, offset %d: %w", subject, seq, off, err)
+			return fmt.Errorf("jsjournal: %s, message %d of gateway %d, offset %d: %w", s.l.SetFilter(m.Set), m.Seq, m.Node, off, err)
 		}
 		off += n
 		if drop {

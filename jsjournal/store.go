@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,21 +16,22 @@ import (
 	"hongbao/journal"
 )
 
-// Headers of a message.
+// Headers of a message. The writer is not among them: the subject names it
+// (Layout), and only that gateway may publish there.
 const (
-	// HeaderGateway names the gateway that appended the message.
+	// HeaderGateway is the writer's name, for the operator: never trusted.
 	HeaderGateway = "Hongbao-Gateway"
 	// HeaderClaim marks a claim: its value is the owner's epoch.
 	HeaderClaim = "Hongbao-Claim"
-	// HeaderAfter is the sequence a round's message was appended after
-	// (its expected last); HeaderRound, the writer's round: a writer that
-	// lost the acknowledgement finds by them whether the subject's last
-	// message is this very one.
-	HeaderAfter = "Hongbao-After"
+	// HeaderRelease marks a claim message as a release: the owner hands
+	// the SET back, at the epoch of HeaderClaim.
+	HeaderRelease = "Hongbao-Release"
+	// HeaderRound is the writer's round: a writer that lost the
+	// acknowledgement finds by it whether a message is this very one.
 	HeaderRound = "Hongbao-Round"
 )
 
-// DefaultPrefix is Options.Prefix's default.
+// DefaultPrefix is Layout.Prefix's default.
 const DefaultPrefix = "hongbao"
 
 // DefaultAckWait is Options.AckWait's default.
@@ -51,31 +54,59 @@ type Options struct {
 	// whatever of it lands later is a record told to nobody, as a crash
 	// after the write and before the answer.
 	Conn *nats.Conn
-	// Prefix names the stream (<prefix>_journal), its subjects
-	// (<prefix>.j.…) and the bucket (<prefix>_snapshots); default
-	// DefaultPrefix.
-	Prefix string
-	// Gateway is this writer's name, in every message it appends.
+	// Layout is what JetStream must hold, as an operator provisioned it
+	// (Provision): Open checks it and refuses any difference. Its Prefix
+	// defaults to DefaultPrefix, its Replicas to 1.
+	Layout Layout
+	// Node is this writer's node number, in every subject it appends to:
+	// its NATS user may publish on those only.
+	Node int
+	// Gateway is this writer's name, for the operator.
 	Gateway string
-	// Replicas of the stream and the bucket (default 1: a single NATS
-	// server; a cluster's gateways ask 3).
-	Replicas int
 	// AckWait bounds the wait for a round's acknowledgements (default
 	// DefaultAckWait): past it the group fails (journal.Options.OnGroupFailed).
 	AckWait time.Duration
 }
 
-// Store is the journal's stream and snapshot bucket on JetStream. Commit
+// Refusals count what a Store read from JetStream and refused, by kind
+// (Refused): NATS proves who appended each message, and these were not
+// what their writer may append, or not what a reader can use.
+const (
+	// RefusedUnfenced: a message appended without the SET's expected last
+	// sequence — no gateway appends so; or one on a subject of no SET.
+	RefusedUnfenced = iota
+	// RefusedNotOwner: a round of a gateway that did not own the SET (by
+	// the claims before it).
+	RefusedNotOwner
+	// RefusedClaim: a claim not one epoch after the SET's last, or a
+	// release by a gateway that did not own the SET.
+	RefusedClaim
+	// RefusedSnapshot: a snapshot whose writer did not own the SET when it
+	// was taken, or that does not decode.
+	RefusedSnapshot
+	refusedKinds
+)
+
+// RefusedNames name the kinds of Refusals, for /metrics.
+var RefusedNames = [refusedKinds]string{"unfenced", "not_owner", "claim", "snapshot"}
+
+// Store is the journal's stream and snapshot buckets on JetStream. Commit
 // (the journal's Sink) runs on the journal's writer; every other method may
 // be called from any goroutine.
 type Store struct {
 	o          Options
+	l          Layout
 	js         jetstream.JetStream
 	stream     jetstream.Stream
-	obj        jetstream.ObjectStore
-	name       string
-	gw         []string // the Hongbao-Gateway header's value
+	obj        jetstream.ObjectStore // this node's bucket
+	gw         []string              // the Hongbao-Gateway header's value
 	maxPayload int
+
+	bucketMu sync.Mutex
+	buckets  map[int]jetstream.ObjectStore // every node's, bound when first read
+
+	refused [refusedKinds]atomic.Uint64
+	epochs  []atomic.Uint64 // per SET: the epoch of this writer's claim (Own), 0 unknown
 
 	// The writer's: a round's futures, and its number (random at Open,
 	// one more each round).
@@ -87,19 +118,22 @@ type Store struct {
 	afterLast func(group int)
 }
 
-// Open creates the stream and the bucket, or opens them if they exist as
-// asked — file storage, the replicas asked, no limit that drops a record, no
-// message deleted but by a purge after a snapshot — and refuses them
-// otherwise: one gateway of another -replicas must not change them for all.
+// Open checks that JetStream holds the layout of o (the journal's stream,
+// every gateway's snapshot bucket) and binds to them. It creates and
+// changes nothing: an operator's identity does (Provision), and a gateway's
+// may not; a difference is refused, named (ErrLayout).
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Conn == nil || o.Gateway == "" {
 		return nil, errors.New("jsjournal: a connection and a gateway name are needed")
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+	if o.Layout.Prefix == "" {
+		o.Layout.Prefix = DefaultPrefix
 	}
-	if o.Replicas <= 0 {
-		o.Replicas = 1
+	if o.Layout.Replicas <= 0 {
+		o.Layout.Replicas = 1
+	}
+	if o.Node < 0 || o.Node >= o.Layout.Gateways {
+		return nil, fmt.Errorf("jsjournal: node %d of a layout of %d gateways", o.Node, o.Layout.Gateways)
 	}
 	if o.AckWait <= 0 {
 		o.AckWait = DefaultAckWait
@@ -108,68 +142,68 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: %w", err)
 	}
-	s := &Store{o: o, js: js, name: o.Prefix + "_journal", gw: []string{o.Gateway}}
+	if err := Check(ctx, js, o.Layout); err != nil {
+		return nil, err
+	}
+	s := &Store{o: o, l: o.Layout, js: js, gw: []string{o.Gateway}, buckets: map[int]jetstream.ObjectStore{}, epochs: make([]atomic.Uint64, o.Layout.Sets)}
 	s.nextRound(rand.Uint64())
-	s.stream, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:              s.name,
-		Description:       "hongbao: every SET's journal, a subject per SET",
-		Subjects:          []string{o.Prefix + ".j.>"},
-		Storage:           jetstream.FileStorage,
-		Replicas:          o.Replicas,
-		Retention:         jetstream.LimitsPolicy,
-		MaxMsgs:           -1,
-		MaxBytes:          -1,
-		MaxMsgsPerSubject: -1,
-		MaxMsgSize:        -1,
-		Discard:           jetstream.DiscardNew, // full: refuse the append, never drop a record
-		DenyDelete:        true,
-	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return nil, fmt.Errorf("jsjournal: stream %s exists with another configuration (another -replicas?): every gateway of a cluster asks the same: %w", s.name, err)
+	if s.stream, err = js.Stream(ctx, s.l.Stream()); err != nil {
+		return nil, fmt.Errorf("jsjournal: stream %s: %w", s.l.Stream(), err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("jsjournal: stream %s: %w", s.name, err)
-	}
-	bucket := o.Prefix + "_snapshots"
-	s.obj, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      bucket,
-		Description: "hongbao: each SET's newest snapshot",
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jsjournal: bucket %s (exists with another configuration, such as another -replicas?): %w", bucket, err)
+	if s.obj, err = s.bucket(ctx, o.Node); err != nil {
+		return nil, err
 	}
 	// A message is its records and its headers: keep room for the latter.
 	s.maxPayload = int(o.Conn.MaxPayload()) - 1024
 	return s, nil
 }
 
-// Stream is the stream's name.
-func (s *Store) Stream() string { return s.name }
-
-// Subject is group's subject: <prefix>.j.<set>, or <prefix>.j.cluster.
-func (s *Store) Subject(group int) string { return s.o.Prefix + ".j." + groupName(group, "") }
-
-// groupName is "cluster" or the SET's number, after set.
-func groupName(group int, set string) string {
-	if group == journal.ClusterGroup {
-		return "cluster"
+// bucket is node's snapshot bucket, bound once.
+func (s *Store) bucket(ctx context.Context, node int) (jetstream.ObjectStore, error) {
+	s.bucketMu.Lock()
+	defer s.bucketMu.Unlock()
+	if b := s.buckets[node]; b != nil {
+		return b, nil
 	}
-	return set + strconv.Itoa(group)
+	b, err := s.js.ObjectStore(ctx, s.l.Bucket(node))
+	if err != nil {
+		return nil, fmt.Errorf("jsjournal: bucket %s: %w", s.l.Bucket(node), err)
+	}
+	s.buckets[node] = b
+	return b, nil
 }
+
+// Stream is the stream's name.
+func (s *Store) Stream() string { return s.l.Stream() }
+
+// Layout is the layout the Store checked.
+func (s *Store) Layout() Layout { return s.l }
+
+// Refused is how many messages and snapshots of kind k (Refused…) this
+// Store refused.
+func (s *Store) Refused(k int) uint64 { return s.refused[k].Load() }
+
+// refuse counts one refusal of kind k.
+func (s *Store) refuse(k int) { s.refused[k].Add(1) }
+
+// Own tells the writer that it owns set at epoch, by its claim: an append
+// after a claim of another gateway's at the next epoch is fenced, and one
+// after any other claim (out of turn: refused by every reader) is not.
+func (s *Store) Own(set int, epoch uint64) { s.epochs[set].Store(epoch) }
+
+// Subject is this writer's subject for group's rounds of generation gen.
+func (s *Store) Subject(group int, gen uint8) string { return s.l.RecordSubject(group, s.o.Node, gen) }
 
 // MaxBatch implements journal.Sink: the server's largest message, less room
 // for its headers.
 func (s *Store) MaxBatch() int { return s.maxPayload }
 
 // Commit implements journal.Sink: one message per batch, each appended only
-// if its subject's last sequence is the batch's ExpectLast, all published
-// before the first acknowledgement is awaited. A message whose fate is
-// unknown — the connection dropped, JetStream electing a leader, the
-// acknowledgement later than resolveAfter — is resolved until AckWait:
-// stored (the subject's last message is this writer's, after ExpectLast),
-// or not (published again), or fenced.
+// if the last message of its SET (any gateway's) is the batch's ExpectLast,
+// all published before the first acknowledgement is awaited. A message
+// whose fate is unknown — the connection dropped, JetStream electing a
+// leader, the acknowledgement later than resolveAfter — is resolved until
+// AckWait: stored, or not (published again), or fenced.
 func (s *Store) Commit(batches []journal.Batch) {
 	deadline := time.Now().Add(s.o.AckWait)
 	s.nextRound(s.round + 1)
@@ -179,11 +213,16 @@ func (s *Store) Commit(batches []journal.Batch) {
 	futs := s.futs[:len(batches)]
 	for i := range batches {
 		b := &batches[i]
+		if b.Group < 0 || b.Group >= s.l.Sets {
+			b.Err = fmt.Errorf("jsjournal: group %d is no SET of %d: only SETs are journalled on JetStream", b.Group, s.l.Sets)
+			futs[i] = nil
+			continue
+		}
 		// No retries: the journal reuses Data once Commit returns.
-		f, err := s.js.PublishMsgAsync(s.message(b), jetstream.WithExpectLastSequencePerSubject(b.ExpectLast), jetstream.WithRetryAttempts(0))
+		f, err := s.js.PublishMsgAsync(s.message(b), jetstream.WithExpectLastSequenceForSubject(b.ExpectLast, s.l.SetFilter(b.Group)), jetstream.WithRetryAttempts(0))
 		futs[i] = f
 		if err != nil {
-			b.Err = appendError(s.Subject(b.Group), err)
+			b.Err = appendError(s.Subject(b.Group, b.Gen), err)
 		}
 	}
 	unsure := false
@@ -199,7 +238,7 @@ func (s *Store) Commit(batches []journal.Batch) {
 		}
 		futs[i] = nil
 		// Even a wrong last sequence is settled by reading: the server
-		// also refuses so a message that comes while its subject's previous
+		// also refuses so a message that comes while its SET's previous
 		// one, acknowledged already, is still being applied.
 		unsure = unsure || batches[i].Err != nil
 	}
@@ -214,23 +253,29 @@ func (s *Store) nextRound(round uint64) {
 	s.round, s.roundHdr = round, []string{strconv.FormatUint(round, 10)}
 }
 
-// message is batch b's message.
+// message is batch b's message: on this writer's subject of b's
+// generation; a Rollup drops every earlier message of that subject.
 func (s *Store) message(b *journal.Batch) *nats.Msg {
-	return &nats.Msg{Subject: s.Subject(b.Group), Data: b.Data,
-		Header: nats.Header{HeaderGateway: s.gw, HeaderAfter: {strconv.FormatUint(b.ExpectLast, 10)}, HeaderRound: s.roundHdr}}
+	m := &nats.Msg{Subject: s.Subject(b.Group, b.Gen), Data: b.Data, Header: nats.Header{HeaderGateway: s.gw, HeaderRound: s.roundHdr}}
+	if b.Rollup {
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	}
+	return m
 }
 
 // resolve settles the batches that failed (their message may or may not
-// have been stored, or was refused) by reading their subject's last
-// message, until deadline: each is stored, published again, or fenced —
-// another writer's message follows ExpectLast — or keeps its error if it
-// could not be settled.
+// have been stored, or was refused) by reading their SET's messages after
+// ExpectLast, until deadline: each is stored, published again, or fenced —
+// a claim of another gateway follows ExpectLast — or keeps its error if it
+// could not be settled. Messages that fence no one — appended without the
+// expected last sequence, or rounds of a gateway that does not own the SET —
+// are refused and counted, and the batch goes on after them.
 func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	pending := make([]bool, len(batches))
 	for i := range batches {
-		pending[i] = batches[i].Err != nil
+		pending[i] = batches[i].Err != nil && batches[i].Group >= 0 && batches[i].Group < s.l.Sets
 	}
 	for {
 		left := 0
@@ -240,33 +285,29 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 				continue
 			}
 			try, cancelTry := context.WithTimeout(ctx, resolveAfter)
-			last, err := s.Last(try, b.Group)
+			fate, expect, err := s.fate(try, b)
 			switch {
 			case err != nil:
+				b.Err = err
 				left++
-			case last.Seq == b.ExpectLast: // not stored yet: again
+			case fate.stored:
+				b.Seq, b.Err, pending[i] = fate.seq, nil, false
+			case fate.fenced != nil:
+				b.Err, pending[i] = fate.fenced, false
+			default: // not stored, nothing fences it: again, after what is there now
 				if s.afterLast != nil {
 					s.afterLast(b.Group)
 				}
-				ack, err := s.js.PublishMsg(try, s.message(b), jetstream.WithExpectLastSequencePerSubject(b.ExpectLast), jetstream.WithRetryAttempts(0))
+				ack, err := s.js.PublishMsg(try, s.message(b), jetstream.WithExpectLastSequenceForSubject(expect, s.l.SetFilter(b.Group)), jetstream.WithRetryAttempts(0))
 				if err == nil {
 					b.Seq, b.Err, pending[i] = ack.Sequence, nil, false
 				} else {
 					// Refused for a wrong last sequence, it may be the
 					// original, still in flight when the last was read,
 					// that landed first: read again to know whose it is.
-					b.Err = fmt.Errorf("jsjournal: appending to %s again: %v", s.Subject(b.Group), err)
+					b.Err = fmt.Errorf("jsjournal: appending to %s again: %v", s.Subject(b.Group, b.Gen), err)
 					left++
 				}
-			case !last.Claim && last.Gateway == s.o.Gateway && last.After == b.ExpectLast && last.Round == s.round: // stored
-				b.Seq, b.Err, pending[i] = last.Seq, nil, false
-			default:
-				who := last.Gateway
-				if last.Claim {
-					who += fmt.Sprintf("'s claim at epoch %d", last.Epoch)
-				}
-				b.Err = fmt.Errorf("%w: %s: message %d, after %d, is %s", journal.ErrFenced, s.Subject(b.Group), last.Seq, b.ExpectLast, who)
-				pending[i] = false
 			}
 			cancelTry()
 		}
@@ -281,6 +322,70 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 	}
 }
 
+// fate is what became of a batch whose append may not have landed.
+type fate struct {
+	stored bool   // it is in the stream, at seq
+	seq    uint64 //
+	fenced error  // another gateway's claim or release follows its ExpectLast
+}
+
+// fateScan bounds the messages fate reads after a batch's ExpectLast: a
+// gateway that appended that many since lost nothing but its patience.
+const fateScan = 1024
+
+// fate reads b's SET after b.ExpectLast: b itself (stored), a claim or
+// release of another gateway (fenced), or neither; then it returns the
+// sequence b may be appended after now (the SET's last message).
+func (s *Store) fate(ctx context.Context, b *journal.Batch) (fate, uint64, error) {
+	last, err := s.Last(ctx, b.Group)
+	if err != nil {
+		return fate{}, 0, err
+	}
+	if last.Seq == b.ExpectLast {
+		return fate{}, last.Seq, nil
+	}
+	own := s.epochs[b.Group].Load()
+	for seq, n := b.ExpectLast+1, 0; seq <= last.Seq; n++ {
+		if n == fateScan {
+			return fate{fenced: fmt.Errorf("%w: %s: more than %d messages after %d", journal.ErrFenced, s.l.SetFilter(b.Group), fateScan, b.ExpectLast)}, 0, nil
+		}
+		m, err := s.next(ctx, b.Group, seq)
+		if err != nil {
+			return fate{}, 0, err
+		}
+		if m.Seq == 0 || m.Seq > last.Seq {
+			break
+		}
+		seq = m.Seq + 1
+		switch {
+		case m.Node == s.o.Node && !m.Claim && m.Fenced && m.After == b.ExpectLast && m.Round == s.round:
+			return fate{stored: true, seq: m.Seq}, 0, nil
+		case m.Node != s.o.Node && m.Claim && m.Fenced && !m.Release && (own == 0 || m.Epoch == own+1):
+			return fate{fenced: fmt.Errorf("%w: %s: message %d, after %d, is gateway %d's claim at epoch %d", journal.ErrFenced,
+				s.l.SetFilter(b.Group), m.Seq, b.ExpectLast, m.Node, m.Epoch)}, 0, nil
+		case m.Node == s.o.Node && m.Fenced:
+			// Its own, not this round's: another process of this node's
+			// appended (two of one node number), or a round before ours
+			// came late: either way the chain moved under it.
+			return fate{fenced: fmt.Errorf("%w: %s: message %d, after %d, is another of this node's (%d)", journal.ErrFenced,
+				s.l.SetFilter(b.Group), m.Seq, b.ExpectLast, m.Node)}, 0, nil
+		default:
+			// Fences no one: a message appended without the expected last
+			// sequence, another gateway's round, a claim out of turn or a
+			// release of a SET that gateway does not own.
+			switch {
+			case !m.Fenced:
+				s.refuse(RefusedUnfenced)
+			case m.Claim:
+				s.refuse(RefusedClaim)
+			default:
+				s.refuse(RefusedNotOwner)
+			}
+		}
+	}
+	return fate{}, last.Seq, nil
+}
+
 // appendError names the subject an append failed on; a wrong last sequence
 // wraps journal.ErrFenced.
 func appendError(subject string, err error) error {
@@ -292,51 +397,122 @@ func appendError(subject string, err error) error {
 	return fmt.Errorf("jsjournal: appending to %s: %w", subject, err)
 }
 
-// Last is a group's last message.
-type Last struct {
-	Seq     uint64    // 0: the subject holds none
-	Gateway string    // who appended it
-	Claim   bool      // it is a claim
-	Epoch   uint64    // the claim's epoch
-	After   uint64    // the sequence a round's message was appended after
-	Round   uint64    // its writer's round
-	Time    time.Time // when the stream stored it, by the NATS server's clock
+// Msg is a message of a SET as a reader sees it: who appended it, as NATS
+// proves by its subject, and whether NATS fenced it.
+type Msg struct {
+	Seq  uint64    // 0: none
+	Set  int       //
+	Node int       // the gateway that appended it: its subject's
+	Name string    // the name it gave (HeaderGateway), for the operator
+	Gen  uint8     // a round's generation
+	Time time.Time // when the stream stored it, by the NATS server's clock
+	// Fenced: appended only if the SET's last message was After (the
+	// expected last sequence over the SET's subjects, which the server
+	// checked and kept with it). Every gateway appends so; a message
+	// without it was put there by someone else.
+	Fenced  bool
+	After   uint64
+	Claim   bool   // a claim, or with Release a release
+	Release bool   //
+	Epoch   uint64 // the claim's epoch
+	Round   uint64 // a round's writer's round
+	Data    []byte
+	// Valid: its subject is one of the layout's, its headers parse.
+	Valid bool
 }
 
-// Last reads group's last message, from the stream's leader: whoever
-// reopens a group after a failure checks that it is still its own.
-func (s *Store) Last(ctx context.Context, group int) (Last, error) {
-	subject := s.Subject(group)
-	m, err := s.stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Last{}, nil
+// Last is a group's last message, from the stream's leader.
+type Last = Msg
+
+// parseMsg reads what a message of the stream says. A message whose
+// subject or headers do not parse is returned with Valid false.
+func (s *Store) parseMsg(subject string, seq uint64, h nats.Header, data []byte, at time.Time) Msg {
+	m := Msg{Seq: seq, Time: at, Data: data, Name: h.Get(HeaderGateway)}
+	p, ok := s.l.parse(subject)
+	if !ok {
+		return m
 	}
-	if err != nil {
-		return Last{}, fmt.Errorf("jsjournal: the last message of %s: %w", subject, err)
-	}
-	l := Last{Seq: m.Sequence, Gateway: m.Header.Get(HeaderGateway), Time: m.Time}
-	l.After, _ = strconv.ParseUint(m.Header.Get(HeaderAfter), 10, 64)
-	l.Round, _ = strconv.ParseUint(m.Header.Get(HeaderRound), 10, 64)
-	if c := m.Header.Get(HeaderClaim); c != "" {
-		l.Claim = true
-		if l.Epoch, err = strconv.ParseUint(c, 10, 64); err != nil {
-			return Last{}, fmt.Errorf("jsjournal: %s, message %d: claim epoch %q: %w", subject, m.Sequence, c, err)
+	m.Set, m.Node, m.Claim, m.Gen = p.set, p.node, p.claim, p.gen
+	if h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == s.l.SetFilter(p.set) {
+		if after, err := strconv.ParseUint(h.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64); err == nil && after < seq {
+			m.Fenced, m.After = true, after
 		}
 	}
-	return l, nil
+	m.Round, _ = strconv.ParseUint(h.Get(HeaderRound), 10, 64)
+	if m.Claim {
+		epoch, err := strconv.ParseUint(h.Get(HeaderClaim), 10, 64)
+		if err != nil || len(data) != 0 {
+			return m
+		}
+		m.Epoch, m.Release = epoch, h.Get(HeaderRelease) != ""
+	}
+	m.Valid = true
+	return m
 }
 
-// AppendClaim appends owner's claim of group at epoch, if the subject's last
-// message is still expectLast (what the claimant's replay read): the new
+// Last reads set's last message, any gateway's, from the stream's leader:
+// whoever reopens a group after a failure checks that it is still its own.
+func (s *Store) Last(ctx context.Context, set int) (Msg, error) {
+	filter := s.l.SetFilter(set)
+	m, err := s.stream.GetLastMsgForSubject(ctx, filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Msg{}, nil
+	}
+	if err != nil {
+		return Msg{}, fmt.Errorf("jsjournal: the last message of %s: %w", filter, err)
+	}
+	return s.parseMsg(m.Subject, m.Sequence, m.Header, m.Data, m.Time), nil
+}
+
+// next reads set's first message at or after seq (Seq 0: none).
+func (s *Store) next(ctx context.Context, set int, seq uint64) (Msg, error) {
+	filter := s.l.SetFilter(set)
+	m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Msg{}, nil
+	}
+	if err != nil {
+		return Msg{}, fmt.Errorf("jsjournal: the message of %s at or after %d: %w", filter, seq, err)
+	}
+	return s.parseMsg(m.Subject, m.Sequence, m.Header, m.Data, m.Time), nil
+}
+
+// get reads message seq, if it is set's (Seq 0: none).
+func (s *Store) get(ctx context.Context, set int, seq uint64) (Msg, error) {
+	m, err := s.next(ctx, set, seq)
+	if err != nil || m.Seq != seq {
+		return Msg{}, err
+	}
+	return m, nil
+}
+
+// AppendClaim appends this gateway's claim of set at epoch, if the SET's
+// last message is still expectLast (what the claimant read): the new
 // owner's first append, after which the old owner's next is refused. It
 // returns the claim's sequence, for journal.Journal.Reopen; an error that
 // wraps journal.ErrFenced when someone appended since, so that the
-// claimant loads the group again.
-func (s *Store) AppendClaim(ctx context.Context, group int, owner string, epoch, expectLast uint64) (uint64, error) {
-	subject := s.Subject(group)
-	m := &nats.Msg{Subject: subject, Header: nats.Header{HeaderGateway: {owner}, HeaderClaim: {strconv.FormatUint(epoch, 10)},
-		HeaderAfter: {strconv.FormatUint(expectLast, 10)}}}
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expectLast), jetstream.WithRetryAttempts(0))
+// claimant reads again.
+func (s *Store) AppendClaim(ctx context.Context, set int, epoch, expectLast uint64) (uint64, error) {
+	return s.appendClaim(ctx, set, epoch, expectLast, false)
+}
+
+// AppendRelease hands set back at epoch, if the SET's last message is still
+// expectLast (this owner's last): no owner until another claims it, at
+// epoch + 1. ErrFenced: someone appended since.
+func (s *Store) AppendRelease(ctx context.Context, set int, epoch, expectLast uint64) (uint64, error) {
+	return s.appendClaim(ctx, set, epoch, expectLast, true)
+}
+
+func (s *Store) appendClaim(ctx context.Context, set int, epoch, expectLast uint64, release bool) (uint64, error) {
+	if set < 0 || set >= s.l.Sets {
+		return 0, fmt.Errorf("jsjournal: SET %d of %d", set, s.l.Sets)
+	}
+	subject := s.l.ClaimSubject(set, s.o.Node)
+	m := &nats.Msg{Subject: subject, Header: nats.Header{HeaderGateway: s.gw, HeaderClaim: {strconv.FormatUint(epoch, 10)}}}
+	if release {
+		m.Header.Set(HeaderRelease, "1")
+	}
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequenceForSubject(expectLast, s.l.SetFilter(set)), jetstream.WithRetryAttempts(0))
 	if err != nil {
 		return 0, appendError(subject, err)
 	}

@@ -44,9 +44,9 @@ func (g *gate) Commit(bs []journal.Batch) {
 // in, and a Wait blocks until then.
 func TestRoundOnePublishPerGroup(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	s := openStore(t, ns.URL(), 0, nil)
 	g := newGate(s)
-	groups := []spec{{0, 2}, {1, 2}, {5, 1}, {journal.ClusterGroup, 1}}
+	groups := []spec{{0, 2}, {1, 2}, {5, 1}}
 	w := newWriter(t, g, groups, nil)
 	for _, sp := range groups {
 		if err := w.j.Reopen(sp.group, 0); err != nil {
@@ -81,8 +81,8 @@ func TestRoundOnePublishPerGroup(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	<-g.acked
-	if !first.Durable(pos0) {
-		t.Fatal("the first round acknowledged, its record not durable")
+	if err := first.Wait(pos0); err != nil { // the writer marks it durable once Commit returned
+		t.Fatalf("the first round acknowledged: %v", err)
 	}
 	round := <-g.entered
 	if len(round) != len(groups) {
@@ -117,10 +117,10 @@ func TestRoundOnePublishPerGroup(t *testing.T) {
 		if b.Err != nil {
 			t.Fatalf("group %d: %v", b.Group, b.Err)
 		}
-		ms := messages(t, s, s.Subject(b.Group))
+		ms := messages(t, s, s.Subject(b.Group, 0))
 		m := ms[len(ms)-1]
-		if m.Sequence != b.Seq || m.Header.Get(HeaderGateway) != "gw-a" {
-			t.Fatalf("group %d's last message %d from %q; want %d from gw-a", b.Group, m.Sequence, m.Header.Get(HeaderGateway), b.Seq)
+		if m.Sequence != b.Seq || m.Header.Get(HeaderGateway) != "gw-0" {
+			t.Fatalf("group %d's last message %d from %q; want %d from gw-0", b.Group, m.Sequence, m.Header.Get(HeaderGateway), b.Seq)
 		}
 		wantMsgs := 1
 		if b.Group == 0 {
@@ -143,8 +143,8 @@ func TestRoundOnePublishPerGroup(t *testing.T) {
 // stream; its other group goes on.
 func TestFencing(t *testing.T) {
 	ns := startJS(t)
-	a := openStore(t, ns.URL(), "gw-a", nil)
-	b := openStore(t, ns.URL(), "gw-b", nil)
+	a := openStore(t, ns.URL(), 0, nil)
+	b := openStore(t, ns.URL(), 1, nil)
 	var fenced atomic.Int64
 	fenced.Store(-100)
 	wa := newWriter(t, a, []spec{{0, 1}, {1, 1}}, func(o *journal.Options) {
@@ -152,7 +152,7 @@ func TestFencing(t *testing.T) {
 		o.OnGroupFailed = func(g int, err error) { t.Errorf("group %d failed: %v", g, err) }
 	})
 	for _, g := range []int{0, 1} {
-		if err := wa.j.Reopen(g, 0); err != nil {
+		if err := wa.j.Reopen(g, claimed(t, a, g, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,11 +172,11 @@ func TestFencing(t *testing.T) {
 	if len(seen) != 1 || r.LastSeq == 0 {
 		t.Fatalf("b replayed %v up to %d; want a's one record", seen, r.LastSeq)
 	}
-	claim, err := b.AppendClaim(ctxT(t), 0, "gw-b", 2, r.LastSeq)
+	claim, err := b.AppendClaim(ctxT(t), 0, 2, r.LastSeq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AppendClaim(ctxT(t), 0, "gw-b", 3, r.LastSeq); !errors.Is(err, journal.ErrFenced) {
+	if _, err := b.AppendClaim(ctxT(t), 0, 3, r.LastSeq); !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("a claim expecting a stale last message: %v; want ErrFenced", err)
 	}
 	wb := newWriter(t, b, []spec{{0, 1}}, nil)
@@ -214,9 +214,9 @@ func TestFencing(t *testing.T) {
 	if err := pb.Wait(pb.Append(recTest, []byte("b's"))); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range messages(t, a, a.Subject(0)) {
-		if m.Sequence > claim && m.Header.Get(HeaderGateway) != "gw-b" {
-			t.Fatalf("message %d after b's claim %d from %q", m.Sequence, claim, m.Header.Get(HeaderGateway))
+	for _, m := range messages(t, a, a.l.SetFilter(0)) {
+		if p, _ := a.l.parse(m.Subject); m.Sequence > claim && p.node != 1 {
+			t.Fatalf("message %d after b's claim %d on %s", m.Sequence, claim, m.Subject)
 		}
 	}
 	seen = nil
@@ -224,8 +224,8 @@ func TestFencing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []rec{{recTest, p0.ID(), "before"}, {recTest, pb.ID(), "b's"}}; fmt.Sprint(seen) != fmt.Sprint(want) || r.Owner != "gw-b" || r.Epoch != 2 || r.Claims != 1 || r.Dropped != 0 {
-		t.Fatalf("replay after the fence: %v, owner %q epoch %d claims %d dropped %d; want %v, gw-b at 2", seen, r.Owner, r.Epoch, r.Claims, r.Dropped, want)
+	if want := []rec{{recTest, p0.ID(), "before"}, {recTest, pb.ID(), "b's"}}; fmt.Sprint(seen) != fmt.Sprint(want) || r.Owner != 1 || r.Epoch != 2 || r.Claims != 2 || r.Dropped != 0 {
+		t.Fatalf("replay after the fence: %v, owner %d epoch %d claims %d dropped %d; want %v, gateway 1 at 2", seen, r.Owner, r.Epoch, r.Claims, r.Dropped, want)
 	}
 }
 
@@ -238,7 +238,7 @@ func TestUnavailable(t *testing.T) {
 	dir := t.TempDir()
 	ns := startJSAt(t, dir, 0)
 	port := ns.Port
-	s := openStore(t, ns.URL(), "gw-a", func(o *Options) { o.AckWait = 500e6 })
+	s := openStore(t, ns.URL(), 0, func(o *Options) { o.AckWait = 500e6 })
 	failed := make(chan int, 8)
 	w := newWriter(t, s, []spec{{0, 1}, {1, 1}}, func(o *journal.Options) {
 		o.OnGroupFailed = func(g int, err error) { failed <- g }
@@ -284,8 +284,8 @@ func TestUnavailable(t *testing.T) {
 			last, err = s.Last(ctxT(t), g)
 			return err == nil
 		})
-		if last.Gateway != "gw-a" || last.Claim {
-			t.Fatalf("group %d's last message from %q (claim %v); want gw-a's", g, last.Gateway, last.Claim)
+		if last.Node != 0 || last.Claim {
+			t.Fatalf("group %d's last message from gateway %d (claim %v); want gateway 0's", g, last.Node, last.Claim)
 		}
 		if err := w.j.Reopen(g, last.Seq); err != nil {
 			t.Fatal(err)
@@ -300,7 +300,7 @@ func TestUnavailable(t *testing.T) {
 		if err := p.Wait(after); err != nil {
 			t.Fatalf("group %d after the reopen: %v", g, err)
 		}
-		ms := messages(t, s, s.Subject(g))
+		ms := messages(t, s, s.Subject(g, 0))
 		if got := records(t, ms[len(ms)-1].Data); len(got) != 1 || got[0].payload != "after "+strconv.Itoa(g) {
 			t.Fatalf("group %d's last message holds %v; want the record appended after the reopen", g, got)
 		}
@@ -312,11 +312,11 @@ func TestUnavailable(t *testing.T) {
 // Not stored: published again. Another writer's after it: fenced.
 func TestResolveUnknownFate(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	s := openStore(t, ns.URL(), 0, nil)
 	lost := errors.New("nats: server is disconnected")
 	// Stored, the acknowledgement lost.
 	b := journal.Batch{Group: 0, Data: []byte("x"), ExpectLast: 0}
-	ack, err := s.js.PublishMsg(ctxT(t), s.message(&b))
+	ack, err := s.js.PublishMsg(ctxT(t), s.message(&b), jetstream.WithExpectLastSequenceForSubject(0, s.l.SetFilter(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,12 +331,12 @@ func TestResolveUnknownFate(t *testing.T) {
 	if bs[1].Err != nil || bs[1].Seq == 0 {
 		t.Errorf("not stored: seq %d err %v; want published again", bs[1].Seq, bs[1].Err)
 	}
-	if n := len(messages(t, s, s.Subject(0))); n != 1 {
+	if n := len(messages(t, s, s.Subject(0, 0))); n != 1 {
 		t.Errorf("group 0 holds %d messages; want 1: the stored one not appended twice", n)
 	}
 	// Another writer appended after this one's unacknowledged message.
-	other := openStore(t, ns.URL(), "gw-b", nil)
-	if _, err := other.AppendClaim(ctxT(t), 1, "gw-b", 2, bs[1].Seq); err != nil {
+	other := openStore(t, ns.URL(), 1, nil)
+	if _, err := other.AppendClaim(ctxT(t), 1, 2, bs[1].Seq); err != nil {
 		t.Fatal(err)
 	}
 	d := []journal.Batch{{Group: 1, Data: []byte("z"), ExpectLast: bs[1].Seq, Err: lost}}
@@ -353,14 +353,14 @@ func TestResolveUnknownFate(t *testing.T) {
 // would stop a gateway no one took a SET from.
 func TestResolveOriginalLandsLate(t *testing.T) {
 	ns := startJS(t)
-	s := openStore(t, ns.URL(), "gw-a", nil)
+	s := openStore(t, ns.URL(), 0, nil)
 	b := []journal.Batch{{Group: 0, Data: []byte("x"), ExpectLast: 0, Err: errors.New("nats: timeout")}}
 	var landed uint64
 	s.afterLast = func(group int) {
 		if landed != 0 {
 			return
 		}
-		ack, err := s.js.PublishMsg(ctxT(t), s.message(&b[0]), jetstream.WithExpectLastSequencePerSubject(0))
+		ack, err := s.js.PublishMsg(ctxT(t), s.message(&b[0]), jetstream.WithExpectLastSequenceForSubject(0, s.l.SetFilter(0)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestResolveOriginalLandsLate(t *testing.T) {
 	if b[0].Err != nil || b[0].Seq != landed {
 		t.Fatalf("the original landed late as %d: seq %d, err %v; want it stored, not fenced", landed, b[0].Seq, b[0].Err)
 	}
-	if n := len(messages(t, s, s.Subject(0))); n != 1 {
+	if n := len(messages(t, s, s.Subject(0, 0))); n != 1 {
 		t.Errorf("group 0 holds %d messages; want 1", n)
 	}
 }
@@ -382,7 +382,8 @@ func TestResolveOriginalLandsLate(t *testing.T) {
 func TestLostInFlight(t *testing.T) {
 	ns := startJS(t)
 	px := newBlackhole(t, fmt.Sprintf("127.0.0.1:%d", ns.Port))
-	s := openStore(t, "nats://"+px.addr(), "gw-a", func(o *Options) { o.AckWait = 3 * resolveAfter })
+	provision(t, ns.URL(), testLayout)
+	s := openStore(t, "nats://"+px.addr(), 0, func(o *Options) { o.AckWait = 3 * resolveAfter })
 	w := newWriter(t, s, []spec{{0, 1}}, func(o *journal.Options) {
 		o.OnGroupFailed = func(g int, err error) { t.Errorf("group %d failed: %v", g, err) }
 		o.OnFenced = func(g int, _ error) { t.Errorf("group %d fenced", g) }
@@ -402,7 +403,7 @@ func TestLostInFlight(t *testing.T) {
 	if err := p.Wait(pos); err != nil {
 		t.Fatalf("a round lost in flight: %v; want it published again", err)
 	}
-	if n := len(messages(t, s, s.Subject(0))); n != 2 {
+	if n := len(messages(t, s, s.Subject(0, 0))); n != 2 {
 		t.Fatalf("group 0 holds %d messages; want 2: the round stored once", n)
 	}
 }

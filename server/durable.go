@@ -105,16 +105,17 @@ func (s *Server) journalHooks(o journal.Options) journal.Options {
 
 func (s *Server) closeJournal() error {
 	var err error
-	if s.journal != nil {
-		err = s.journal.Close() // an unstarted one only closes its checkpoint file
-		if s.journal.Failed() {
+	j := s.journal
+	if j != nil {
+		err = j.Close() // an unstarted one only closes its checkpoint file
+		if j.Failed() {
 			err = nil // logged when it happened (OnFail); /healthz said so since
 		}
 		s.journal = nil
 	}
 	if s.repl != nil {
-		if s.stopping.Load() {
-			s.repl.release() // its last rounds are durable: the others take over at once
+		if s.stopping.Load() && j != nil {
+			s.repl.release(j) // its last rounds are durable: the others take over at once
 		}
 		s.repl.close()
 	}

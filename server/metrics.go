@@ -15,6 +15,7 @@ import (
 	"hongbao/cluster"
 	"hongbao/event"
 	"hongbao/journal"
+	"hongbao/jsjournal"
 	"hongbao/ledger"
 	"hongbao/proto"
 )
@@ -382,6 +383,7 @@ func (s *Server) writeCluster(e exposition) {
 	for k := range cluster.ForgedKinds {
 		e.sample(`hongbao_cluster_forged_total{kind="`+cluster.ForgedName(k)+`"}`, s.node.Forged(k))
 	}
+	e.counter("hongbao_cluster_stray_answers_total", "Answers to connections here of a SET that had moved to another gateway when they were made: dropped, for the connection went with the SET (an OPEN's share stays its opener's, told by the OPEN sent again).", s.bus.Strays())
 	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
 	// Every gateway tells the cluster's SETs: an alert sums what they run
 	// against it, and hongbao_ring_capacity lists only the SETs run here.
@@ -405,9 +407,9 @@ func (r *replicated) writeMetrics(e exposition) {
 		v          *atomic.Uint64
 	}{
 		{"takeovers", "SETs this gateway claimed and then served: at its start, or taken over from a gateway whose lease lapsed.", &r.takeovers},
-		{"claims_lost", "Claims of a SET another gateway made first (compare-and-set on its ownership record): that gateway serves it.", &r.claimsLost},
+		{"claims_lost", "Claims of a SET another gateway made first (its message came after the last this gateway read): that gateway serves it.", &r.claimsLost},
 		{"claims_deferred", "Claims of a SET not made because its owner, unheard for -lease, had appended to its journal within it: alive, its heartbeats late.", &r.deferred},
-		{"claim_failures", "Claims that did not get to serving: handed back when fencing the old owner failed; once the SET was being loaded, this gateway stops (exit status 3).", &r.takeFailures},
+		{"claim_failures", "Claims that did not get to serving: once the SET was claimed and being loaded, this gateway stops (exit status 3).", &r.takeFailures},
 		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
 		{"moves", "SETs this gateway handed to another on purpose (a move: POST /sets/{s}/move, rebalancing, draining), the other serving them.", &r.moves},
 		{"move_failures", "Moves out of this gateway that did not end with the other gateway serving the SET.", &r.moveFailures},
@@ -436,4 +438,8 @@ func (r *replicated) writeMetrics(e exposition) {
 		lost = 1
 	}
 	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over, or a journal round failed): it stops telling money and exits (status 3).", lost)
+	e.family("hongbao_journal_refused_total", "counter", "What this gateway read from JetStream and refused, by kind: unfenced, a message appended without its SET's expected last sequence (no gateway appends so); not_owner, a round of a gateway that did not own the SET; claim, a claim out of turn or a release by a gateway that did not own the SET; snapshot, a snapshot whose writer did not own the SET when it was taken, or that does not decode. Each fences nobody and is never applied. Expected 0: anything else is a gateway's credentials misused.")
+	for k, name := range jsjournal.RefusedNames {
+		e.sample(`hongbao_journal_refused_total{kind="`+name+`"}`, r.store.Refused(k))
+	}
 }

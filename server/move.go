@@ -35,16 +35,16 @@ import (
 //     the SET off its bus and lets its ring drain, makes the SET's last
 //     round durable and closes its journal group there: L, the SET's last
 //     message, is final.
-//  3. Switch: the target reads up to L, moves the ownership record to
-//     itself by compare-and-set (epoch + 1), appends its claim after L, and
-//     serves. The clients, logging in anywhere, are sent to it.
+//  3. Switch: the target reads up to L, appends its claim right after L
+//     (epoch + 1), or not at all, and serves. The clients, logging in
+//     anywhere, are sent to it.
 //
 // The pause — no SET requests served by anyone — runs from the cut to the
-// target serving: a round on JetStream, the record's compare-and-set, the
-// claim. A move that fails before the switch leaves the SET with its source,
-// which takes it again from JetStream if it had cut it; one that fails
-// after the record moved leaves it with the target, or, if the target dies,
-// to the others after its lease: never both, never neither for longer.
+// target serving: a round on JetStream, the claim. A move that fails before
+// the claim leaves the SET with its source, which takes it again from
+// JetStream if it had cut it; one that fails after it leaves it with the
+// target, or, if the target dies, to the others after its lease: never
+// both, never neither for longer.
 
 // Errors of a move.
 var (
@@ -479,9 +479,9 @@ func (r *replicated) abortIn(set int, why string) {
 	r.s.log.Info("following a SET dropped", "set", set, "why", why)
 }
 
-// switchIn takes set over from gateway from, whose last message on its
-// subject is last: read up to it, the record moved here by
-// compare-and-set, the claim appended after it, and the SET served.
+// switchIn takes set over from gateway from, whose last message of the SET
+// is last: read up to it, the claim appended right after it, and the SET
+// served.
 func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 	res := MoveResult{Set: set, To: r.name, LastSeq: last}
 	r.mu.Lock()
@@ -509,29 +509,27 @@ func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 	if rep.LastSeq != last {
 		return res, fmt.Errorf("SET %d: read up to message %d; the source's last is %d", set, rep.LastSeq, last)
 	}
-	was, rev := r.owners.Get(set)
+	was := r.owners.Get(set)
 	if was.Node != from {
-		return res, fmt.Errorf("SET %d's record names gateway %d, not the source %d", set, was.Node, from)
+		return res, fmt.Errorf("SET %d's last claim is gateway %d's, not the source %d's", set, was.Node, from)
 	}
-	c, err := r.owners.Claim(ctx, set, rev, r.node, r.name)
+	// The claim goes right after the source's last message, or not at all.
+	c, err := r.owners.Claim(ctx, set, last)
 	if err != nil {
 		return res, err
 	}
 	res.From, res.Epoch = was.Name, c.Epoch
-	r.epoch[set].Store(c.Epoch)
+	r.owned(set, c)
+	seq := c.Seq
 	if h := testSwitchHook.Load(); h != nil {
 		(*h)("claimed")
 	}
-	seq, err := r.store.AppendClaim(ctx, set, r.name, c.Epoch, last)
-	if err == nil {
-		err = r.serve(set, seq)
-	}
-	if err != nil {
-		// The record names this gateway, which cannot serve the SET: hand
+	if err := r.serve(set, seq); err != nil {
+		// The claim names this gateway, which cannot serve the SET: hand
 		// it back, for the others (its source first) to take.
-		if rerr := r.owners.Release(ctx, set, r.node); rerr != nil {
-			r.active[set].Store(true) // so that lose stops this gateway: the record names it
-			r.lose(set, fmt.Sprintf("taking SET %d over failed (%v), and handing its record back too (%v)", set, err, rerr))
+		if rerr := r.owners.Release(ctx, set, c.Epoch, seq); rerr != nil {
+			r.active[set].Store(true) // so that lose stops this gateway: the claim names it
+			r.lose(set, fmt.Sprintf("taking SET %d over failed (%v), and handing it back too (%v)", set, err, rerr))
 		}
 		return res, err
 	}
@@ -588,7 +586,7 @@ func (r *replicated) moveStatuses() []MoveStatus {
 		out = append(out, MoveStatus{Set: set, From: r.name, To: mo.to, Phase: mo.phase, SinceMs: ms(time.Since(mo.start))})
 	}
 	for set, in := range r.incoming {
-		c, _ := r.owners.Get(set)
+		c := r.owners.Get(set)
 		out = append(out, MoveStatus{Set: set, From: c.Name, To: r.name, Phase: "following", SinceMs: ms(time.Since(in.start))})
 	}
 	return out

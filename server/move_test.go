@@ -256,8 +256,8 @@ func TestReplicatedJoinAndLeave(t *testing.T) {
 	countedExactly(t, a, shakers, dealt)
 }
 
-// TestReplicatedMoveTargetDies: the target of a move takes the SET's record
-// and dies before it serves (its claim never appended). Nobody serves the
+// TestReplicatedMoveTargetDies: the target of a move claims the SET and
+// dies before it serves. Nobody serves the
 // SET until the target's lease lapses; then the old owner takes it back
 // from JetStream. Never both: the target served nothing, and every fen told
 // is counted exactly once.

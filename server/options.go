@@ -496,8 +496,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 		"at a time and taken over by the others when its gateway's -lease lapses (docs/CLUSTER.md, Failover);\n"+
 		"off: nothing is written and a restart starts from an empty ledger (for comparison only: make perf-compare)")
 	fs.StringVar(&o.Name, "name", "", "-journal jetstream: this gateway's `name` in the ownership records and logs, unique in the cluster (default gw<node>)")
-	fs.IntVar(&o.Replicas, "replicas", DefaultReplicas, "-journal jetstream: copies JetStream keeps of the journal, the snapshots and the ownership records,\n"+
-		"1..5 (3 for a cluster of three NATS servers; 1 for a single one). A record is acknowledged once a majority has it")
+	fs.IntVar(&o.Replicas, "replicas", DefaultReplicas, "-journal jetstream: copies JetStream keeps of the journal and the snapshots, 1..5 (3 for a cluster of three\n"+
+		"NATS servers; 1 for a single one), as the operator provisioned them (jsadmin). A record is acknowledged once a majority has it")
 	fs.DurationVar(&o.Lease, "lease", DefaultLease, "-journal jetstream: a gateway not heard from for this long loses its SETs to the others (heartbeats every 250 ms)")
 	fs.DurationVar(&o.Rebalance, "rebalance", DefaultRebalance, "-journal jetstream: least time between two of this gateway's SETs it hands, one at a time, to a gateway that runs fewer than\n"+
 		"its share (one that joined): the cluster evens out by itself; negative: never by itself (POST /cluster/rebalance still does)")

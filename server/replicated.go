@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"hongbao/cluster"
 	"hongbao/event"
@@ -21,14 +20,14 @@ import (
 	"hongbao/stages"
 )
 
-// Replicated SETs (-journal jetstream): every SET's journal is its subject
-// of one JetStream stream (package jsjournal) and its owner a record in a
-// KV bucket (cluster.Owners). Every gateway builds every SET and runs those
-// it claimed. A gateway not heard from for -lease loses its SETs: each
-// survivor claims its even share of them (epoch + 1, by compare-and-set),
-// appends a claim to the SET's subject — after which the old owner's next
-// append is refused — loads the SET's snapshot and replays its records up
-// to the claim, and serves it.
+// Replicated SETs (-journal jetstream): every SET's journal is its
+// subjects of one JetStream stream (package jsjournal), a subject per
+// gateway, and its owner the last claim in it (jsjournal.Claims). Every
+// gateway builds every SET and runs those it claimed. A gateway not heard
+// from for -lease loses its SETs: each survivor claims its even share of
+// them (epoch + 1), appending its claim after the SET's last message —
+// after which the old owner's next append is refused — loads the SET's
+// snapshot and replays its records up to the claim, and serves it.
 //
 // A gateway that loses a SET it runs (its append refused, its record taken
 // over, a round that failed) stops: ERROR 9 to its clients, exit status 3
@@ -40,10 +39,9 @@ import (
 // starts it again, and it takes its share of the SETs that need an owner.
 const ExitLost = 3
 
-// Names in JetStream of the replicated SETs' records.
 const (
-	jsPrefix     = "hongbao"
-	ownersBucket = jsPrefix + "_owners"
+	// jsPrefix names the replicated SETs' stream and buckets in JetStream.
+	jsPrefix = jsjournal.DefaultPrefix
 	// joinClaimWait: a gateway started with the others claims only once it
 	// has heard them for this long, so that the first does not take every
 	// SET.
@@ -55,13 +53,14 @@ type replicated struct {
 	s      *Server
 	nc     *nats.Conn // the journal's and the records' connection
 	store  *jsjournal.Store
-	owners *cluster.Owners
+	owners *jsjournal.Claims
 	node   int
 	name   string
 
-	routed atomic.Bool   // the bus exists: ownership changes reroute it
-	active []atomic.Bool // per SET: claimed, loaded and running here
-	epoch  []atomic.Uint64
+	routed   atomic.Bool   // the bus exists: ownership changes reroute it
+	active   []atomic.Bool // per SET: claimed, loaded and running here
+	epoch    []atomic.Uint64
+	claimSeq []atomic.Uint64 // per SET: this gateway's claim of it, which its snapshots name
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed once this gateway lost a SET it ran
@@ -106,10 +105,11 @@ type replicated struct {
 	standbyDrops atomic.Uint64     // standbys that failed: to start, to follow, or to take their SET over
 }
 
-// openReplicated connects to JetStream and opens the journal's stream and
-// the ownership records, before the gateway joins the cluster.
+// openReplicated connects to JetStream, checks and opens what the operator
+// provisioned there (the journal's stream, the snapshot buckets) and reads
+// every SET's claims, before the gateway joins the cluster.
 func (s *Server) openReplicated(password string) error {
-	i, _, _ := s.opts.nodeOf()
+	i, n, _ := s.opts.nodeOf()
 	name := s.opts.Name
 	if name == "" {
 		name = fmt.Sprintf("gw%d", i)
@@ -119,25 +119,22 @@ func (s *Server) openReplicated(password string) error {
 		return err
 	}
 	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
-		epoch: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
+		epoch: make([]atomic.Uint64, s.opts.Sets), claimSeq: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
 		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets), standby: map[int]*standby{}, wanted: map[int]time.Time{}}
 	r.rebalanceEvery.Store(int64(s.opts.Rebalance))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Prefix: jsPrefix, Gateway: name, Replicas: s.opts.Replicas, AckWait: s.opts.JetStreamAckWait}); err != nil {
+	layout := jsjournal.Layout{Prefix: jsPrefix, Sets: s.opts.Sets, Gateways: n, Replicas: s.opts.Replicas}
+	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Layout: layout, Node: i, Gateway: name, AckWait: s.opts.JetStreamAckWait}); err != nil {
 		nc.Close()
 		return err
 	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		r.owners, err = cluster.OpenOwners(ctx, js, ownersBucket, s.opts.Sets, s.opts.Replicas, r.changed)
-	}
-	if err != nil {
+	if r.owners, err = r.store.Claims(ctx, s.log, r.changed); err != nil {
 		nc.Close()
 		return err
 	}
 	for set := range s.opts.Sets {
-		if c, _ := r.owners.Get(set); c.Name == name && c.Node != i {
+		if c := r.owners.Get(set); c.Name == name && c.Node != i && c.Node >= 0 {
 			r.owners.Close()
 			nc.Close()
 			return fmt.Errorf("-name %s: gateway %d of the cluster has that name: each gateway needs its own", name, c.Node)
@@ -215,16 +212,16 @@ func (r *replicated) routeAll() {
 	}
 }
 
-// changed follows a SET's record (on the watch's goroutine).
-func (r *replicated) changed(set int, was, now cluster.Claim) {
+// changed follows a SET's claims (on the watch's goroutine).
+func (r *replicated) changed(set int, was, now jsjournal.Claim) {
 	if now.Node == r.node {
 		if r.active[set].Load() && now.Epoch != r.epoch[set].Load() {
-			r.lose(set, fmt.Sprintf("its ownership record names this node at epoch %d, not this gateway's %d: another process runs as -node %d", now.Epoch, r.epoch[set].Load(), r.node))
+			r.lose(set, fmt.Sprintf("its last claim is this node's at epoch %d, not this gateway's %d: another process runs as -node %d", now.Epoch, r.epoch[set].Load(), r.node))
 		}
 		return // this gateway's own claim: take routes it
 	}
 	if r.active[set].Load() && !r.isMoving(set) {
-		r.lose(set, fmt.Sprintf("its ownership record now names %s (gateway %d, epoch %d)", now.Name, now.Node, now.Epoch))
+		r.lose(set, fmt.Sprintf("gateway %d (%s) claimed it at epoch %d", now.Node, now.Name, now.Epoch))
 		return
 	}
 	if r.routed.Load() {
@@ -390,51 +387,43 @@ func (r *replicated) takeAll(sets []int) bool {
 	return !failed.Load()
 }
 
-// take claims set, fences its old owner, loads it and serves it. An error
-// after the claim stops the gateway (lose): its record names this gateway.
+// take claims set, fencing its old owner, loads it and serves it. An error
+// after the claim stops the gateway (lose): the claim names this gateway.
 func (r *replicated) take(set int) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	was, rev := r.owners.Get(set)
+	was := r.owners.Get(set)
 	if was.Node >= 0 && was.Node != r.node {
 		// Unheard is not dead: under load a gateway's heartbeats can come
 		// late while it serves. One that appended to the SET within the
 		// lease (by the NATS server's clock, against this one's) is alive.
-		if last, err := r.store.Last(ctx, set); err == nil && !last.Claim && last.Gateway == was.Name && time.Since(last.Time) < r.s.opts.Lease {
+		if last, err := r.store.Last(ctx, set); err == nil && last.Valid && last.Fenced && !last.Claim && last.Node == was.Node &&
+			time.Since(last.Time) < r.s.opts.Lease {
 			r.deferred.Add(1)
 			return nil
 		}
 	}
-	c, err := r.owners.Claim(ctx, set, rev, r.node, r.name)
-	if errors.Is(err, cluster.ErrClaimLost) {
+	// The claim is appended after the SET's last message, which fences the
+	// old owner: its next append is refused.
+	c, err := r.owners.Claim(ctx, set, 0)
+	if errors.Is(err, jsjournal.ErrClaimLost) {
 		r.claimsLost.Add(1)
 		return nil
 	}
 	if err != nil {
 		r.s.log.Warn("claiming a SET: JetStream refused; retried at the next heartbeat", "set", set, "err", err)
-		return nil // nothing changed: the record is not this gateway's
+		return nil // nothing changed: the SET is not this gateway's
 	}
-	r.epoch[set].Store(c.Epoch)
+	r.owned(set, c)
 	claimed := time.Now()
 	fail := func(err error) error {
-		r.active[set].Store(true) // so that lose stops the gateway: its record names it
+		r.active[set].Store(true) // so that lose stops the gateway: its claim names it
 		r.lose(set, err.Error())
 		return err
 	}
-	seq, err := r.fence(ctx, set, c.Epoch)
-	if err != nil {
-		// Nothing of the SET loaded here: hand the claim back, so that it
-		// does not wait out this gateway's lease, and try again later.
-		r.takeFailures.Add(1)
-		if rerr := r.owners.Release(ctx, set, r.node); rerr != nil {
-			return fail(fmt.Errorf("fencing SET %d's old owner: %w; handing the claim back: %v", set, err, rerr))
-		}
-		r.s.log.Warn("fencing a SET's old owner failed: claim handed back, retried later", "set", set, "err", err)
-		return nil
-	}
+	seq := c.Seq
 	r.abortIn(set, "its source is gone: taken over from JetStream")
-	fenced := time.Now()
 	rep, standing := r.fromStandby(ctx, set, seq)
 	if !standing {
 		if err := r.blank(set); err != nil {
@@ -458,27 +447,17 @@ func (r *replicated) take(set int) error {
 	r.takeoverNs.Store(int64(took))
 	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "standby", standing, "snapshot_seq", rep.Snapshot,
 		"messages_replayed", rep.Messages, "records_replayed", rep.Records, "dropped", rep.Dropped, "claim_seq", seq, "took", took.Round(time.Microsecond),
-		"claiming", claimed.Sub(start).Round(time.Microsecond), "fencing", fenced.Sub(claimed).Round(time.Microsecond), "loading", loaded.Sub(fenced).Round(time.Microsecond))
+		"claiming", claimed.Sub(start).Round(time.Microsecond), "loading", loaded.Sub(claimed).Round(time.Microsecond))
 	return nil
 }
 
-// fence appends this gateway's claim to set's subject, expecting the last
-// message it reads there: from then on the old owner's appends are refused.
-// An old owner still appending makes it read again, a few times.
-func (r *replicated) fence(ctx context.Context, set int, epoch uint64) (uint64, error) {
-	for try := 0; ; try++ {
-		last, err := r.store.Last(ctx, set)
-		if err != nil {
-			return 0, err
-		}
-		seq, err := r.store.AppendClaim(ctx, set, r.name, epoch, last.Seq)
-		if err == nil {
-			return seq, nil
-		}
-		if !errors.Is(err, journal.ErrFenced) || try == 9 {
-			return 0, err
-		}
-	}
+// owned notes that this gateway's claim c of set went through: its epoch,
+// which its appends are fenced against, and its sequence, which its
+// snapshots name.
+func (r *replicated) owned(set int, c jsjournal.Claim) {
+	r.epoch[set].Store(c.Epoch)
+	r.claimSeq[set].Store(c.Seq)
+	r.store.Own(set, c.Epoch)
 }
 
 // snapshotSETs puts a snapshot of every SET run here to JetStream, purging
@@ -494,10 +473,19 @@ func (s *Server) snapshotSETs() error {
 	id := uint64(time.Now().UnixNano()) // never reused: a new process's too
 	ended := endedCampaigns(s.camps.List())
 	var sets []int
+	retired := map[int]uint8{}
 	for set := range r.active {
 		if !r.active[set].Load() || s.journal.GroupErr(set) != nil {
 			continue
 		}
+		// Its rounds go to a new generation from here: every message of
+		// the one retired comes before the marks, so the snapshot after
+		// next makes it useless whole (Compact below).
+		gen, err := s.journal.RotateGroup(set)
+		if err != nil {
+			continue
+		}
+		retired[set] = gen
 		rg := s.bus.Ring(set)
 		seq, err := rg.Claim(1)
 		if err != nil {
@@ -525,7 +513,7 @@ func (s *Server) snapshotSETs() error {
 	var errs []error
 	bytes := 0
 	for _, set := range sets {
-		snap := jsjournal.Snapshot{ID: id, Owner: r.name, Epoch: r.epoch[set].Load()}
+		snap := jsjournal.Snapshot{ID: id, Owner: r.node, Epoch: r.epoch[set].Load(), ClaimSeq: r.claimSeq[set].Load()}
 		for _, p := range parts[set] {
 			if err := s.journal.Wait(p.PID, p.Pos); err != nil {
 				errs = append(errs, err)
@@ -552,6 +540,13 @@ func (s *Server) snapshotSETs() error {
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		// The generation retired at the snapshot before: everything in it
+		// precedes that one, which a reader a snapshot behind may still
+		// read from; this one's is kept for the next.
+		if err := s.journal.Compact(set, retired[set]+journal.Gens-1); err != nil {
+			errs = append(errs, fmt.Errorf("snapshot: compacting SET %d: %w", set, err))
 		}
 	}
 	if len(errs) > 0 {
@@ -576,9 +571,9 @@ func (s *Server) setOf(pid uint16) int {
 }
 
 // release hands the SETs run here back at a graceful stop, once their
-// last rounds are durable, so that the others claim them at once instead of
-// after the lease.
-func (r *replicated) release() {
+// last rounds are durable in j (closed), so that the others claim them at
+// once instead of after the lease: each a release after its last message.
+func (r *replicated) release(j *journal.Journal) {
 	if r.lostReason() != "" {
 		return
 	}
@@ -588,8 +583,12 @@ func (r *replicated) release() {
 		if !r.active[set].Load() {
 			continue
 		}
-		r.active[set].Store(false) // its record changes next: no loss
-		if err := r.owners.Release(ctx, set, r.node); err != nil {
+		r.active[set].Store(false) // its claims change next: no loss
+		last, open := j.LastSeq(set)
+		if !open {
+			continue // fenced or failed: not this gateway's to hand back
+		}
+		if err := r.owners.Release(ctx, set, r.epoch[set].Load(), last); err != nil {
 			r.s.log.Warn("handing a SET back at shutdown failed: the others take it once the lease lapses", "set", set, "err", err)
 			continue
 		}

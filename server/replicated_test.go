@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	hbclient "hongbao/client"
 	"hongbao/internal/embednats"
+	"hongbao/jsjournal"
 	"hongbao/proto"
 	"hongbao/server"
 )
@@ -19,6 +24,7 @@ import (
 // itself (-rebalance) unless edit says so: the tests place the SETs.
 func startReplicated(t *testing.T, ns *embednats.Server, node, nodes, sets int, edit func(o *server.Options)) *testServer {
 	t.Helper()
+	provisionJS(t, ns, sets, nodes)
 	return startServer(t, func(o *server.Options) {
 		o.Sets, o.NATS, o.Node = sets, ns.URL(), fmt.Sprintf("%d/%d", node, nodes)
 		o.Journal, o.Replicas, o.Lease, o.Rebalance = "jetstream", 1, time.Second, -1
@@ -27,6 +33,27 @@ func startReplicated(t *testing.T, ns *embednats.Server, node, nodes, sets int, 
 			edit(o)
 		}
 	})
+}
+
+// provisionJS makes ns's JetStream hold a cluster of sets SETs and nodes
+// gateways, as the operator would before the first gateway starts (jsadmin
+// provision); a layout already there is left as it is.
+func provisionJS(t testing.TB, ns *embednats.Server, sets, nodes int) {
+	t.Helper()
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := jsjournal.Provision(ctx, js, jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: sets, Gateways: nodes, Replicas: 1}, false); err != nil && !errors.Is(err, jsjournal.ErrLayout) {
+		t.Fatal(err)
+	}
 }
 
 // dealtOwner starts gateway 0 of nodes, running every one of sets SETs,

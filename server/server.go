@@ -114,7 +114,7 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 	}
 	if o.Pipeline != "none" {
 		if o.Journal == "jetstream" {
-			// The ownership records first: joining, the node routes by them.
+			// The SETs' claims first: joining, the node routes by them.
 			if err := s.joinReplicated(); err != nil {
 				return nil, err
 			}

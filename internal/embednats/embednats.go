@@ -33,12 +33,22 @@ type User struct {
 // StartUsers runs a NATS server that lets in users only, each with its
 // permissions, on 127.0.0.1:port (0: a free port).
 func StartUsers(port int, users []User) (*Server, error) {
-	o := &server.Options{}
+	return start(withUsers(&server.Options{}, users), port)
+}
+
+// StartUsersJetStream is StartUsers with JetStream, as StartJetStream runs
+// it, storing its files under dir.
+func StartUsersJetStream(dir string, port int, users []User) (*Server, error) {
+	return start(withUsers(&server.Options{JetStream: true, StoreDir: dir, SyncAlways: true}, users), port)
+}
+
+// withUsers lets users alone into o, each with its permissions.
+func withUsers(o *server.Options, users []User) *server.Options {
 	for _, u := range users {
 		o.Users = append(o.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: u.Publish}, Subscribe: &server.SubjectPermission{Allow: u.Subscribe}}})
 	}
-	return start(o, port)
+	return o
 }
 
 // StartConfig runs a NATS server with the accounts, users and permissions

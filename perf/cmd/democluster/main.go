@@ -19,6 +19,7 @@ import (
 
 	"hongbao/cluster"
 	"hongbao/internal/embednats"
+	"hongbao/jsjournal"
 	"hongbao/perf/internal/harness"
 )
 
@@ -170,11 +171,14 @@ func newCluster(ctx context.Context, cfg *config, dir string, sets, gateways int
 			Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: id.startNATS, Auth: id.args}
 		return cl, cl.Cleanup, nil
 	}
-	id, err := newIdentities(dir, gateways, cluster.JetStreamPermissions)
+	id, err := newIdentities(dir, gateways, func(prefix string, node int) ([]string, []string) {
+		return cluster.JetStreamPermissions(prefix, node, gateways)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	var users []harness.NATSUser
+	operator := harness.NewOperator()
+	users := []harness.NATSUser{operator}
 	for _, u := range id.users {
 		users = append(users, harness.NATSUser{Name: u.Name, Password: u.Password, Publish: u.Publish, Subscribe: u.Subscribe})
 	}
@@ -188,6 +192,11 @@ func newCluster(ctx context.Context, cfg *config, dir string, sets, gateways int
 		return nil, nil, err
 	}
 	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
+		js.Stop()
+		os.RemoveAll(store)
+		return nil, nil, err
+	}
+	if err := harness.ProvisionJetStream(ctx, js.URL(), operator, jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: sets, Gateways: gateways, Replicas: 3}); err != nil {
 		js.Stop()
 		os.RemoveAll(store)
 		return nil, nil, err

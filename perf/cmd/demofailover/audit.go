@@ -23,11 +23,15 @@ const stream = "hongbao_journal"
 // as a claimant replays it at the end.
 type audit struct {
 	Set      int    `json:"set"`
-	Owner    string `json:"owner"` // the last claim's
+	Owner    int    `json:"owner"` // the last claim's node (-1: none)
+	Name     string `json:"owner_name"`
 	Epoch    uint64 `json:"epoch"`
 	Claims   int    `json:"claims"`
 	Messages int    `json:"messages"`
-	Dropped  int    `json:"dropped"` // after a claim, not from its owner: JetStream must have refused them
+	// Dropped: rounds not from the owner by the claims before them, or
+	// appended without the SET's expected last sequence: JetStream's fencing
+	// must have refused the former, and no gateway appends the latter.
+	Dropped int `json:"dropped"`
 	// Replay at the end, from the SET's newest snapshot (jsjournal's Load).
 	Replayed        int    `json:"replayed_messages"`
 	ReplayedDropped int    `json:"replayed_dropped"`
@@ -39,8 +43,8 @@ type audit struct {
 // each as a line of journal.csv.
 type watch struct {
 	mu    sync.Mutex
-	sets  map[string]*audit // by subject
-	last  uint64            // the last stream sequence read
+	sets  []*audit // by SET
+	last  uint64   // the last stream sequence read
 	csv   *os.File
 	start time.Time
 	cc    jetstream.ConsumeContext
@@ -52,14 +56,14 @@ func startWatch(ctx context.Context, nc *nats.Conn, sets int, file string, start
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{sets: map[string]*audit{}, start: start, js: js}
+	w := &watch{start: start, js: js}
 	for s := range sets {
-		w.sets[fmt.Sprintf("hongbao.j.%d", s)] = &audit{Set: s}
+		w.sets = append(w.sets, &audit{Set: s, Owner: -1})
 	}
 	if w.csv, err = os.Create(file); err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(w.csv, "seq,t_s,subject,gateway,claim_epoch,after,bytes")
+	fmt.Fprintln(w.csv, "seq,t_s,subject,gateway,claim_epoch,release,expected_last,bytes")
 	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"hongbao.j.>"}})
 	if err == nil {
 		w.cc, err = cons.Consume(w.take)
@@ -78,22 +82,29 @@ func (w *watch) take(m jetstream.Msg) {
 		return
 	}
 	h := m.Headers()
-	gw, claim, after := h.Get(jsjournal.HeaderGateway), h.Get(jsjournal.HeaderClaim), h.Get(jsjournal.HeaderAfter)
+	gw, claim, release := h.Get(jsjournal.HeaderGateway), h.Get(jsjournal.HeaderClaim), h.Get(jsjournal.HeaderRelease)
+	after := h.Get(jetstream.ExpectedLastSubjSeqHeader)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last = md.Sequence.Stream
-	fmt.Fprintf(w.csv, "%d,%.3f,%s,%s,%s,%s,%d\n", md.Sequence.Stream, md.Timestamp.Sub(w.start).Seconds(), m.Subject(), gw, claim, after, len(m.Data()))
-	a := w.sets[m.Subject()]
-	if a == nil {
+	fmt.Fprintf(w.csv, "%d,%.3f,%s,%s,%s,%s,%s,%d\n", md.Sequence.Stream, md.Timestamp.Sub(w.start).Seconds(), m.Subject(), gw, claim, release, after, len(m.Data()))
+	var set, node int
+	var kind string
+	if n, _ := fmt.Sscanf(strings.ReplaceAll(m.Subject(), ".", " "), "hongbao j %d %d %s", &set, &node, &kind); n != 3 || set < 0 || set >= len(w.sets) {
 		return
 	}
+	a := w.sets[set]
 	a.Messages++
 	switch {
+	case after == "":
+		a.Dropped++
+	case claim != "" && release != "":
+		a.Owner, a.Name = -1, ""
 	case claim != "":
 		a.Claims++
-		a.Owner = gw
+		a.Owner, a.Name = node, gw
 		fmt.Sscan(claim, &a.Epoch)
-	case a.Owner != "" && gw != a.Owner:
+	case node != a.Owner:
 		a.Dropped++
 	}
 }
@@ -137,12 +148,12 @@ func (w *watch) list() []audit {
 }
 
 // replay replays every SET's journal from JetStream (its newest snapshot
-// on) as a claimant would, into audits: the messages after a claim that
-// are not the claimant's, which JetStream must have refused.
-func replay(ctx context.Context, nc *nats.Conn, name string, replicas int, audits []audit) error {
+// on) as a claimant would, into audits: the messages that are not the
+// owner's rounds, which JetStream must have refused.
+func replay(ctx context.Context, nc *nats.Conn, name string, l jsjournal.Layout, audits []audit) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	st, err := jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Gateway: name, Replicas: replicas})
+	st, err := jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Layout: l, Gateway: name})
 	if err != nil {
 		return err
 	}

@@ -122,10 +122,10 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 		p("  %s", c)
 	}
 	p("\nJetStream audit: every message of the journal's stream read as it was appended (journal.csv), and each SET replayed at the end")
-	p("from its newest snapshot as a claimant does; messages after a claim from another gateway than the claimant: %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))
+	p("from its newest snapshot as a claimant does; messages that are not the owner's rounds (another gateway's after a claim, or unfenced): %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))
 	at := &harness.Table{Right: true, Head: []string{"SET", "owner", "epoch", "claims", "messages", "dropped", "replayed", "dropped"}}
 	for _, a := range res.Audit {
-		at.Add(fmt.Sprint(a.Set), a.Owner, fmt.Sprint(a.Epoch), fmt.Sprint(a.Claims), fmt.Sprint(a.Messages), fmt.Sprint(a.Dropped),
+		at.Add(fmt.Sprint(a.Set), a.Name, fmt.Sprint(a.Epoch), fmt.Sprint(a.Claims), fmt.Sprint(a.Messages), fmt.Sprint(a.Dropped),
 			fmt.Sprint(a.Replayed), fmt.Sprint(a.ReplayedDropped)+" "+a.Err)
 	}
 	b.WriteString(at.Text())

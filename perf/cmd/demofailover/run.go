@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/cluster"
+	"hongbao/jsjournal"
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 )
@@ -79,8 +79,8 @@ func run(ctx context.Context, cfg config, command string) error {
 	pass := make([]byte, 16)
 	rand.Read(pass)
 	auditor := harness.NATSUser{Name: "demofailover-audit", Password: hex.EncodeToString(pass)}
-	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), gateways, gateways,
-		func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) }, auditor)
+	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), gateways,
+		jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: cfg.Sets, Gateways: gateways, Replicas: cfg.Replicas}, auditor)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	res.Probes[0], res.Probes[1] = x.ps.told()
 	x.settle(res, fail)
 	audits := w.list()
-	if err := replay(ctx, nc, auditor.Name, cfg.Replicas, audits); err != nil {
+	if err := replay(ctx, nc, auditor.Name, jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: cfg.Sets, Gateways: gateways, Replicas: cfg.Replicas}, audits); err != nil {
 		fail("replaying the journal: %v", err)
 	}
 	for _, g := range cl.Gateways {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/cluster"
+	"hongbao/jsjournal"
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
@@ -78,7 +78,8 @@ func run(ctx context.Context, cfg config, command string) error {
 	r.Say("3 NATS servers (JetStream), %d gateways of -node I/%d, %d SETs, -replicas %d, -rebalance %v; %s; steps %v, %v apart; files in %s/",
 		gateways, nodes, cfg.Sets, cfg.Replicas, cfg.rebalance, res.Load, steps, cfg.Slot, r.Dir)
 
-	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), 3, nodes, func(node int) ([]string, []string) { return cluster.JetStreamPermissions("hongbao", node) })
+	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), 3,
+		jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: cfg.Sets, Gateways: nodes, Replicas: cfg.Replicas})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,7 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"hongbao/cluster"
 	"hongbao/internal/ports"
+	"hongbao/jsjournal"
 )
 
 // NATSUser is a user of NATSServers: its name, password and the subjects
@@ -316,14 +323,18 @@ func monitor(ctx context.Context, nd *natsProc, path string) (int, []byte) {
 
 // StartGatewaysNATS starts n nats-server processes with JetStream for the
 // run, each store in a temporary directory, with a NATS user for each of
-// nodes gateways (perms gives a node's permissions: their identities are
-// returned) and the users more; each server's command line is a step of
-// the run. stop stops them and removes the stores.
-func (r *Run) StartGatewaysNATS(ctx context.Context, bin string, n, nodes int, perms func(node int) (publish, subscribe []string), more ...NATSUser) (ids []Identity, js *NATSServers, stop func(), err error) {
-	if ids, err = NewIdentities(r.Dir, nodes, perms); err != nil {
+// l's gateways (their JetStream permissions: their identities are
+// returned), the operator's and the users more; the operator provisions l
+// (as jsadmin provision does) before any gateway starts. Each server's
+// command line, and the provisioning's, is a step of the run. stop stops
+// them and removes the stores.
+func (r *Run) StartGatewaysNATS(ctx context.Context, bin string, n int, l jsjournal.Layout, more ...NATSUser) (ids []Identity, js *NATSServers, stop func(), err error) {
+	perms := func(node int) ([]string, []string) { return cluster.JetStreamPermissions(l.Prefix, node, l.Gateways) }
+	if ids, err = NewIdentities(r.Dir, l.Gateways, perms); err != nil {
 		return nil, nil, nil, err
 	}
-	users := more
+	operator := NewOperator()
+	users := append(more, operator)
 	for _, id := range ids {
 		users = append(users, NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
 	}
@@ -346,5 +357,40 @@ func (r *Run) StartGatewaysNATS(ctx context.Context, bin string, n, nodes int, p
 	for i := range js.Len() {
 		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
 	}
+	if err := ProvisionJetStream(ctx, js.URL(), operator, l); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	r.Step("JetStream provisioned by the operator", fmt.Sprintf("bin/jsadmin provision -nats %s -nats-user %s -sets %d -gateways %d -replicas %d",
+		js.URL(), operator.Name, l.Sets, l.Gateways, l.Replicas))
 	return ids, js, stop, nil
+}
+
+// NewOperator is the operator's NATS user, as deploy/nats gives it (admin:
+// cluster.OperatorPermissions), with a fresh password.
+func NewOperator() NATSUser {
+	pass := make([]byte, 16)
+	rand.Read(pass)
+	pub, sub := cluster.OperatorPermissions()
+	return NATSUser{Name: "admin", Password: hex.EncodeToString(pass), Publish: pub, Subscribe: sub}
+}
+
+// ProvisionJetStream makes the JetStream at url hold l, as the operator
+// (jsadmin provision): what a cluster's gateways need before they start.
+func ProvisionJetStream(ctx context.Context, url string, operator NATSUser, l jsjournal.Layout) error {
+	nc, err := nats.Connect(url, nats.UserInfo(operator.Name, operator.Password), nats.Name("hongbao operator"))
+	if err != nil {
+		return fmt.Errorf("provisioning JetStream: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := jsjournal.Provision(ctx, js, l, false); err != nil {
+		return fmt.Errorf("provisioning JetStream: %w", err)
+	}
+	return nil
 }

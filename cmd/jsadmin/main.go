@@ -1,0 +1,173 @@
+// Command jsadmin is the operator's tool for a cluster's JetStream (gateways
+// with -journal jetstream): it creates the journal's stream and every
+// gateway's snapshot bucket, with an operator's NATS identity, before the
+// first gateway starts, and checks them after. Gateways never create or
+// change them: their NATS users may not (deploy/nats/nats-server-js.conf),
+// and a gateway refuses to start on a stream or bucket that differs from
+// what it expects, naming the difference (docs/CLUSTER.md, Failover).
+//
+//	jsadmin provision -nats URL -nats-user admin -sets 32 -gateways 3 -replicas 3 [-update]
+//	jsadmin check     -nats URL -nats-user admin -sets 32 -gateways 3 -replicas 3
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"hongbao/buildinfo"
+	"hongbao/cluster"
+	"hongbao/jsjournal"
+)
+
+// passEnv holds the -nats-user's password when -nats-password-file is not given.
+const passEnv = "HONGBAO_NATS_PASSWORD"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run is the command: its exit status, 0 done, 1 failed or a difference
+// found, 2 a bad command line.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "provision" && args[0] != "check" && args[0] != "-version") {
+		fmt.Fprint(stderr, usage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			return 0
+		}
+		return 2
+	}
+	if args[0] == "-version" {
+		fmt.Fprintln(stdout, buildinfo.Read().Line("jsadmin"))
+		return 0
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet("jsadmin "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		url      = fs.String("nats", "", "the NATS server `URLs`, comma-separated (required)")
+		a        cluster.Auth
+		passFile = fs.String("nats-password-file", "", "read the -nats-user password from this `file` (else $"+passEnv+")")
+		l        = jsjournal.Layout{Prefix: jsjournal.DefaultPrefix}
+		update   = fs.Bool("update", false, "provision: change what differs where JetStream can (the replicas, the limits, the metadata; never -sets), instead of refusing it")
+		timeout  = fs.Duration("timeout", 30*time.Second, "give up after this `duration`")
+	)
+	fs.StringVar(&a.User, "nats-user", "", "the operator's NATS `user` (deploy/nats: admin)")
+	fs.StringVar(&a.Creds, "nats-creds", "", "the operator's NATS identity as a .creds `file`")
+	fs.StringVar(&a.NKey, "nats-nkey", "", "the operator's NATS identity as a `file` holding an nkey seed")
+	fs.StringVar(&a.CA, "nats-ca", "", "connect over TLS, verifying the servers against the CAs in this PEM `file`")
+	fs.StringVar(&a.Cert, "nats-cert", "", "present this PEM client certificate `file` (mutual TLS; with -nats-key)")
+	fs.StringVar(&a.Key, "nats-key", "", "the private key `file` of -nats-cert")
+	fs.IntVar(&l.Sets, "sets", 0, "the cluster's SETs: every gateway's -sets (required; fixed for the stream's life)")
+	fs.IntVar(&l.Gateways, "gateways", 0, "the gateways' node numbers, 0..N-1: every gateway's -node I/N's N (required): one snapshot bucket each")
+	fs.IntVar(&l.Replicas, "replicas", 3, "copies JetStream keeps of the stream and each bucket: every gateway's -replicas (1 on a single NATS server)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var bad []string
+	if *url == "" {
+		bad = append(bad, "-nats is required")
+	}
+	if l.Sets < 1 || l.Gateways < 1 {
+		bad = append(bad, "-sets and -gateways are required, each at least 1")
+	}
+	if cmd == "check" && *update {
+		bad = append(bad, "-update is provision's")
+	}
+	if strings.Contains(*url, "@") {
+		bad = append(bad, "-nats: no credentials in the URL (they show in ps): -nats-user with -nats-password-file or $"+passEnv)
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "jsadmin %s: %s\n", cmd, strings.Join(bad, "; "))
+		return 2
+	}
+	if a.User != "" {
+		pass, err := password(*passFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "jsadmin %s: %v\n", cmd, err)
+			return 2
+		}
+		a.Password = pass
+	}
+	opts, err := a.Options()
+	if err != nil {
+		fmt.Fprintf(stderr, "jsadmin %s: %v\n", cmd, err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	nc, err := nats.Connect(*url, append(opts, nats.Name("hongbao jsadmin"))...)
+	if err != nil {
+		fmt.Fprintf(stderr, "jsadmin %s: connecting to %s: %v\n", cmd, *url, err)
+		return 1
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintf(stderr, "jsadmin %s: %v\n", cmd, err)
+		return 1
+	}
+	if cmd == "check" {
+		if err := jsjournal.Check(ctx, js, l); err != nil {
+			fmt.Fprintf(stderr, "jsadmin check: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "stream %s and %d buckets: as a cluster of %d SETs, %d gateways, %d replicas needs them\n", l.Stream(), l.Gateways, l.Sets, l.Gateways, l.Replicas)
+		return 0
+	}
+	did, err := jsjournal.Provision(ctx, js, l, *update)
+	for _, d := range did {
+		fmt.Fprintln(stdout, d)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "jsadmin provision: %v\n", err)
+		return 1
+	}
+	if len(did) == 0 {
+		fmt.Fprintf(stdout, "stream %s and %d buckets: already as asked\n", l.Stream(), l.Gateways)
+	}
+	return 0
+}
+
+// password reads the -nats-user password from file, else from $HONGBAO_NATS_PASSWORD.
+func password(file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-nats-password-file: %w", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	if p, ok := os.LookupEnv(passEnv); ok {
+		return p, nil
+	}
+	return "", fmt.Errorf("-nats-user needs its password: -nats-password-file or $%s", passEnv)
+}
+
+const usage = `Usage: jsadmin provision|check [flags]
+
+The operator's tool for a hongbao cluster's JetStream (gateways run with -journal jetstream):
+
+  provision   create the journal's stream (hongbao_journal) and a snapshot bucket per gateway
+              (hongbao_snapshots_<node>), or check them if they exist; -update changes what
+              differs where JetStream can
+  check       compare them with what the cluster needs, naming every difference; change nothing
+
+Run it with an operator's NATS identity (deploy/nats/nats-server-js.conf: user admin), before
+the first gateway starts, and again with -update after changing -replicas. Gateways may not
+create or change the stream and buckets, and refuse to start on ones that differ.
+
+Flags (the same for both; jsadmin provision -h lists them):
+  -nats URLs -nats-user USER [-nats-password-file FILE] -sets N -gateways N [-replicas R] [-update]
+
+Exit status: 0 done, 1 failed or a difference found, 2 a bad command line.
+`
