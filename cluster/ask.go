@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -47,13 +48,42 @@ func (n *Node) Request(ctx context.Context, name string, data []byte) ([]Answer,
 // before ctx ended.
 var ErrNoAnswer = errors.New("cluster: the gateway asked did not answer in time")
 
-// RequestOne sends data to gateway node alone as request name, heard or
-// not, and returns its answer: ErrNoAnswer if none came before ctx ended.
+// ErrUnheard is RequestOne's error when the gateway asked is not heard
+// (within the lease): at the request, or while its answer was awaited.
+var ErrUnheard = errors.New("cluster: the gateway asked is not heard from")
+
+// RequestOne sends data to gateway node alone as request name and returns
+// its answer: ErrUnheard if node is not heard from (within the lease) when
+// asked, or stops being heard before it answers — it died or paused, and
+// will not answer; ErrNoAnswer if none came before ctx ended.
 func (n *Node) RequestOne(ctx context.Context, node int, name string, data []byte) ([]byte, error) {
 	if node < 0 || node >= n.o.Nodes || node == n.o.Node {
 		return nil, fmt.Errorf("cluster: no other gateway %d to ask", node)
 	}
+	if !n.isHeard(node) {
+		return nil, fmt.Errorf("%w: gateway %d", ErrUnheard, node)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() { // the answer is given up on once its gateway goes unheard
+		t := time.NewTicker(beatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !n.isHeard(node) {
+					cancel(fmt.Errorf("%w: gateway %d, while its answer was awaited", ErrUnheard, node))
+					return
+				}
+			}
+		}
+	}()
 	out, err := n.request(ctx, name, data, node)
+	if err == nil && len(out) == 0 && errors.Is(context.Cause(ctx), ErrUnheard) {
+		return nil, context.Cause(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

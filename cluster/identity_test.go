@@ -295,8 +295,9 @@ func TestJoinRefusesLoosePermissions(t *testing.T) {
 
 // TestForgeriesDropped: holding gateway 1's credentials, which let it speak
 // as gateway 1 only, an attacker's events for gateway 0's own users and
-// envelopes, a heartbeat naming gateway 0, answers to no request and a
-// batch claiming another sender reach nothing and are counted.
+// envelopes, a heartbeat naming gateway 0, one of gateway 1's own with an
+// address no redirect can carry, answers to no request and a batch
+// claiming another sender reach nothing and are counted.
 func TestForgeriesDropped(t *testing.T) {
 	ns := embednats.StartTestConfig(t, deployConf(t))
 	nodes, _, counted := pair(t, ns, gatewayAuth)
@@ -320,6 +321,8 @@ func TestForgeriesDropped(t *testing.T) {
 	const env = 5
 	push := pushEvent(2, env) // gateway 0's own envelope
 	beat, _ := json.Marshal(Gateway{Node: 0, Nodes: 2, Sets: 2, Addr: "203.0.113.1:9000", Instance: 42, Ready: true})
+	// Its own heartbeat, with an address no LOGIN_ACK 3 can carry.
+	long, _ := json.Marshal(Gateway{Node: 1, Nodes: 2, Sets: 2, Addr: strings.Repeat("x", 300) + ":9000", Instance: 43, Ready: true})
 	for _, m := range []struct {
 		subject string
 		data    []byte
@@ -330,6 +333,7 @@ func TestForgeriesDropped(t *testing.T) {
 		{"hongbao.gw.1.ev.0", batch(0, pushEvent(2, env))}, // claims to come from gateway 0
 		{"hongbao.gw.1.ev.0", batch(1, event.Event{Kind: event.KAnswer, User: 2})},
 		{"hongbao.gw.1.beat", beat},
+		{"hongbao.gw.1.beat", long},
 		{"hongbao.gw.1.answer.0", []byte(`{"node":1}`)},
 	} {
 		if err := nc.Publish(m.subject, m.data); err != nil {
@@ -340,7 +344,7 @@ func TestForgeriesDropped(t *testing.T) {
 	if err := nc.LastError(); err != nil {
 		t.Fatalf("gateway 1's user could not publish on its own subjects: %v", err)
 	}
-	want := map[int]uint64{ForgedEvent: 4, ForgedBeat: 1, ForgedAnswer: 1}
+	want := map[int]uint64{ForgedEvent: 4, ForgedBeat: 2, ForgedAnswer: 1}
 	deadline := time.Now().Add(5 * time.Second)
 	for k, w := range want {
 		for g0.Forged(k) < w && time.Now().Before(deadline) {

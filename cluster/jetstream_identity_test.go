@@ -57,7 +57,7 @@ type jsGateway struct {
 
 func dialJetStream(t *testing.T, url string, node int) *jsGateway {
 	t.Helper()
-	nc, err := ConnectJetStream(url, "hongbao", node, gatewayAuth(node))
+	nc, err := ConnectJetStream(url, "hongbao", node, gatewayAuth(node), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"hongbao/event"
 	"hongbao/journal"
+	"hongbao/proto"
 	"hongbao/ring"
 )
 
@@ -95,7 +97,13 @@ type Node struct {
 	// conflictNs: when another gateway last announced this one's node
 	// number (Conflict), unix ns.
 	conflictNs atomic.Int64
-	forged     forgeries
+	// selfNs: when this gateway last heard its own heartbeat, unix ns: its
+	// connection carries both ways (HearsItself).
+	selfNs atomic.Int64
+	// ignored: a node whose heartbeats are dropped as if they came late, in
+	// tests (Ignore); -1 none.
+	ignored atomic.Int32
+	forged  forgeries
 
 	askMu sync.Mutex
 	asks  map[uint64]*asking // requests waiting for answers, by id
@@ -185,6 +193,7 @@ func Join(o Options, version string) (*Node, error) {
 	n := &Node{o: o, log: o.Logger, peers: map[int]peer{}, odd: map[uint64]Gateway{}, cross: newCrossings(), stop: make(chan struct{}),
 		asks: map[uint64]*asking{},
 		self: Gateway{Node: o.Node, Nodes: o.Nodes, Sets: o.Sets, Addr: o.Addr, Admin: o.Admin, Instance: rand.Uint64(), Version: version, Name: o.Name}}
+	n.ignored.Store(-1)
 	auth, err := o.Auth.options()
 	if err != nil {
 		return nil, err
@@ -196,6 +205,7 @@ func Join(o Options, version string) (*Node, error) {
 	}
 	nc, err := nats.Connect(o.URL, append(auth, nats.Name(fmt.Sprintf("hongbao gateway %d/%d", o.Node, o.Nodes)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 0),
+		nats.PingInterval(PingInterval(o.downAfter())), nats.MaxPingsOutstanding(MaxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: closed on purpose
 				n.log.Warn("cluster: NATS connection lost: crossings answer unavailable until it is back", "err", err)
@@ -273,7 +283,15 @@ func (n *Node) heard(m *nats.Msg) {
 		n.forged.add(n.log, ForgedBeat, from, "a heartbeat on "+m.Subject+" that does not name that node")
 		return
 	}
+	if why := badBeat(&g.Gateway); why != "" {
+		n.forged.add(n.log, ForgedBeat, from, "a heartbeat on "+m.Subject+" with "+why)
+		return
+	}
 	if g.Instance == n.self.Instance {
+		n.selfNs.Store(time.Now().UnixNano())
+		return
+	}
+	if n.Ignored(from) {
 		return
 	}
 	if g.Nodes != n.o.Nodes || g.Sets != n.o.Sets { // kept apart: it must not take a node's place
@@ -298,6 +316,32 @@ func (n *Node) heard(m *nats.Msg) {
 		n.beat(false)
 	}
 }
+
+// badBeat says what in heartbeat g no gateway announces, "" if nothing:
+// its addresses are sent to clients (LOGIN_ACK 3) and shown to operators.
+func badBeat(g *Gateway) string {
+	valid := func(addr string) bool {
+		if addr == "" {
+			return true
+		}
+		_, port, err := net.SplitHostPort(addr)
+		return err == nil && port != ""
+	}
+	switch {
+	case len(g.Addr) > proto.MaxRedirectAddr || !valid(g.Addr):
+		return fmt.Sprintf("a client address of %d bytes that is no host:port", len(g.Addr))
+	case len(g.Admin) > proto.MaxRedirectAddr || !valid(g.Admin):
+		return fmt.Sprintf("an admin address of %d bytes that is no host:port", len(g.Admin))
+	case len(g.Name) > maxName || len(g.Version) > maxName:
+		return "a name or version longer than a name may be"
+	case g.Nodes < 1 || g.Node >= g.Nodes || g.Sets < 1:
+		return fmt.Sprintf("node %d of %d, %d SETs", g.Node, g.Nodes, g.Sets)
+	}
+	return ""
+}
+
+// maxName bounds a gateway's name (-name) and version in its heartbeats.
+const maxName = 128
 
 // remember keeps g among the gateways of another shape or of this one's
 // node number, and reports whether it was known already.
@@ -533,6 +577,18 @@ func (n *Node) Close() error {
 	return first
 }
 
+// isHeard reports whether node has been heard from within the lease, ready
+// or not (this one is).
+func (n *Node) isHeard(node int) bool {
+	if node == n.o.Node {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.peers[node]
+	return ok && time.Since(p.seen) < n.o.downAfter()
+}
+
 // Peers returns the nodes heard from lately, ascending, this one included.
 func (n *Node) Peers() []int {
 	var out []int
@@ -613,9 +669,37 @@ func (n *Node) NodeNamed(name string) (int, bool) {
 	return -1, false
 }
 
-// Hearing reports whether this gateway's NATS connection is up: while it is
-// not, it hears no heartbeat, and every other gateway only seems gone.
-func (n *Node) Hearing() bool { return n.nc.IsConnected() }
+// HearsItself reports whether this gateway heard its own heartbeat within
+// d: its NATS connection carries, both ways. A gateway that does not hears
+// no other either, and every other gateway only seems gone.
+func (n *Node) HearsItself(d time.Duration) bool {
+	at := n.selfNs.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < d
+}
+
+// Ignore makes this gateway drop node's heartbeats from now on, as if
+// they came late (-1: none): tests use it for a gateway heard by none but
+// itself.
+func (n *Node) Ignore(node int) { n.ignored.Store(int32(node)) }
+
+// Ignored reports whether node's heartbeats are dropped (Ignore).
+func (n *Node) Ignored(node int) bool { return n.ignored.Load() == int32(node) }
+
+// Instance is this process's instance number, in its heartbeats.
+func (n *Node) Instance() uint64 { return n.self.Instance }
+
+// BeatEvery is how often a gateway announces itself.
+const BeatEvery = beatEvery
+
+// PingInterval is how often a gateway's NATS connections ping their server
+// where a gateway unheard for lease counts as gone: MaxPingsOut of them
+// unanswered, and the connection is taken for dead and dialled again, well
+// within the lease — nats.go's default, 2 minutes, would leave a silent
+// connection (its peer gone, its packets dropped) unnoticed for minutes.
+func PingInterval(lease time.Duration) time.Duration { return max(lease/6, 50*time.Millisecond) }
+
+// MaxPingsOut is how many pings may go unanswered (PingInterval).
+const MaxPingsOut = 2
 
 // Options returns the node's options.
 func (n *Node) Options() Options { return n.o }

@@ -104,6 +104,16 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 	if c.User == 0 {
 		return p.login(c, f, now)
 	}
+	if f.Type != proto.Ping && f.Type != proto.Login && p.bus.Fenced() {
+		return p.sendAway(c)
+	}
+	if (f.Type == proto.Shake || f.Type == proto.Open || f.Type == proto.Send) && p.bus.Stalled() {
+		var env uint64
+		if f.Type == proto.Open {
+			env = f.Open()
+		}
+		return p.overload(c, f, now, env, 0)
+	}
 	switch f.Type {
 	case proto.Login:
 		return p.fatal(c, proto.ErrCodeMalformed)
@@ -217,10 +227,10 @@ func (p *proc) login(c *conn.Conn, f proto.Frame, now int64) result {
 // user's SET, or redirects the user to the gateway that runs it.
 func (p *proc) admit(c *conn.Conn, f proto.Frame, user uint32, now int64) result {
 	set := p.bus.SETOf(user)
-	if !p.bus.IsLocal(set) { // another gateway of the cluster runs the user's SET
+	if fenced := p.bus.Fenced(); fenced || !p.bus.IsLocal(set) { // another gateway of the cluster runs the user's SET, or may
 		p.cnt[cLoginRejected]++
 		addr := ""
-		if p.redirect != nil {
+		if p.redirect != nil && !fenced {
 			addr = p.redirect(set)
 		}
 		p.out = proto.AppendLoginRedirect(p.out, f.Stamp, user, addr)
@@ -272,6 +282,20 @@ func (p *proc) fatal(c *conn.Conn, code uint8) result {
 	}
 	p.cnt[cViolations]++
 	*s.Event() = event.Event{Kind: event.KFatal, Code: code, User: c.User, Conn: conn.HandleOf(c)}
+	s.Publish()
+	return resFatal
+}
+
+// sendAway tells c ERROR 9 and cuts it off: its gateway is fenced, so the
+// SET of its user may run elsewhere by now (event.Bus.SetFenced). The
+// answers made before it are written first; the request is not carried out.
+func (p *proc) sendAway(c *conn.Conn) result {
+	s, ok := p.bus.ClaimAnswer(int(c.SET))
+	if !ok {
+		return resStall
+	}
+	p.cnt[cSentAway]++
+	*s.Event() = event.Event{Kind: event.KFatal, Code: proto.ErrCodeMoved, User: c.User, Conn: conn.HandleOf(c)}
 	s.Publish()
 	return resFatal
 }

@@ -27,6 +27,7 @@ type Stats struct {
 	Stalls        uint64 // times a connection stopped for a full ring (its input kept)
 	Stamped       uint64 // reads made with the kernel's receive timestamp: only while a request may wait near Options.ShedDelay
 	ChatLimited   uint64 // CHATs over their connection's rate (Options.ChatRate): CHAT_ACK 3
+	SentAway      uint64 // connections told ERROR 9 at a request while their gateway was fenced (event.Bus.SetFenced)
 
 	Frames   RequestCounts // well-formed frames decoded, by type
 	Overload RequestCounts // "overloaded" answers: SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2, for a full ring or by delay
@@ -79,6 +80,7 @@ const (
 	cStalls
 	cStamped
 	cChatLimited
+	cSentAway
 	cFramesIn
 	cOverload = cFramesIn + int(proto.Ping) + 1
 	cShed     = cOverload + int(proto.Ping) + 1
@@ -124,6 +126,7 @@ func (s *Stats) add(sh *shard) {
 	s.Stalls += v(cStalls)
 	s.Stamped += v(cStamped)
 	s.ChatLimited += v(cChatLimited)
+	s.SentAway += v(cSentAway)
 	for t := proto.Login; t <= proto.Ping; t++ {
 		*s.Frames.field(t) += v(cFramesIn + int(t))
 		*s.Overload.field(t) += v(cOverload + int(t))

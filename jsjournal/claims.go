@@ -217,6 +217,19 @@ func (c *Claims) caughtUp(ctx context.Context, seq uint64) error {
 	return nil
 }
 
+// Current is set's claim as JetStream holds it now: the watch caught up
+// with the SET's last claim message, read afresh.
+func (c *Claims) Current(ctx context.Context, set int) (Claim, error) {
+	lc, err := c.s.lastClaim(ctx, set)
+	if err != nil {
+		return Claim{}, err
+	}
+	if err := c.caughtUp(ctx, lc); err != nil {
+		return Claim{}, err
+	}
+	return c.Get(set), nil
+}
+
 // ErrClaimLost is Claim's error when another gateway appended to the SET
 // first, tries after tries.
 var ErrClaimLost = errors.New("jsjournal: another gateway appended to the SET first")

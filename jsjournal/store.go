@@ -64,8 +64,13 @@ type Options struct {
 	// Gateway is this writer's name, for the operator.
 	Gateway string
 	// AckWait bounds the wait for a round's acknowledgements (default
-	// DefaultAckWait): past it the group fails (journal.Options.OnGroupFailed).
+	// DefaultAckWait): past it the group fails (journal.Options.OnGroupFailed)
+	// — unless Hold says to wait on.
 	AckWait time.Duration
+	// Hold, asked whenever a round is still unsettled after AckWait, says
+	// whether to wait another AckWait, reading the round's fate again;
+	// nil: never. Stop ends the wait whatever it says.
+	Hold func() bool
 }
 
 // Refusals count what a Store read from JetStream and refused, by kind
@@ -104,6 +109,10 @@ type Store struct {
 
 	bucketMu sync.Mutex
 	buckets  map[int]jetstream.ObjectStore // every node's, bound when first read
+
+	stopped    context.Context // done once Stop: a round's waits end
+	stop       context.CancelFunc
+	roundSince atomic.Int64 // unix ns: when the round in Commit began; 0 between rounds
 
 	refused [refusedKinds]atomic.Uint64
 	epochs  []atomic.Uint64 // per SET: the epoch of this writer's claim (Own), 0 unknown
@@ -146,6 +155,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{o: o, l: o.Layout, js: js, gw: []string{o.Gateway}, buckets: map[int]jetstream.ObjectStore{}, epochs: make([]atomic.Uint64, o.Layout.Sets)}
+	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.nextRound(rand.Uint64())
 	if s.stream, err = js.Stream(ctx, s.l.Stream()); err != nil {
 		return nil, fmt.Errorf("jsjournal: stream %s: %w", s.l.Stream(), err)
@@ -186,6 +196,21 @@ func (s *Store) Refused(k int) uint64 { return s.refused[k].Load() }
 // refuse counts one refusal of kind k.
 func (s *Store) refuse(k int) { s.refused[k].Add(1) }
 
+// Stalled is how long the round under way has waited for JetStream (0
+// between rounds).
+func (s *Store) Stalled() time.Duration {
+	at := s.roundSince.Load()
+	if at == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, at))
+}
+
+// Stop ends every wait of a round for JetStream now and from now on: the
+// rounds whose fate is not known fail. A gateway stopping while cut off
+// from NATS stops so, rather than wait for it.
+func (s *Store) Stop() { s.stop() }
+
 // Own tells the writer that it owns set at epoch, by its claim: an append
 // after a claim of another gateway's at the next epoch is fenced, and one
 // after any other claim (out of turn: refused by every reader) is not.
@@ -205,7 +230,10 @@ func (s *Store) MaxBatch() int { return s.maxPayload }
 // leader, the acknowledgement later than resolveAfter — is resolved until
 // AckWait: stored, or not (published again), or fenced.
 func (s *Store) Commit(batches []journal.Batch) {
-	deadline := time.Now().Add(s.o.AckWait)
+	start := time.Now()
+	s.roundSince.Store(start.UnixNano())
+	defer s.roundSince.Store(0)
+	deadline := start.Add(s.o.AckWait)
 	s.nextRound(s.round + 1)
 	if cap(s.futs) < len(batches) {
 		s.futs = make([]jetstream.PubAckFuture, len(batches))
@@ -235,6 +263,8 @@ func (s *Store) Commit(batches []journal.Batch) {
 			batches[i].Seq = ack.Sequence
 		case err := <-f.Err():
 			batches[i].Err = appendError(f.Msg().Subject, err)
+		case <-s.stopped.Done():
+			batches[i].Err = fmt.Errorf("jsjournal: appending to %s: the store stopped", f.Msg().Subject)
 		}
 		futs[i] = nil
 		// Even a wrong last sequence is settled by reading: the server
@@ -271,12 +301,21 @@ func (s *Store) message(b *journal.Batch) *nats.Msg {
 // expected last sequence, or rounds of a gateway that does not own the SET —
 // are refused and counted, and the batch goes on after them.
 func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	pending := make([]bool, len(batches))
 	for i := range batches {
 		pending[i] = batches[i].Err != nil && batches[i].Group >= 0 && batches[i].Group < s.l.Sets
 	}
+	// Held (Options.Hold), another AckWait at a time.
+	for !s.resolveUntil(batches, pending, deadline) && s.stopped.Err() == nil && s.o.Hold != nil && s.o.Hold() {
+		deadline = time.Now().Add(s.o.AckWait)
+	}
+}
+
+// resolveUntil is resolve until deadline: true once every batch pending is
+// settled.
+func (s *Store) resolveUntil(batches []journal.Batch, pending []bool, deadline time.Time) bool {
+	ctx, cancel := context.WithDeadline(s.stopped, deadline)
+	defer cancel()
 	for {
 		left := 0
 		for i := range batches {
@@ -312,11 +351,11 @@ func (s *Store) resolve(batches []journal.Batch, deadline time.Time) {
 			cancelTry()
 		}
 		if left == 0 {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

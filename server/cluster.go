@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -19,6 +20,7 @@ import (
 	"hongbao/buildinfo"
 	"hongbao/campaign"
 	"hongbao/cluster"
+	"hongbao/proto"
 )
 
 // Cluster mode: -nats and -node make this server gateway I of N (package
@@ -77,8 +79,8 @@ func (o *Options) validateCluster(bad func(flag, format string, args ...any)) {
 		bad("cluster-timeout", "%v: want a positive duration", o.ClusterTimeout)
 	}
 	if o.Advertise != "" {
-		if _, _, err := net.SplitHostPort(o.Advertise); err != nil {
-			bad("advertise", "%q is not host:port", o.Advertise)
+		if _, _, err := net.SplitHostPort(o.Advertise); err != nil || len(o.Advertise) > proto.MaxRedirectAddr {
+			bad("advertise", "%q is not host:port of at most %d bytes (a LOGIN_ACK 3 carries it)", o.Advertise, proto.MaxRedirectAddr)
 		}
 	} else if host, _, err := net.SplitHostPort(strings.TrimSpace(strings.Split(o.Listen, ",")[0])); err == nil {
 		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
@@ -134,7 +136,7 @@ func (s *Server) joinCluster() error {
 		return err
 	}
 	s.campaignKey = []byte(token)
-	co := cluster.Options{URL: s.opts.NATS, Node: i, Nodes: n, Sets: s.opts.Sets, Name: s.opts.Name,
+	co := cluster.Options{URL: cmp.Or(s.opts.coreNATS, s.opts.NATS), Node: i, Nodes: n, Sets: s.opts.Sets, Name: s.opts.Name,
 		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}
 	if s.repl != nil {
 		co.Owners, co.Former, co.Lease, co.Name = s.repl.owners.Of, s.repl.owners.Former, s.opts.Lease, s.repl.name
@@ -469,7 +471,7 @@ func (o *Options) validateReplicated(bad func(flag, format string, args ...any))
 	if o.Lease < 500*time.Millisecond || o.Lease > time.Minute {
 		bad("lease", "%v is not in 500ms..1m (heartbeats come every 250 ms)", o.Lease)
 	}
-	if o.Name != "" && strings.ContainsAny(o.Name, " \t.*>") {
-		bad("name", "%q: no spaces, dots or wildcards", o.Name)
+	if o.Name != "" && (strings.ContainsAny(o.Name, " \t.*>") || len(o.Name) > 64) {
+		bad("name", "%q: at most 64 bytes, no spaces, dots or wildcards", o.Name)
 	}
 }

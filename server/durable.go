@@ -103,10 +103,25 @@ func (s *Server) journalHooks(o journal.Options) journal.Options {
 	return o
 }
 
+// journalCloseWait bounds a gateway's wait, at its stop, for its last
+// journal rounds' acknowledgements.
+const journalCloseWait = 5 * time.Second
+
 func (s *Server) closeJournal() error {
 	var err error
 	j := s.journal
 	if j != nil {
+		if s.repl != nil {
+			// Its last rounds wait for JetStream at most journalCloseWait:
+			// cut off or stalled, not at all — their fate is JetStream's to
+			// tell, which cannot now, and the others read it.
+			if s.repl.isFenced() || s.bus.Stalled() {
+				s.repl.store.Stop()
+			} else {
+				t := time.AfterFunc(journalCloseWait, s.repl.store.Stop)
+				defer t.Stop()
+			}
+		}
 		err = j.Close() // an unstarted one only closes its checkpoint file
 		if j.Failed() {
 			err = nil // logged when it happened (OnFail); /healthz said so since

@@ -29,3 +29,15 @@ func SetSwitchHook(f func(point string)) {
 
 // SetRebalance sets -rebalance of a running gateway.
 func (s *Server) SetRebalance(d time.Duration) { s.repl.rebalanceEvery.Store(int64(d)) }
+
+// SetCoreNATS makes a gateway's crossings and heartbeats go to NATS at url
+// while its journal goes to -nats: a proxy in between can cut the one
+// without the other.
+func SetCoreNATS(o *Options, url string) { o.coreNATS = url }
+
+// IgnoreGateway makes this gateway drop node's heartbeats, on both its
+// connections, as if they came late.
+func (s *Server) IgnoreGateway(node int) {
+	s.node.Ignore(node)
+	s.repl.ignored.Store(int32(node))
+}

@@ -437,7 +437,20 @@ func (r *replicated) writeMetrics(e exposition) {
 	if r.lostReason() != "" {
 		lost = 1
 	}
-	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over, or a journal round failed): it stops telling money and exits (status 3).", lost)
+	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over): it stops telling money and exits (status 3).", lost)
+	fenced := int64(0)
+	if r.fenced.Load() {
+		fenced = 1
+	}
+	e.gauge("hongbao_cluster_fenced", "1 while this gateway is cut off from NATS (its own heartbeat not heard back on its connections): it serves none of its SETs — requests ERROR 9, logins LOGIN_ACK 3 — and claims none, until it can show they are still its own.", fenced)
+	e.counter("hongbao_cluster_fences_total", "Times this gateway fenced its SETs, cut off from NATS.", r.fences.Load())
+	stalled := int64(0)
+	if r.s.bus.Stalled() {
+		stalled = 1
+	}
+	e.gauge("hongbao_cluster_stalled", "1 while a journal round has waited for JetStream longer than the lease (no quorum, a stream leader's election): money requests are answered overloaded (retry) at the door meanwhile.", stalled)
+	e.counter("hongbao_cluster_stalls_total", "Times this gateway's journal stalled so.", r.stalls.Load())
+	e.counter("hongbao_cluster_sent_away_total", "Connections told ERROR 9 at a request while this gateway was fenced: their clients reconnect to another gateway.", r.s.ing.Stats().SentAway)
 	e.family("hongbao_journal_refused_total", "counter", "What this gateway read from JetStream and refused, by kind: unfenced, a message appended without its SET's expected last sequence (no gateway appends so); not_owner, a round of a gateway that did not own the SET; claim, a claim out of turn or a release by a gateway that did not own the SET; snapshot, a snapshot whose writer did not own the SET when it was taken, or that does not decode. Each fences nobody and is never applied. Expected 0: anything else is a gateway's credentials misused.")
 	for k, name := range jsjournal.RefusedNames {
 		e.sample(`hongbao_journal_refused_total{kind="`+name+`"}`, r.store.Refused(k))

@@ -774,6 +774,10 @@ func (r *replicated) drain(ctx context.Context) {
 	if r.lostReason() != "" || r.running() == 0 {
 		return
 	}
+	if r.fenced.Load() {
+		r.s.log.Warn("leaving while cut off from NATS: no SET can be handed over; the others claim them once this gateway's lease lapses", "sets", r.running())
+		return
+	}
 	r.leaving.Store(true)
 	r.s.node.SetLeaving(true)
 	start := time.Now()

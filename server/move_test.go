@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -289,4 +290,56 @@ func TestReplicatedMoveTargetDies(t *testing.T) {
 	}
 	moneyFromEach(t, "SET 0's users to get money at gateway 0 again", shakers)
 	countedExactly(t, a, shakers, dealt)
+}
+
+// TestReplicatedMoveOwnerDead: a move of a SET whose owner just died
+// (deaf, its lease not yet lapsed) is asked of another gateway: it answers
+// 503 within about the lease, not the move's bound, and a move of that
+// gateway's own SET meanwhile is not blocked by it; the dead owner's SET
+// fails over as usual.
+func TestReplicatedMoveOwnerDead(t *testing.T) {
+	t.Parallel() // it waits on JetStream and leases, not on the CPU
+	const sets = 3
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	var gws []*testServer
+	for node := range 3 {
+		gws = append(gws, startReplicated(t, ns, node, 3, sets, func(o *server.Options) { o.Rebalance = 100 * time.Millisecond }))
+	}
+	waitFor(t, "every gateway to run a SET", func() bool {
+		for _, g := range gws {
+			if metric(t, g, "hongbao_cluster_sets_running") != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range gws {
+		g.SetRebalance(-1)
+	}
+	ran := runs(t, gws[1])
+	dead, own := ran[0][0], ran[1][0]
+	gws[0].LeaveCluster() // deaf from now on, as if dead
+	gws[1].hc.Timeout = time.Minute
+	type answer struct {
+		code int
+		body []byte
+		took time.Duration
+	}
+	answers := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		code, body := gws[1].do("POST", fmt.Sprintf("/sets/%d/move?to=gw2", dead), "")
+		answers <- answer{code, body, time.Since(start)}
+	}()
+	code, body := gws[1].do("POST", fmt.Sprintf("/sets/%d/move?to=gw2", own), "")
+	if code != 200 {
+		t.Errorf("a move of gateway 1's own SET meanwhile: %d %s; want 200", code, body)
+	}
+	a := <-answers
+	if a.code != 503 || a.took > 5*time.Second {
+		t.Errorf("a move of the dead owner's SET: %d %s after %v; want 503 within about the lease", a.code, a.body, a.took.Round(time.Millisecond))
+	}
+	waitFor(t, "the dead owner's SET to fail over", func() bool {
+		return metric(t, gws[1], "hongbao_cluster_sets_running")+metric(t, gws[2], "hongbao_cluster_sets_running") == sets
+	})
 }

@@ -80,8 +80,14 @@ func (s *Server) unhealthy() string {
 	if why := s.repl.lostReason(); why != "" {
 		return "this gateway lost a SET it ran and is stopping: " + why
 	}
+	if s.repl.isFenced() {
+		return "cut off from NATS: this gateway may have lost its SETs, and serves none of them until it can show they are still its own"
+	}
+	if s.repl != nil && s.bus != nil && s.bus.Stalled() {
+		return fmt.Sprintf("JetStream stalled: a journal round has waited %v; money requests are answered overloaded until it is acknowledged", s.repl.store.Stalled().Round(time.Millisecond))
+	}
 	if s.repl != nil && !s.repl.nc.IsConnected() {
-		return "JetStream unreachable: money answers wait for their journal round's acknowledgement; past its bound the gateway stops"
+		return "JetStream unreachable: money answers wait for their journal round's acknowledgement"
 	}
 	if err := s.journal.Err(); err != nil {
 		return fmt.Sprintf("the journal cannot make money durable, so none is handed out: %v", err)

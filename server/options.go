@@ -78,6 +78,7 @@ type Options struct {
 	NATSKey         string        // -nats-key: its private key
 	Node            string        // -node I/N: this gateway's number and the cluster's gateways
 	Advertise       string        // -advertise: the client address other gateways send users to
+	coreNATS        string        // tests only: the crossings' NATS URL, when it differs from -nats (a proxy that can cut it alone)
 	ClusterTimeout  time.Duration // -cluster-timeout: bound on a crossing's answer
 	TraceSlow       time.Duration // -trace-slow: an answer slower than this has the runtime trace around it written; 0 never
 	TraceDir        string        // -trace-dir: where; "" <Data>/traces

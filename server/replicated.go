@@ -55,7 +55,19 @@ type replicated struct {
 	store  *jsjournal.Store
 	owners *jsjournal.Claims
 	node   int
+	nodes  int // -node I/N: N
 	name   string
+
+	// Liveness (liveness.go): every gateway's heartbeat as heard on the
+	// journal's connection, and the fence this gateway puts on its SETs
+	// while it cannot show that NATS carries for it.
+	jsHeard   []atomic.Int64
+	beatSub   *nats.Subscription
+	ignored   atomic.Int32 // a node whose heartbeats are dropped, in tests; -1 none
+	fenced    atomic.Bool
+	fences    atomic.Uint64
+	stalls    atomic.Uint64
+	watchDone chan struct{}
 
 	routed   atomic.Bool   // the bus exists: ownership changes reroute it
 	active   []atomic.Bool // per SET: claimed, loaded and running here
@@ -114,22 +126,33 @@ func (s *Server) openReplicated(password string) error {
 	if name == "" {
 		name = fmt.Sprintf("gw%d", i)
 	}
-	nc, err := cluster.ConnectJetStream(s.opts.NATS, jsPrefix, i, s.opts.natsAuth(password))
+	nc, err := cluster.ConnectJetStream(s.opts.NATS, jsPrefix, i, s.opts.natsAuth(password), s.opts.Lease)
 	if err != nil {
 		return err
 	}
-	r := &replicated{s: s, nc: nc, node: i, name: name, active: make([]atomic.Bool, s.opts.Sets),
+	r := &replicated{s: s, nc: nc, node: i, nodes: n, name: name, watchDone: make(chan struct{}), active: make([]atomic.Bool, s.opts.Sets),
 		epoch: make([]atomic.Uint64, s.opts.Sets), claimSeq: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
 		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets), standby: map[int]*standby{}, wanted: map[int]time.Time{}}
 	r.rebalanceEvery.Store(int64(s.opts.Rebalance))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	layout := jsjournal.Layout{Prefix: jsPrefix, Sets: s.opts.Sets, Gateways: n, Replicas: s.opts.Replicas}
-	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Layout: layout, Node: i, Gateway: name, AckWait: s.opts.JetStreamAckWait}); err != nil {
+	// A round's acknowledgement is waited for past its bound, as long as it
+	// takes: its fate is read once JetStream answers again, and a claim of
+	// another gateway's meanwhile fences it then. Giving up would stop the
+	// gateway, and drop its connections, for an outage no other gateway could
+	// serve through either (liveness.go).
+	if r.store, err = jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Layout: layout, Node: i, Gateway: name, AckWait: s.opts.JetStreamAckWait,
+		Hold: func() bool { return true }}); err != nil {
 		nc.Close()
 		return err
 	}
 	if r.owners, err = r.store.Claims(ctx, s.log, r.changed); err != nil {
+		nc.Close()
+		return err
+	}
+	if err := r.hearOnJournal(); err != nil {
+		r.owners.Close()
 		nc.Close()
 		return err
 	}
@@ -311,8 +334,11 @@ func (r *replicated) claims() {
 			// for a lease before it claims anything. The clock, not the
 			// tick's time: the tick that waited in the channel through the
 			// pause carries the time it paused.
+			// Nor does a gateway claim while it cannot show that NATS
+			// carries for it (liveness.go): one that hears nobody must not
+			// conclude that everybody else is dead.
 			now := time.Now()
-			if now.Sub(last) > 4*beat || !r.s.node.Hearing() {
+			if now.Sub(last) > 4*beat || r.fenced.Load() || r.notCurrent(r.currentWithin()) != "" {
 				from = now.Add(r.s.opts.Lease)
 			}
 			last = now
@@ -326,7 +352,7 @@ func (r *replicated) claims() {
 			owner[set] = r.owners.Of(set)
 			running[set] = r.active[set].Load() || r.isMoving(set) && owner[set] == r.node || r.switchingIn(set)
 		}
-		claim := cluster.ToClaim(owner, running, r.s.node.Heard(), r.s.node.Takers(), r.node)
+		claim := cluster.ToClaim(owner, running, r.live(), r.s.node.Takers(), r.node)
 		if !r.takeAll(claim) {
 			return // a record may name this gateway, which cannot serve it: stop
 		}
@@ -363,7 +389,7 @@ func (r *replicated) takeAll(sets []int) bool {
 		}
 		// A claim before it can take seconds: the SET may have found a
 		// live owner since the list was made.
-		if o := r.owners.Of(set); o >= 0 && o != r.node && slices.Contains(r.s.node.Heard(), o) {
+		if o := r.owners.Of(set); o >= 0 && o != r.node && slices.Contains(r.live(), o) {
 			<-slots
 			continue
 		}
@@ -574,8 +600,8 @@ func (s *Server) setOf(pid uint16) int {
 // last rounds are durable in j (closed), so that the others claim them at
 // once instead of after the lease: each a release after its last message.
 func (r *replicated) release(j *journal.Journal) {
-	if r.lostReason() != "" {
-		return
+	if r.lostReason() != "" || r.fenced.Load() {
+		return // cut off: the others claim its SETs once its lease lapses
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -602,6 +628,7 @@ func (r *replicated) stopClaims() {
 	r.stopOnce.Do(func() { close(r.stop) })
 	if r.claiming.Load() {
 		<-r.done
+		<-r.watchDone
 	}
 }
 
@@ -612,6 +639,9 @@ func (r *replicated) close() {
 	}
 	r.stopClaims()
 	r.stopStandbys()
+	if r.beatSub != nil {
+		r.beatSub.Unsubscribe()
+	}
 	r.owners.Close()
 	r.nc.FlushTimeout(time.Second)
 	r.nc.Close()

@@ -333,6 +333,7 @@ func (s *Server) Start() error {
 		if s.repl != nil {
 			s.repl.claiming.Store(true)
 			go s.repl.claims()
+			go s.repl.watch()
 		}
 		s.ticking = true
 		go s.tick()
@@ -485,8 +486,11 @@ stop:
 		if s.ticking {
 			close(s.stopSnap)
 			<-s.snapDone
-			// The last state, so that the next start replays nothing.
-			if err := s.snapshot(); err != nil {
+			// The last state, so that the next start replays nothing;
+			// nothing of the kind while cut off from NATS.
+			if s.repl.isFenced() {
+				s.log.Warn("shutdown: cut off from NATS: no snapshot; the others load the SETs from JetStream")
+			} else if err := s.snapshot(); err != nil {
 				s.log.Error("snapshot at shutdown failed: the next start replays the journal", "err", err)
 			}
 		}
