@@ -29,8 +29,8 @@ build: ## build the binaries into bin/, nats-server among them (from its Go modu
 	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
 test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests and memory bounds
-	@# -parallel 4: the tests that call t.Parallel wait on timers (leases, JetStream), not on the CPU.
-	$(GO) test -race -count=1 -parallel 4 -timeout 9m $(PKGS)
+	@# -p 4 -parallel 4: most packages and the tests that call t.Parallel wait on timers (leases, JetStream, rates), not on the CPU: run more of them at once than there are cores.
+	$(GO) test -race -count=1 -p 4 -parallel 4 -timeout 9m $(PKGS)
 	@# The race detector allocates and blurs heap figures, so the zero-allocation tests and the memory bounds skip under -race: run them plainly.
 	$(GO) test -count=1 -run 'Alloc|BoundsMemory' $(ALLOCPKGS)
 

@@ -186,6 +186,7 @@ func TestClusterForgeries(t *testing.T) {
 // TestClusterAdminTokensDiffer: a gateway whose admin token differs from
 // the one that created a campaign refuses its part, and says so.
 func TestClusterAdminTokensDiffer(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	gws := startGateways(t, embednats.StartTest(t), 2, 2, func(o *server.Options) {
 		o.AdminToken = "token-of-" + o.Node
 	})

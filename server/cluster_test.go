@@ -114,6 +114,7 @@ func clusterStats(t testing.TB, g *testServer) server.ClusterStats {
 // both, and the cluster's summed ledger reconciles exactly with what the
 // clients were told.
 func TestClusterCrossings(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	const sets = 4
 	ns := embednats.StartTest(t)
 	gws := startGateways(t, ns, 2, sets, nil)
@@ -223,6 +224,7 @@ func TestClusterCrossings(t *testing.T) {
 // TestClusterGatewayDown: with the envelope's gateway gone, an OPEN answers
 // "unavailable" within the bound, and a CHAT to its users too.
 func TestClusterGatewayDown(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	const sets = 4
 	ns := embednats.StartTest(t)
 	gws := startGateways(t, ns, 2, sets, nil)
@@ -254,6 +256,7 @@ func TestClusterGatewayDown(t *testing.T) {
 // TestClusterJoinRefused: a gateway of another shape, or with a node
 // number taken, does not start.
 func TestClusterJoinRefused(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	ns := embednats.StartTest(t)
 	startGateways(t, ns, 2, 4, nil)
 	for _, c := range []struct {
@@ -304,6 +307,7 @@ func slowJournal(slow *atomic.Bool, delay time.Duration) func(string) (journal.F
 // its opener's: the OPEN sent again answers "already" with it, so each
 // client is told one share, and the cluster counts exactly those.
 func TestClusterLateOpens(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	const sets = 2
 	ns := embednats.StartTest(t)
 	var slow atomic.Bool
@@ -370,6 +374,7 @@ func TestClusterLateOpens(t *testing.T) {
 // drawn at the envelope's gateway, and the ledger whole: the opener learns
 // it by sending the OPEN again.
 func TestClusterShutdownKeepsShare(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	const sets = 2
 	ns := embednats.StartTest(t)
 	var slow atomic.Bool
@@ -403,6 +408,7 @@ func TestClusterShutdownKeepsShare(t *testing.T) {
 // leaves some gateways no part (the one it was created on included), yet
 // is dealt whole; ids are unique across gateways.
 func TestClusterCampaignParts(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	const sets = 4
 	ns := embednats.StartTest(t)
 	gws := startGateways(t, ns, 2, sets, nil)

@@ -152,6 +152,7 @@ func label(m *dto.Metric, name string) string {
 // TestMetricsLintCluster lints a gateway's /metrics after a crossing: the
 // cluster's families are there, with HELP and TYPE, and count it.
 func TestMetricsLintCluster(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	const sets = 4
 	gws := startGateways(t, embednats.StartTest(t), 2, sets, nil)
 	a, b := login(t, gws[0], 2), login(t, gws[1], 1)

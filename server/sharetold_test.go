@@ -196,6 +196,7 @@ func TestShareToldOnce(t *testing.T) {
 // share drawn there, its answer carried back), raced or held behind the
 // envelope's gateway's stalled journal.
 func TestClusterShareToldOnce(t *testing.T) {
+	t.Parallel() // it waits on NATS and crossings, not on the CPU
 	ns := embednats.StartTest(t)
 	for _, c := range []struct {
 		name   string
