@@ -103,6 +103,7 @@ func chatFlood(t *testing.T, rate float64, burst int) {
 // TestLoadClientCountsChatLimited: the load client counts CHAT_ACK 3 with
 // the other CHAT answers and shows it in its summary, and it is no error.
 func TestLoadClientCountsChatLimited(t *testing.T) {
+	t.Parallel() // its load is paced by the clock, well under what the server serves
 	ts := startServer(t, func(o *server.Options) { o.ChatRate, o.ChatBurst = 1, 1 })
 	r, err, took, out := runLoad(t, 30*time.Second, "-server", ts.addr, "-users", "1-2", "-qps", "10",
 		"-duration", "2s", "-loops", "1", "-chat-rate", "100", "-grace", "2s", "-quiet")

@@ -46,6 +46,7 @@ func runLoad(t *testing.T, limit time.Duration, args ...string) (*loadclient.Rep
 }
 
 func TestLoadClientReconciles(t *testing.T) {
+	t.Parallel() // its load is paced by the clock, well under what the server serves
 	ts := startServer(t, func(o *server.Options) { o.Ring = 256 })
 	const users = 1000
 	// The campaigns start once every user is online, so that the send
@@ -120,6 +121,7 @@ func TestLoadClientReconciles(t *testing.T) {
 // server, then against a restart of it. Each run must reconcile strictly, and exactly, with
 // the change of the server's figures over it, though the server holds the earlier runs' money.
 func TestLoadClientRunsAgain(t *testing.T) {
+	t.Parallel() // its load is paced by the clock, well under what the server serves
 	data := t.TempDir()
 	edit := func(o *server.Options) { o.Data, o.Ring = data, 256 }
 	a := startServer(t, edit)
@@ -157,6 +159,7 @@ func TestLoadClientRunsAgain(t *testing.T) {
 // client stops opening at the end, so that its money and the server's stop together: the
 // strict reconciliation is exact, and done before the grace runs out.
 func TestLoadClientCampaignOutlastsRun(t *testing.T) {
+	t.Parallel() // its load is paced by the clock, well under what the server serves
 	ts := startServer(t, func(o *server.Options) { o.Ring = 256 })
 	const users = 200
 	started := make(chan error, 1)
@@ -200,6 +203,7 @@ func TestLoadClientCampaignOutlastsRun(t *testing.T) {
 }
 
 func TestLoadClientServerShutdownMidRun(t *testing.T) {
+	t.Parallel() // its load is paced by the clock, well under what the server serves
 	ts := startServer(t, nil)
 	time.AfterFunc(1500*time.Millisecond, func() { ts.shutdown() })
 	r, err, took, out := runLoad(t, 30*time.Second, "-server", ts.addr, "-admin", ts.admin, "-users", "1-200",
