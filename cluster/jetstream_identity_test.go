@@ -201,7 +201,7 @@ func exerciseJetStream(t *testing.T, url string, l jsjournal.Layout) {
 
 	// SET 0: gateway 0 claims it, appends a round, and is fenced when it
 	// appends as if it had not.
-	claim, err := c0.Claim(ctx, 0, 0)
+	claim, err := c0.Claim(ctx, 0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func exerciseJetStream(t *testing.T, url string, l jsjournal.Layout) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	c, err := c1.Claim(ctx, 0, 0)
+	c, err := c1.Claim(ctx, 0, 1, 0)
 	if err != nil || c.Epoch != 2 {
 		t.Fatalf("gateway 1 taking SET 0 over: %+v, %v", c, err)
 	}

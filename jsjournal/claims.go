@@ -230,17 +230,20 @@ func (c *Claims) Current(ctx context.Context, set int) (Claim, error) {
 	return c.Get(set), nil
 }
 
-// ErrClaimLost is Claim's error when another gateway appended to the SET
-// first, tries after tries.
-var ErrClaimLost = errors.New("jsjournal: another gateway appended to the SET first")
+// ErrClaimLost is Claim's error when another gateway claimed the SET
+// first, or appended to it first, tries after tries.
+var ErrClaimLost = errors.New("jsjournal: another gateway claimed or appended to the SET first")
 
-// Claim claims set for this gateway: one epoch after its last claim, after
-// its last message as read now, so that the old owner's next append is
-// refused. It returns the claim. If expectLast is non-zero the claim goes
-// only right after that message (a move: the source's last), else it reads
-// the last again when someone appends meanwhile, a few times, then gives up
-// (ErrClaimLost).
-func (c *Claims) Claim(ctx context.Context, set int, expectLast uint64) (Claim, error) {
+// Claim claims set for this gateway from the claim at epoch from — the
+// owner the caller decided to replace (Get's epoch then): at epoch from+1,
+// after the SET's last message as read now, so that the old owner's next
+// append is refused. It returns the claim. Once the SET's last claim is
+// another than from's (someone claimed it meanwhile), it claims nothing
+// (ErrClaimLost): a gateway never takes a SET from an owner it did not
+// judge. If expectLast is non-zero the claim goes only right after that
+// message (a move: the source's last), else it reads the last again when
+// someone appends meanwhile, a few times, then gives up (ErrClaimLost).
+func (c *Claims) Claim(ctx context.Context, set int, from, expectLast uint64) (Claim, error) {
 	s := c.s
 	for try := 0; ; try++ {
 		last := expectLast
@@ -266,10 +269,12 @@ func (c *Claims) Claim(ctx context.Context, set int, expectLast uint64) (Claim, 
 		if err := c.caughtUp(ctx, lc); err != nil {
 			return Claim{}, err
 		}
-		was := c.Get(set)
-		seq, err := s.AppendClaim(ctx, set, was.Epoch+1, last)
+		if was := c.Get(set); was.Epoch != from {
+			return Claim{}, fmt.Errorf("%w: claimed at epoch %d by gateway %d (%s) since epoch %d", ErrClaimLost, was.Epoch, was.Node, was.Name, from)
+		}
+		seq, err := s.AppendClaim(ctx, set, from+1, last)
 		if err == nil {
-			return Claim{Node: s.o.Node, Name: s.o.Gateway, Epoch: was.Epoch + 1, Seq: seq, At: time.Now()}, nil
+			return Claim{Node: s.o.Node, Name: s.o.Gateway, Epoch: from + 1, Seq: seq, At: time.Now()}, nil
 		}
 		if !errors.Is(err, journal.ErrFenced) {
 			return Claim{}, err

@@ -226,7 +226,7 @@ func TestClaimsFollowOwnership(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	c, err := ca.Claim(ctx, 0, 0)
+	c, err := ca.Claim(ctx, 0, 0, 0)
 	if err != nil || c.Epoch != 1 || c.Node != 0 {
 		t.Fatalf("gateway 0 claims SET 0: %+v, %v", c, err)
 	}
@@ -257,11 +257,16 @@ func TestClaimsFollowOwnership(t *testing.T) {
 		t.Fatalf("after the refusals: %+v; want gateway 0's at epoch 1", ca.Get(0))
 	}
 	// Gateway 1 takes it over: epoch 2, after everything there.
-	c, err = cb.Claim(ctx, 0, 0)
+	c, err = cb.Claim(ctx, 0, 1, 0)
 	if err != nil || c.Epoch != 2 || c.Node != 1 {
 		t.Fatalf("gateway 1 takes SET 0 over: %+v, %v", c, err)
 	}
 	wait("gateway 0's watch after the takeover", ca, 0, 1)
+	// A claim from the owner gateway 1 replaced, made as if it had not —
+	// two survivors that judged the same owner dead: it takes nothing.
+	if c, err := ca.Claim(ctx, 0, 1, 0); !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("a claim from epoch 1 after gateway 1's at epoch 2: %+v, %v; want ErrClaimLost", c, err)
+	}
 	if ca.Former(0) != 0 {
 		t.Fatalf("SET 0's former owner %d; want 0", ca.Former(0))
 	}
@@ -270,10 +275,10 @@ func TestClaimsFollowOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the release", ca, 0, -1)
-	if _, err := ca.Claim(ctx, 0, c.Seq); !errors.Is(err, ErrClaimLost) {
+	if _, err := ca.Claim(ctx, 0, 2, c.Seq); !errors.Is(err, ErrClaimLost) {
 		t.Fatalf("a claim expecting a message before the release: %v; want ErrClaimLost", err)
 	}
-	if c, err := ca.Claim(ctx, 0, 0); err != nil || c.Epoch != 3 {
+	if c, err := ca.Claim(ctx, 0, 2, 0); err != nil || c.Epoch != 3 {
 		t.Fatalf("gateway 0 claims it again: %+v, %v; want epoch 3", c, err)
 	}
 }

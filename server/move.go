@@ -514,7 +514,7 @@ func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 		return res, fmt.Errorf("SET %d's last claim is gateway %d's, not the source %d's", set, was.Node, from)
 	}
 	// The claim goes right after the source's last message, or not at all.
-	c, err := r.owners.Claim(ctx, set, last)
+	c, err := r.owners.Claim(ctx, set, was.Epoch, last)
 	if err != nil {
 		return res, err
 	}

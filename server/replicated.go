@@ -431,8 +431,9 @@ func (r *replicated) take(set int) error {
 		}
 	}
 	// The claim is appended after the SET's last message, which fences the
-	// old owner: its next append is refused.
-	c, err := r.owners.Claim(ctx, set, 0)
+	// old owner: its next append is refused. It supersedes was only: a SET
+	// another survivor claimed meanwhile is not taken from it.
+	c, err := r.owners.Claim(ctx, set, was.Epoch, 0)
 	if errors.Is(err, jsjournal.ErrClaimLost) {
 		r.claimsLost.Add(1)
 		return nil

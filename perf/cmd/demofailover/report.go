@@ -125,7 +125,11 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 	p("from its newest snapshot as a claimant does; messages that are not the owner's rounds (another gateway's after a claim, or unfenced): %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))
 	at := &harness.Table{Right: true, Head: []string{"SET", "owner", "epoch", "claims", "messages", "dropped", "replayed", "dropped"}}
 	for _, a := range res.Audit {
-		at.Add(fmt.Sprint(a.Set), a.Name, fmt.Sprint(a.Epoch), fmt.Sprint(a.Claims), fmt.Sprint(a.Messages), fmt.Sprint(a.Dropped),
+		owner := a.Name
+		if a.Owner < 0 {
+			owner = "none" // released: every gateway hands its SETs back at its stop
+		}
+		at.Add(fmt.Sprint(a.Set), owner, fmt.Sprint(a.Epoch), fmt.Sprint(a.Claims), fmt.Sprint(a.Messages), fmt.Sprint(a.Dropped),
 			fmt.Sprint(a.Replayed), fmt.Sprint(a.ReplayedDropped)+" "+a.Err)
 	}
 	b.WriteString(at.Text())
