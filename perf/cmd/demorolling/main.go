@@ -55,12 +55,13 @@ SETs to the others, then exits 0) and started again on its ports, taking its sha
 gateway joins and takes its share; gateway 0 leaves for good. Per step: each SET moved, its pause
 (the old owner refusing to the new one serving) and the move's whole time; the SHAKE p99 of the
 step's seconds against the lead's; SHAKEs answered "overloaded" (retry) and requests in flight at
-ERROR 9 (not carried out); /cluster/stats money before and after. At the end the load client's
-strict reconciliation and the cluster's ledger invariants. Bounded by ramp + lead + steps × slot
+ERROR 9 (not carried out; OPENs among them sent again, for they may have drawn a share);
+/cluster/stats money before and after. At the end the load client's strict reconciliation and
+the cluster's ledger invariants. Bounded by ramp + lead + steps × slot
 + 4 minutes.
 
-Exit status: 0 when everything passed, 1 when a request was lost, a fen missing or a gateway did
-not stop cleanly, 2 for a bad command line.
+Exit status: 0 when everything passed, 1 when a SHAKE, SEND or CHAT was lost, an OPEN left
+without its answer, a fen missing or a gateway did not stop cleanly, 2 for a bad command line.
 `)
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
