@@ -173,7 +173,11 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 			f.problem("%v", err)
 		}
 		x.r.Step(fmt.Sprintf("fault: gateway %d stopped past its lease", f.node), fmt.Sprintf("kill -STOP %d; sleep %g; kill -CONT %d", srv.PID, cfg.stopFor.Seconds(), srv.PID))
-		srv.Signal(syscall.SIGSTOP)
+		// The witnesses' SHAKEs go once every thread is stopped: sent
+		// earlier, the gateway could still carry them out before it stops.
+		if err := srv.Pause(time.Second); err != nil {
+			f.problem("%v", err)
+		}
 		if wit != nil {
 			wit.send()
 		}

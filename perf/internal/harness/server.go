@@ -219,6 +219,46 @@ func (s *Server) Stop(timeout time.Duration) (code int, err error) {
 // Signal sends sig to the process (SIGSTOP, SIGCONT: a stalled machine).
 func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }
 
+// Pause stops the process (SIGSTOP) and returns once every one of its
+// threads is stopped, within timeout: kill(2) returns before they are, and
+// a thread busy on a loaded machine runs on for a while.
+func (s *Server) Pause(timeout time.Duration) error {
+	if err := s.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Millisecond) {
+		running, err := runningThreads(s.PID)
+		if err == nil && running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d: %d threads not stopped %v after SIGSTOP (%v)", s.PID, running, timeout, err)
+		}
+	}
+}
+
+// runningThreads counts pid's threads not stopped (state T in
+// /proc/<pid>/task/<tid>/stat).
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		// pid (comm) state …: comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			running++
+		}
+	}
+	return running, nil
+}
+
 // Wait waits up to timeout for the process to exit by itself and returns
 // its exit code (-1: killed by a signal); ok is false if it still runs.
 func (s *Server) Wait(timeout time.Duration) (code int, ok bool) {
