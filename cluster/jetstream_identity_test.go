@@ -57,7 +57,7 @@ type jsGateway struct {
 
 func dialJetStream(t *testing.T, url string, node int) *jsGateway {
 	t.Helper()
-	nc, err := ConnectJetStream(url, "hongbao", node, gatewayAuth(node), time.Second)
+	nc, err := ConnectJetStream(url, "hongbao", node, gatewayAuth(node), time.Minute) // its permissions, not its liveness
 	if err != nil {
 		t.Fatal(err)
 	}

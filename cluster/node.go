@@ -693,13 +693,16 @@ const BeatEvery = beatEvery
 
 // PingInterval is how often a gateway's NATS connections ping their server
 // where a gateway unheard for lease counts as gone: MaxPingsOut of them
-// unanswered, and the connection is taken for dead and dialled again, well
-// within the lease — nats.go's default, 2 minutes, would leave a silent
+// unanswered, and the connection is taken for dead and dialled again within
+// about a lease — nats.go's default, 2 minutes, would leave a silent
 // connection (its peer gone, its packets dropped) unnoticed for minutes.
-func PingInterval(lease time.Duration) time.Duration { return max(lease/6, 50*time.Millisecond) }
+// Not faster: a connection busy with a snapshot's megabytes on a loaded
+// machine answers pings late, and one dropped for it fails what was in
+// flight.
+func PingInterval(lease time.Duration) time.Duration { return max(lease/4, 100*time.Millisecond) }
 
 // MaxPingsOut is how many pings may go unanswered (PingInterval).
-const MaxPingsOut = 2
+const MaxPingsOut = 3
 
 // Options returns the node's options.
 func (n *Node) Options() Options { return n.o }
