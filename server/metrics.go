@@ -407,7 +407,7 @@ func (r *replicated) writeMetrics(e exposition) {
 		v          *atomic.Uint64
 	}{
 		{"takeovers", "SETs this gateway claimed and then served: at its start, or taken over from a gateway whose lease lapsed.", &r.takeovers},
-		{"claims_lost", "Claims of a SET another gateway made first (its message came after the last this gateway read): that gateway serves it.", &r.claimsLost},
+		{"claims_lost", "Claims of a SET another gateway made first (its claim, or a message, came after the last this gateway read): that gateway serves it.", &r.claimsLost},
 		{"claims_deferred", "Claims of a SET not made because its owner, unheard for -lease, had appended to its journal within it: alive, its heartbeats late.", &r.deferred},
 		{"claim_failures", "Claims that did not get to serving: once the SET was claimed and being loaded, this gateway stops (exit status 3).", &r.takeFailures},
 		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
