@@ -1,9 +1,11 @@
 // Package cluster makes several gateways (server processes) one service
-// over NATS: gateway I of N runs the SETs s with s mod N == I out of the
-// cluster's -sets — or, with the journal on JetStream, the SETs whose last
-// claim is its (jsjournal.Claims; owners.go decides which to claim, follow
-// and hand over) — and every event for a SET run elsewhere crosses to its
-// gateway (docs/PROTOCOL.md, Clusters). It does not handle the business: it
+// over NATS: with the journal on files, gateway I of N runs the SETs s with
+// s mod N == I out of the cluster's -sets; with the journal on JetStream,
+// the SETs whose last claim is its (jsjournal.Claims; package placement
+// decides which to claim, follow and hand over, and holds each SET's state
+// on the gateway). Every event for a SET run elsewhere crosses to its
+// gateway (docs/PROTOCOL.md, Clusters); cluster keeps the crossings, the
+// membership and the gateways' identities. It does not handle the business: it
 // carries events between gateways, and the SETs' stages on either side apply
 // them; it holds no money.
 //

@@ -184,10 +184,12 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	m := struct {
 		cluster.Map
-		Moves []MoveStatus `json:"moves,omitempty"` // -journal jetstream: the moves of this gateway's SETs in flight, both ways
+		Moves     []MoveStatus `json:"moves,omitempty"`     // -journal jetstream: the moves of this gateway's SETs in flight, both ways
+		Placement []SetStatus  `json:"placement,omitempty"` // -journal jetstream: every SET's state on this gateway
 	}{Map: s.node.Map()}
 	if s.repl != nil {
 		m.Moves = s.repl.moveStatuses()
+		m.Placement = s.repl.setStatuses()
 	}
 	writeJSON(w, http.StatusOK, m)
 }

@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"hongbao/placement"
+)
 
 // LeaveCluster closes the gateway's NATS connection and links, as its
 // shutdown does before the admin API stops: GET /cluster/stats then answers
@@ -28,7 +32,7 @@ func SetSwitchHook(f func(point string)) {
 }
 
 // SetRebalance sets -rebalance of a running gateway.
-func (s *Server) SetRebalance(d time.Duration) { s.repl.rebalanceEvery.Store(int64(d)) }
+func (s *Server) SetRebalance(d time.Duration) { s.repl.step(placement.Rebalance{Every: d}) }
 
 // SetCoreNATS makes a gateway's crossings and heartbeats go to NATS at url
 // while its journal goes to -nats: a proxy in between can cut the one

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"hongbao/cluster"
+	"hongbao/placement"
 )
 
 // A gateway of replicated SETs (-journal jetstream) is current while it
@@ -182,16 +183,13 @@ func (r *replicated) fence(why string) {
 func (r *replicated) unfence() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for set := range r.active {
-		if !r.active[set].Load() {
-			continue
-		}
+	for set, st := range r.telling() {
 		c, err := r.owners.Current(ctx, set)
 		if err != nil {
 			return // JetStream not back yet: the next heartbeat tries again
 		}
-		if c.Node != r.node || c.Epoch != r.epoch[set].Load() {
-			r.lose(set, fmt.Sprintf("while this gateway was cut off from NATS, gateway %d (%s) claimed it at epoch %d", c.Node, c.Name, c.Epoch))
+		if c.Node != r.node || c.Epoch != st.Epoch {
+			r.step(placement.Refused{Set: set, Why: fmt.Sprintf("while this gateway was cut off from NATS, gateway %d (%s) claimed it at epoch %d", c.Node, c.Name, c.Epoch)})
 			return
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"hongbao/journal"
 	"hongbao/jsjournal"
 	"hongbao/ledger"
+	"hongbao/placement"
 	"hongbao/proto"
 )
 
@@ -422,17 +423,13 @@ func (r *replicated) writeMetrics(e exposition) {
 	fmt.Fprintf(e.w, "hongbao_cluster_takeover_seconds %g\n", float64(r.takeoverNs.Load())/1e9)
 	e.family("hongbao_cluster_move_pause_seconds", "gauge", "The last move out of this gateway's pause: from refusing the SET's requests to the other gateway serving it.")
 	fmt.Fprintf(e.w, "hongbao_cluster_move_pause_seconds %g\n", float64(r.movePauseNs.Load())/1e9)
-	r.mu.Lock()
-	out, in := len(r.moving), len(r.incoming)
-	r.mu.Unlock()
+	r.pmu.Lock()
+	out, in, standbys, leaving := r.pm.Count(placement.MovingOut), r.pm.Count(placement.MovingIn), r.pm.Count(placement.Standby), r.pm.Leaving()
+	r.pmu.Unlock()
 	e.gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(out))
 	e.gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(in))
-	e.gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(r.standbys()))
-	leaving := int64(0)
-	if r.leaving.Load() {
-		leaving = 1
-	}
-	e.gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", leaving)
+	e.gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(standbys))
+	e.gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", b2i(leaving))
 	lost := int64(0)
 	if r.lostReason() != "" {
 		lost = 1
@@ -455,4 +452,12 @@ func (r *replicated) writeMetrics(e exposition) {
 	for k, name := range jsjournal.RefusedNames {
 		e.sample(`hongbao_journal_refused_total{kind="`+name+`"}`, r.store.Refused(k))
 	}
+}
+
+// b2i is 1 for true, 0 for false: a gauge of a condition.
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/cluster"
 	"hongbao/event"
 	"hongbao/jsjournal"
 	"hongbao/ledger"
+	"hongbao/placement"
 	"hongbao/proto"
 )
 
@@ -48,7 +48,7 @@ import (
 
 // Errors of a move.
 var (
-	errMoveBusy      = errors.New("a move of this gateway's is under way: one at a time")
+	errMoveBusy      = placement.ErrMoveBusy
 	errNotReplicated = errors.New("SETs move only between gateways whose journal is on JetStream (-journal jetstream)")
 	errNoTaker       = errors.New("no other gateway takes SETs now")
 )
@@ -83,21 +83,6 @@ type MoveStatus struct {
 	SinceMs float64 `json:"since_ms"`
 }
 
-// moveOut is a move out of this gateway in flight.
-type moveOut struct {
-	to    string
-	phase string
-	start time.Time
-}
-
-// moveIn is a SET this gateway follows to take it over.
-type moveIn struct {
-	from      int
-	f         *jsjournal.Follower
-	start     time.Time
-	switching bool // its switch is under way: it is this gateway's to finish
-}
-
 // moveOp is what the gateways of a move tell each other, signed with the
 // admin token as campaign ops are (moving SETs takes the admin's
 // authority, not a NATS user's alone).
@@ -124,9 +109,6 @@ var testSwitchHook atomic.Pointer[func(point string)]
 const (
 	prepareWait = time.Minute
 	switchWait  = 5 * time.Second
-	// followIdle: a follow prepared and never switched (its source gone)
-	// is dropped after this.
-	followIdle = 2 * time.Minute
 )
 
 // ask sends op to gateway node and decodes its answer.
@@ -222,38 +204,27 @@ func moveStatus(err error) int {
 // with the error that kept it from it.
 func (r *replicated) moveOut(ctx context.Context, set int, to string) (MoveResult, error) {
 	res := MoveResult{Set: set, From: r.name, To: to}
-	if !r.moveMu.TryLock() {
-		return res, errMoveBusy
-	}
-	defer r.moveMu.Unlock()
-	if !r.active[set].Load() {
-		return res, badMove(409, "SET %d does not run on this gateway (%s)", set, r.name)
-	}
 	node, ok := r.s.node.NodeNamed(to)
-	switch {
-	case !ok:
-		return res, badMove(404, "no gateway named %q is up", to)
-	case node == r.node:
-		return res, badMove(409, "SET %d already runs on %s", set, to)
-	}
-	if !slices.Contains(r.s.node.Takers(), node) {
-		return res, badMove(409, "gateway %s takes no SETs now (leaving, or not ready)", to)
+	if !ok {
+		node = -1
 	}
 	start := time.Now()
-	mo := &moveOut{to: to, phase: "preparing", start: start}
-	r.mu.Lock()
-	r.moving[set] = mo
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.moving, set)
-		r.mu.Unlock()
-	}()
-	phase := func(p string) {
-		r.mu.Lock()
-		mo.phase = p
-		r.mu.Unlock()
+	err := r.step(placement.MoveOut{Set: set, To: node, ToName: to, Taker: slices.Contains(r.s.node.Takers(), node), Now: start})
+	switch {
+	case err == nil:
+	case errors.Is(err, placement.ErrMoveBusy):
+		return res, errMoveBusy
+	case errors.Is(err, placement.ErrNotHere):
+		return res, badMove(409, "SET %d does not run on this gateway (%s)", set, r.name)
+	case errors.Is(err, placement.ErrNoGateway):
+		return res, badMove(404, "no gateway named %q is up", to)
+	case errors.Is(err, placement.ErrThere):
+		return res, badMove(409, "SET %d already runs on %s", set, to)
+	default:
+		return res, badMove(409, "gateway %s takes no SETs now (leaving, or not ready)", to)
 	}
+	defer r.step(placement.MoveEnded{Set: set})
+	phase := func(p placement.Phase) { r.step(placement.MovePhase{Set: set, Phase: p}) }
 	fail := func(err error) (MoveResult, error) {
 		r.moveFailures.Add(1)
 		r.s.log.Warn("moving a SET failed", "set", set, "to", to, "err", err)
@@ -261,7 +232,7 @@ func (r *replicated) moveOut(ctx context.Context, set int, to string) (MoveResul
 	}
 
 	pctx, cancel := context.WithTimeout(ctx, prepareWait)
-	_, err := r.s.askMove(pctx, node, moveOp{Op: "prepare", Set: set})
+	_, err = r.s.askMove(pctx, node, moveOp{Op: "prepare", Set: set})
 	cancel()
 	if err != nil {
 		r.s.askMove(context.Background(), node, moveOp{Op: "abort", Set: set}) //nolint: best effort; its follow times out otherwise
@@ -269,23 +240,21 @@ func (r *replicated) moveOut(ctx context.Context, set int, to string) (MoveResul
 	}
 	cut := time.Now()
 	res.PrepareMs = ms(cut.Sub(start))
-	phase("cutting")
+	phase(placement.Cutting)
 	last, err := r.cut(set)
 	res.LastSeq = last
 	if err != nil {
 		// Its state may hold what never became durable: it is taken again
 		// from JetStream (the record still names this gateway).
 		r.s.askMove(context.Background(), node, moveOp{Op: "abort", Set: set})
-		r.renewLater(set)
 		return fail(fmt.Errorf("cutting SET %d: %w", set, err))
 	}
 	switched := time.Now()
 	res.CutMs = ms(switched.Sub(cut))
-	phase("switching")
+	phase(placement.Switching)
 	sctx, cancel := context.WithTimeout(ctx, switchWait)
 	a, err := r.s.askMove(sctx, node, moveOp{Op: "switch", Set: set, Last: last})
 	cancel()
-	r.renewLater(set)
 	if err != nil {
 		// The record names the target if it got that far (then it serves,
 		// or releases it, or its lease ends), else this gateway, which
@@ -335,7 +304,7 @@ func (r *replicated) cut(set int) (uint64, error) {
 			break
 		}
 	}
-	r.active[set].Store(false) // the record changes next: no loss
+	r.step(placement.Cut{Set: set}) // the record changes next: no loss
 	s.bus.Route(set, event.NewNowhere(rg.Size()), true)
 	if err := rg.Close(); err != nil { // every event it took, applied and journaled
 		return 0, err
@@ -350,65 +319,62 @@ func (r *replicated) cut(set int) (uint64, error) {
 	return last, nil
 }
 
-// renewLater marks set's state object for renewal before it loads again:
-// it ran, loaded or followed here.
-func (r *replicated) renewLater(set int) {
-	r.mu.Lock()
-	r.used[set] = true
-	r.mu.Unlock()
-}
-
 // blank makes set's state object blank for a load: renewed if it ran,
-// loaded or followed here before, and marked as used.
+// loaded or followed here before (the placement says).
 func (r *replicated) blank(set int) error {
-	r.mu.Lock()
-	used := r.used[set]
-	r.used[set] = true
-	r.mu.Unlock()
-	if !used {
-		return nil
+	rd, _ := r.stepReady(placement.Blank{Set: set})
+	for _, set := range rd.Renew {
+		if err := r.s.renewSET(set); err != nil {
+			return err
+		}
 	}
-	return r.s.renewSET(set)
+	return nil
 }
 
 // prepareIn follows SET set, run by gateway from, until it has caught up.
 func (r *replicated) prepareIn(set, from int) error {
-	if r.active[set].Load() {
-		return fmt.Errorf("SET %d runs here already", set)
+	if err := r.step(placement.PrepareIn{Set: set, From: from, Owner: r.owners.Of(set), Now: time.Now()}); err != nil {
+		return err
 	}
-	if o := r.owners.Of(set); o != from {
-		return fmt.Errorf("SET %d's record names gateway %d, not the source %d", set, o, from)
+	if err := r.follow(set); err != nil {
+		r.step(placement.InEnded{Set: set})
+		return err
 	}
+	return nil
+}
+
+// caughtUpIn hands f, caught up with set's source, to the move in: an
+// error if the move was given up meanwhile (f is then stopped).
+func (r *replicated) caughtUpIn(set int, f *jsjournal.Follower) error {
 	r.mu.Lock()
-	if r.incoming[set] != nil {
-		r.mu.Unlock()
-		return fmt.Errorf("SET %d is being taken over here already", set)
+	err := r.stepOnly(placement.CaughtUp{Set: set})
+	if err == nil {
+		r.incoming[set] = f
 	}
-	in := &moveIn{from: from, start: time.Now()}
-	r.incoming[set] = in
 	r.mu.Unlock()
-	err := r.follow(set, in)
 	if err != nil {
-		r.mu.Lock()
-		delete(r.incoming, set)
-		r.mu.Unlock()
+		f.Stop()
 	}
+	return err
+}
+
+// stepOnly steps an event whose answer asks nothing of the driver
+// (CaughtUp, SwitchIn), under the caller's mu.
+func (r *replicated) stepOnly(ev placement.Event) error {
+	_, err := r.stepReady(ev)
 	return err
 }
 
 // follow loads set and follows its records into in, caught up with the
 // subject's last message when it returns.
-func (r *replicated) follow(set int, in *moveIn) error {
+func (r *replicated) follow(set int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), prepareWait)
 	defer cancel()
 	if f := r.takeStandby(set); f != nil {
 		// Its standby follows it already: caught up, it is the move's.
 		err := r.caughtUp(ctx, set, f)
 		if err == nil {
-			r.mu.Lock()
-			in.f = f
-			r.mu.Unlock()
-			return nil
+			return r.caughtUpIn(set, f)
 		}
 		f.Stop()
 		r.s.log.Info("following a SET: its standby did not catch up; loading it again", "set", set, "err", err)
@@ -419,10 +385,7 @@ func (r *replicated) follow(set int, in *moveIn) error {
 		}
 		f, err := r.followOnce(ctx, set)
 		if err == nil {
-			r.mu.Lock()
-			in.f = f
-			r.mu.Unlock()
-			return nil
+			return r.caughtUpIn(set, f)
 		}
 		// A snapshot put while it caught up purged records it had not
 		// read (ErrGap), or JetStream was slow: start again from the newest
@@ -462,21 +425,9 @@ func (r *replicated) caughtUp(ctx context.Context, set int, f *jsjournal.Followe
 	return f.WaitApplied(ctx, last.Seq)
 }
 
-// abortIn drops a follow of set, if any and not switching.
+// abortIn drops a move in of set, if any and not switching.
 func (r *replicated) abortIn(set int, why string) {
-	r.mu.Lock()
-	in := r.incoming[set]
-	if in == nil || in.switching {
-		r.mu.Unlock()
-		return
-	}
-	delete(r.incoming, set)
-	r.mu.Unlock()
-	if in.f == nil {
-		return
-	}
-	in.f.Stop()
-	r.s.log.Info("following a SET dropped", "set", set, "why", why)
+	r.step(placement.AbortIn{Set: set, Why: why})
 }
 
 // switchIn takes set over from gateway from, whose last message of the SET
@@ -485,24 +436,20 @@ func (r *replicated) abortIn(set int, why string) {
 func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 	res := MoveResult{Set: set, To: r.name, LastSeq: last}
 	r.mu.Lock()
-	in := r.incoming[set]
-	ok := in != nil && in.f != nil && in.from == from && !in.switching
-	if ok {
-		in.switching = true // kept in incoming until served: the claims loop leaves it be
+	err := r.stepOnly(placement.SwitchIn{Set: set, From: from})
+	f := r.incoming[set]
+	if err == nil {
+		delete(r.incoming, set) // the switch's: the claims leave it be
 	}
 	r.mu.Unlock()
-	if !ok {
+	if err != nil {
 		return res, fmt.Errorf("SET %d is not followed here for gateway %d", set, from)
 	}
-	defer func() {
-		r.mu.Lock()
-		delete(r.incoming, set)
-		r.mu.Unlock()
-	}()
+	defer r.step(placement.InEnded{Set: set})
 	ctx, cancel := context.WithTimeout(context.Background(), switchWait)
 	defer cancel()
-	err := in.f.WaitApplied(ctx, last)
-	rep, serr := in.f.Stop()
+	err = f.WaitApplied(ctx, last)
+	rep, serr := f.Stop()
 	if err = errors.Join(err, serr); err != nil {
 		return res, err
 	}
@@ -528,15 +475,15 @@ func (r *replicated) switchIn(set, from int, last uint64) (MoveResult, error) {
 		// The claim names this gateway, which cannot serve the SET: hand
 		// it back, for the others (its source first) to take.
 		if rerr := r.owners.Release(ctx, set, c.Epoch, seq); rerr != nil {
-			r.active[set].Store(true) // so that lose stops this gateway: the claim names it
-			r.lose(set, fmt.Sprintf("taking SET %d over failed (%v), and handing it back too (%v)", set, err, rerr))
+			r.step(placement.Failed{Set: set, Why: fmt.Sprintf("taking SET %d over failed (%v), and handing it back too (%v)", set, err, rerr)})
 		}
 		return res, err
 	}
 	res.ClaimSeq = seq
 	r.takeovers.Add(1)
+	st := r.state(set)
 	r.s.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "moved", true, "claim_seq", seq,
-		"records_followed", rep.Records, "followed_for", time.Since(in.start).Round(time.Millisecond))
+		"records_followed", rep.Records, "followed_for", time.Since(st.Since).Round(time.Millisecond))
 	return res, nil
 }
 
@@ -555,87 +502,81 @@ func (r *replicated) serve(set int, seq uint64) error {
 	if err := st.Transport().Start(); err != nil {
 		return err
 	}
-	r.active[set].Store(true)
+	r.step(placement.Served{Set: set})
 	r.s.bus.Route(set, st.Transport(), false)
 	return nil
 }
 
-// dropStaleFollows drops the follows prepared and never switched within
-// followIdle, and those whose SET's record names neither their source nor
-// this gateway any more.
-func (r *replicated) dropStaleFollows() {
-	r.mu.Lock()
-	var stale []int
-	for set, in := range r.incoming {
-		if o := r.owners.Of(set); in.f != nil && !in.switching && (time.Since(in.start) > followIdle || o != in.from && o != r.node) {
-			stale = append(stale, set)
-		}
-	}
-	r.mu.Unlock()
-	for _, set := range stale {
-		r.abortIn(set, "its source did not hand it over")
-	}
-}
-
 // moveStatuses are the moves in flight on this gateway, both ways.
 func (r *replicated) moveStatuses() []MoveStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.pmu.Lock()
+	sets := r.pm.Sets()
+	r.pmu.Unlock()
 	out := []MoveStatus{}
-	for set, mo := range r.moving {
-		out = append(out, MoveStatus{Set: set, From: r.name, To: mo.to, Phase: mo.phase, SinceMs: ms(time.Since(mo.start))})
-	}
-	for set, in := range r.incoming {
-		c := r.owners.Get(set)
-		out = append(out, MoveStatus{Set: set, From: c.Name, To: r.name, Phase: "following", SinceMs: ms(time.Since(in.start))})
+	for set, st := range sets {
+		switch st.Role {
+		case placement.MovingOut:
+			out = append(out, MoveStatus{Set: set, From: r.name, To: st.PeerName, Phase: st.Phase.String(), SinceMs: ms(time.Since(st.Since))})
+		case placement.MovingIn:
+			out = append(out, MoveStatus{Set: set, From: r.owners.Get(set).Name, To: r.name, Phase: "following", SinceMs: ms(time.Since(st.Since))})
+		}
 	}
 	return out
 }
 
-// switchingIn reports whether set is being switched to this gateway by a
-// move: its record may name it already, its ring not yet run.
-func (r *replicated) switchingIn(set int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	in := r.incoming[set]
-	return in != nil && in.switching
+// SetStatus is a SET's state on this gateway (package placement), in GET
+// /cluster.
+type SetStatus struct {
+	Set   int    `json:"set"`
+	Role  string `json:"role"`            // away, standby, taking, serving, moving_out, moving_in
+	Phase string `json:"phase,omitempty"` // within the role: starting, following, loading, preparing, cutting, switching
+	// Owner and OwnerNode are the gateway of the SET's last claim heard
+	// ("" and -1: none yet), Epoch the claim's.
+	Owner     string `json:"owner"`
+	OwnerNode int    `json:"owner_node"`
+	Epoch     uint64 `json:"epoch"`
+	// Tells: this gateway tells the SET's money now.
+	Tells   bool    `json:"tells"`
+	SinceMs float64 `json:"since_ms,omitempty"` // in its role, but away
+}
+
+// setStatuses are every SET's state on this gateway.
+func (r *replicated) setStatuses() []SetStatus {
+	r.pmu.Lock()
+	sets := r.pm.Sets()
+	lost := r.pm.Lost() != nil
+	r.pmu.Unlock()
+	out := make([]SetStatus, len(sets))
+	for set, st := range sets {
+		out[set] = SetStatus{Set: set, Role: st.Role.String(), Phase: st.Phase.String(), Owner: st.Owner.Name, OwnerNode: st.Owner.Node,
+			Epoch: st.Owner.Epoch, Tells: st.Tells() && !lost}
+		if st.Role != placement.Away && !st.Since.IsZero() {
+			out[set].SinceMs = ms(time.Since(st.Since))
+		}
+	}
+	return out
 }
 
 // isMoving reports whether set is being handed over from here.
 func (r *replicated) isMoving(set int) bool {
-	if r == nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.moving[set] != nil
+	return r != nil && r.state(set).Role == placement.MovingOut
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// rebalance hands one SET to a gateway that runs fewer than its share, at
-// most every -rebalance, on a goroutine of its own (a move at a time): a
-// gateway that joins takes its share from the others this way. owner is
-// each SET's owner of the moment.
-func (r *replicated) rebalance(owner []int) {
-	every := time.Duration(r.rebalanceEvery.Load())
-	if every < 0 || r.leaving.Load() || time.Since(r.lastMove) < every {
-		return
-	}
-	set, to, ok := cluster.NextMove(owner, r.s.node.Takers(), r.node)
-	if !ok || !r.active[set].Load() {
-		return
-	}
-	name := r.s.node.NameOf(to)
+// rebalance hands a SET the placement chose to a gateway that runs fewer
+// than its share, on a goroutine of its own: a gateway that joins takes its
+// share from the others this way.
+func (r *replicated) rebalance(mv placement.Move) {
+	name := r.s.node.NameOf(mv.To)
 	if name == "" {
 		return
 	}
-	r.lastMove = time.Now()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
 		defer cancel()
-		if _, err := r.moveOut(ctx, set, name); err == nil {
-			r.s.log.Info("rebalanced: a SET handed to a gateway that ran fewer than its share", "set", set, "to", name)
+		if _, err := r.moveOut(ctx, mv.Set, name); err == nil {
+			r.s.log.Info("rebalanced: a SET handed to a gateway that ran fewer than its share", "set", mv.Set, "to", name)
 		}
 	}()
 }
@@ -666,7 +607,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 	var res MoveResult
 	status := http.StatusOK
 	switch owner := s.repl.owners.Of(set); {
-	case s.repl.active[set].Load():
+	case s.repl.state(set).Tells():
 		res, err = s.repl.moveOut(ctx, set, to)
 		status = moveStatus(err)
 	case owner < 0:
@@ -730,7 +671,7 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 func (s *Server) LeaveRequested() <-chan struct{} { return s.leave }
 
 // handOut moves this gateway's SETs out one at a time: every one when
-// leaving, else those beyond its share (cluster.NextMove). It returns the
+// leaving, else those beyond its share (placement.NextMove). It returns the
 // moves made, and the first error once a move failed twice in a row or
 // ctx ended with SETs left to move.
 func (r *replicated) handOut(ctx context.Context, leaving bool) ([]MoveResult, error) {
@@ -741,13 +682,14 @@ func (r *replicated) handOut(ctx context.Context, leaving bool) ([]MoveResult, e
 		if ctx.Err() != nil {
 			return done, errors.Join(ctx.Err(), lastErr)
 		}
+		telling := r.telling()
 		for set := range owner {
 			owner[set] = r.owners.Of(set)
-			if r.active[set].Load() {
+			if _, ok := telling[set]; ok {
 				owner[set] = r.node
 			}
 		}
-		set, to, ok := cluster.NextMove(owner, r.s.node.Takers(), r.node)
+		set, to, ok := placement.NextMove(owner, r.s.node.Takers(), r.node)
 		if !ok {
 			if leaving && r.running() > 0 {
 				return done, errNoTaker
@@ -778,7 +720,7 @@ func (r *replicated) drain(ctx context.Context) {
 		r.s.log.Warn("leaving while cut off from NATS: no SET can be handed over; the others claim them once this gateway's lease lapses", "sets", r.running())
 		return
 	}
-	r.leaving.Store(true)
+	r.step(placement.Leave{})
 	r.s.node.SetLeaving(true)
 	start := time.Now()
 	moves, err := r.handOut(ctx, true)

@@ -130,6 +130,11 @@ func TestReplicatedMove(t *testing.T) {
 	if m := runs(t, a); len(m[0]) != 1 || m[0][0] != 1 || len(m[1]) != 1 || m[1][0] != 0 {
 		t.Fatalf("SETs by gateway after the move %v; want SET 0 at gateway 1", m)
 	}
+	// Each gateway's state of SET 0, one value in GET /cluster.
+	waitFor(t, "GET /cluster to show SET 0 served at gateway 1 and told there only", func() bool {
+		pa, pb := placementOf(t, a)[0], placementOf(t, b)[0]
+		return pb.Role == "serving" && pb.Tells && pb.Owner == "gw1" && pb.Epoch == 2 && !pa.Tells && pa.Role != "serving" && pa.OwnerNode == 1
+	})
 	// Back, asked at the gateway that does not run it: its owner moves it.
 	move(a, "gw0", 3)
 	moneyFrom(a.addr, "SET 0's users to get money at gateway 0 again")
@@ -342,4 +347,17 @@ func TestReplicatedMoveOwnerDead(t *testing.T) {
 	waitFor(t, "the dead owner's SET to fail over", func() bool {
 		return metric(t, gws[1], "hongbao_cluster_sets_running")+metric(t, gws[2], "hongbao_cluster_sets_running") == sets
 	})
+}
+
+// placementOf is every SET's state on gateway g, by GET /cluster.
+func placementOf(t *testing.T, g *testServer) []server.SetStatus {
+	t.Helper()
+	code, body := g.do("GET", "/cluster", "")
+	var m struct {
+		Placement []server.SetStatus `json:"placement"`
+	}
+	if code != 200 || json.Unmarshal(body, &m) != nil {
+		t.Fatalf("GET /cluster: %d %s", code, body)
+	}
+	return m.Placement
 }

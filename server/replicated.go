@@ -15,6 +15,7 @@ import (
 	"hongbao/event"
 	"hongbao/journal"
 	"hongbao/jsjournal"
+	"hongbao/placement"
 	"hongbao/proto"
 	"hongbao/set"
 	"hongbao/stages"
@@ -42,10 +43,6 @@ const ExitLost = 3
 const (
 	// jsPrefix names the replicated SETs' stream and buckets in JetStream.
 	jsPrefix = jsjournal.DefaultPrefix
-	// joinClaimWait: a gateway started with the others claims only once it
-	// has heard them for this long, so that the first does not take every
-	// SET.
-	joinClaimWait = time.Second
 )
 
 // replicated is a gateway's part in the replicated SETs.
@@ -69,10 +66,13 @@ type replicated struct {
 	stalls    atomic.Uint64
 	watchDone chan struct{}
 
-	routed   atomic.Bool   // the bus exists: ownership changes reroute it
-	active   []atomic.Bool // per SET: claimed, loaded and running here
-	epoch    []atomic.Uint64
-	claimSeq []atomic.Uint64 // per SET: this gateway's claim of it, which its snapshots name
+	routed atomic.Bool // the bus exists: ownership changes reroute it
+
+	// The SETs' placement on this gateway (package placement), stepped
+	// under pmu by the claims' ticks, the claims heard, the journal, the
+	// moves and the standbys; what it answers is carried out outside pmu.
+	pmu sync.Mutex
+	pm  *placement.Machine
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed once this gateway lost a SET it ran
@@ -93,28 +93,17 @@ type replicated struct {
 	takeFailures atomic.Uint64 // claims that did not get to serving
 	released     atomic.Uint64 // SETs handed back at a graceful stop
 
-	// Moves (move.go): one out at a time (moveMu); the SETs being handed
-	// out and followed in, and those whose state object ran, loaded or
-	// followed here (used), under mu.
-	moveMu       sync.Mutex
+	// The follows of SETs under mu: standbys (standby.go) and moves in
+	// (move.go) once caught up. Their state is the machine's; these are
+	// the Followers it cannot hold.
 	mu           sync.Mutex
-	moving       map[int]*moveOut
-	incoming     map[int]*moveIn
-	used         []bool
+	standby      map[int]*standby
+	incoming     map[int]*jsjournal.Follower
 	moves        atomic.Uint64 // SETs handed to another gateway
 	moveFailures atomic.Uint64
-	movePauseNs  atomic.Int64 // the last move's pause
-	lastMove     time.Time    // the claims loop's last move out (rebalancing)
-	// rebalanceEvery is -rebalance, in ns.
-	rebalanceEvery atomic.Int64
-	leaving        atomic.Bool // draining: every SET handed over, none taken
-
-	// Standbys (standby.go), under mu: the SETs followed here while others
-	// run them.
-	standby      map[int]*standby
-	wanted       map[int]time.Time // the claims loop's: since when each SET it should follow was given to it
-	standbyTakes atomic.Uint64     // takeovers that started from a standby
-	standbyDrops atomic.Uint64     // standbys that failed: to start, to follow, or to take their SET over
+	movePauseNs  atomic.Int64  // the last move's pause
+	standbyTakes atomic.Uint64 // takeovers that started from a standby
+	standbyDrops atomic.Uint64 // standbys that failed: to start, to follow, or to take their SET over
 }
 
 // openReplicated connects to JetStream, checks and opens what the operator
@@ -130,10 +119,10 @@ func (s *Server) openReplicated(password string) error {
 	if err != nil {
 		return err
 	}
-	r := &replicated{s: s, nc: nc, node: i, nodes: n, name: name, watchDone: make(chan struct{}), active: make([]atomic.Bool, s.opts.Sets),
-		epoch: make([]atomic.Uint64, s.opts.Sets), claimSeq: make([]atomic.Uint64, s.opts.Sets), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
-		moving: map[int]*moveOut{}, incoming: map[int]*moveIn{}, used: make([]bool, s.opts.Sets), standby: map[int]*standby{}, wanted: map[int]time.Time{}}
-	r.rebalanceEvery.Store(int64(s.opts.Rebalance))
+	r := &replicated{s: s, nc: nc, node: i, nodes: n, name: name, watchDone: make(chan struct{}),
+		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
+		standby: map[int]*standby{}, incoming: map[int]*jsjournal.Follower{},
+		pm: placement.New(placement.Config{Node: i, Sets: s.opts.Sets, Lease: s.opts.Lease, Standby: !s.opts.NoStandby, Rebalance: s.opts.Rebalance}, time.Now())}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	layout := jsjournal.Layout{Prefix: jsPrefix, Sets: s.opts.Sets, Gateways: n, Replicas: s.opts.Replicas}
@@ -197,10 +186,10 @@ func (s *Server) joinReplicated() error {
 func (r *replicated) journalOptions(o journal.Options) journal.Options {
 	o.Sink = r.store
 	o.OnFenced = func(group int, err error) {
-		r.lose(group, fmt.Sprintf("another gateway appended to its journal: it took the SET over (%v)", err))
+		r.step(placement.Refused{Set: group, Why: fmt.Sprintf("another gateway appended to its journal: it took the SET over (%v)", err)})
 	}
 	o.OnGroupFailed = func(group int, err error) {
-		r.lose(group, fmt.Sprintf("a journal round was not acknowledged (%v): what it held may or may not be in JetStream", err))
+		r.step(placement.Refused{Set: group, Why: fmt.Sprintf("a journal round was not acknowledged (%v): what it held may or may not be in JetStream", err)})
 	}
 	return o
 }
@@ -222,49 +211,97 @@ func (r *replicated) route(set, owner int) {
 }
 
 // routeAll routes every SET to its owner, once the bus is built; from then
-// on the records' watch reroutes.
+// on the claims heard reroute.
 func (r *replicated) routeAll() {
 	for set := range r.s.opts.Sets {
 		r.route(set, r.owners.Of(set))
 	}
 	r.routed.Store(true)
 	for set := range r.s.opts.Sets { // what changed while routing
-		if !r.active[set].Load() {
+		if !r.state(set).Tells() {
 			r.route(set, r.owners.Of(set))
+		}
+	}
+}
+
+// step steps the placement with ev and carries out what it answers; the
+// error is the machine's refusal.
+func (r *replicated) step(ev placement.Event) error {
+	rd, err := r.stepReady(ev)
+	r.carryOut(rd)
+	return err
+}
+
+// stepReady steps the placement with ev and returns what it answers, for
+// the caller to carry out.
+func (r *replicated) stepReady(ev placement.Event) (placement.Ready, error) {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	err := r.pm.Step(ev)
+	return r.pm.Ready(), err
+}
+
+// state is set's placement here.
+func (r *replicated) state(set int) placement.SET {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	return r.pm.SET(set)
+}
+
+// telling is the SETs whose money this gateway tells, each with its state.
+func (r *replicated) telling() map[int]placement.SET {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	out := map[int]placement.SET{}
+	for _, set := range r.pm.Telling() {
+		out[set] = r.pm.SET(set)
+	}
+	return out
+}
+
+// carryOut does what the placement asked, but its takes and renewals,
+// which the claims and the loads carry out where they asked for them.
+func (r *replicated) carryOut(rd placement.Ready) {
+	if rd.Lost != nil {
+		r.lose(rd.Lost)
+		return
+	}
+	for _, d := range rd.Drop {
+		r.dropFollow(d)
+	}
+	for _, set := range rd.Follow {
+		r.startStandby(set)
+	}
+	for _, mv := range rd.Move {
+		r.rebalance(mv)
+	}
+	for _, rt := range rd.Route {
+		if r.routed.Load() {
+			r.route(rt.Set, rt.Node)
 		}
 	}
 }
 
 // changed follows a SET's claims (on the watch's goroutine).
 func (r *replicated) changed(set int, was, now jsjournal.Claim) {
-	if now.Node == r.node {
-		if r.active[set].Load() && now.Epoch != r.epoch[set].Load() {
-			r.lose(set, fmt.Sprintf("its last claim is this node's at epoch %d, not this gateway's %d: another process runs as -node %d", now.Epoch, r.epoch[set].Load(), r.node))
-		}
-		return // this gateway's own claim: take routes it
-	}
-	if r.active[set].Load() && !r.isMoving(set) {
-		r.lose(set, fmt.Sprintf("gateway %d (%s) claimed it at epoch %d", now.Node, now.Name, now.Epoch))
-		return
-	}
-	if r.routed.Load() {
-		r.route(set, now.Node)
-	}
-	if now.Node != r.node {
+	rd, _ := r.stepReady(placement.ClaimHeard{Set: set, Now: ownerOf(now)})
+	r.carryOut(rd)
+	if len(rd.Route) > 0 {
 		r.s.log.Info("SET owner", "set", set, "owner", now.Name, "node", now.Node, "epoch", now.Epoch, "was", was.Name)
 	}
 }
 
-// lose stops this gateway for good once it lost a SET it runs; the first
-// loss is logged.
-func (r *replicated) lose(set int, why string) {
-	if !r.active[set].Load() {
-		return // not run here: nothing of it is told from here
-	}
+// ownerOf is a claim as the placement knows it.
+func ownerOf(c jsjournal.Claim) placement.Owner {
+	return placement.Owner{Node: c.Node, Name: c.Name, Epoch: c.Epoch}
+}
+
+// lose stops this gateway for good once it lost a SET it holds.
+func (r *replicated) lose(l *placement.Loss) {
 	r.lostOnce.Do(func() {
-		msg := fmt.Sprintf("SET %d: %s", set, why)
+		msg := l.String()
 		r.lostWhy.Store(&msg)
-		r.s.log.Error("lost a SET: this gateway stops telling money and exits; its clients are sent elsewhere (ERROR 9)", "set", set, "why", why)
+		r.s.log.Error("lost a SET: this gateway stops telling money and exits; its clients are sent elsewhere (ERROR 9)", "set", l.Set, "why", l.Why)
 		close(r.lost)
 	})
 }
@@ -310,17 +347,15 @@ func (s *Server) startReplicated() error {
 	return nil
 }
 
-// claims runs until stop: every heartbeat, this gateway claims its share
-// of the SETs whose owner is gone, and those an earlier process of its
-// node's held (cluster.ToClaim).
+// claims runs until stop: every heartbeat, it ticks the placement with
+// what this gateway hears and carries out its answer — claims of the SETs
+// whose owner is gone, and of those an earlier process of its node's held,
+// standbys, a rebalancing move.
 func (r *replicated) claims() {
 	defer close(r.done)
-	const beat = 250 * time.Millisecond
-	t := time.NewTicker(beat)
+	t := time.NewTicker(placement.Beat)
 	defer t.Stop()
-	from := time.Now().Add(joinClaimWait)
-	last := time.Now()
-	owner, running := make([]int, r.s.opts.Sets), make([]bool, r.s.opts.Sets)
+	r.step(placement.Start{Now: time.Now()})
 	for {
 		select {
 		case <-r.stop:
@@ -328,37 +363,27 @@ func (r *replicated) claims() {
 		case <-r.lost:
 			return
 		case <-t.C:
-			// Ticks missed: this process was paused (SIGSTOP, a stalled
-			// VM) and what it last heard is stale — the others look dead.
-			// So do they while its NATS connection is down. It hears them
-			// for a lease before it claims anything. The clock, not the
-			// tick's time: the tick that waited in the channel through the
-			// pause carries the time it paused.
-			// Nor does a gateway claim while it cannot show that NATS
-			// carries for it (liveness.go): one that hears nobody must not
-			// conclude that everybody else is dead.
-			now := time.Now()
-			if now.Sub(last) > 4*beat || r.fenced.Load() || r.notCurrent(r.currentWithin()) != "" {
-				from = now.Add(r.s.opts.Lease)
-			}
-			last = now
-			if now.Before(from) {
-				continue
-			}
 		}
-		for set := range owner {
-			// A SET handed out is still this gateway's until its record
-			// names the target; from then on the target's, lease and all.
-			owner[set] = r.owners.Of(set)
-			running[set] = r.active[set].Load() || r.isMoving(set) && owner[set] == r.node || r.switchingIn(set)
+		// The clock, not the tick's time: the tick that waited in the
+		// channel through a pause carries the time it paused.
+		tick := placement.Tick{Now: time.Now(), Live: r.live(), Heard: r.s.node.Heard(), Takers: r.s.node.Takers(),
+			Owner: make([]placement.Owner, r.s.opts.Sets), Stopped: r.stoppedStandbys()}
+		// A gateway claims only while it can show that NATS carries for it
+		// (liveness.go): one that hears nobody must not conclude that
+		// everybody else is dead.
+		tick.Current = !r.fenced.Load() && r.notCurrent(r.currentWithin()) == ""
+		for set := range tick.Owner {
+			tick.Owner[set] = ownerOf(r.owners.Get(set))
 		}
-		claim := cluster.ToClaim(owner, running, r.live(), r.s.node.Takers(), r.node)
-		if !r.takeAll(claim) {
-			return // a record may name this gateway, which cannot serve it: stop
+		rd, _ := r.stepReady(tick)
+		if rd.Lost != nil {
+			r.lose(rd.Lost)
+			return
 		}
-		r.dropStaleFollows()
-		r.standBy(owner)
-		r.rebalance(owner)
+		if !r.takeAll(rd.Take) {
+			return // a claim may name this gateway, which cannot serve it: stop
+		}
+		r.carryOut(rd)
 	}
 }
 
@@ -445,12 +470,10 @@ func (r *replicated) take(set int) error {
 	r.owned(set, c)
 	claimed := time.Now()
 	fail := func(err error) error {
-		r.active[set].Store(true) // so that lose stops the gateway: its claim names it
-		r.lose(set, err.Error())
+		r.step(placement.Failed{Set: set, Why: err.Error()}) // its claim names this gateway: it stops
 		return err
 	}
 	seq := c.Seq
-	r.abortIn(set, "its source is gone: taken over from JetStream")
 	rep, standing := r.fromStandby(ctx, set, seq)
 	if !standing {
 		if err := r.blank(set); err != nil {
@@ -480,10 +503,9 @@ func (r *replicated) take(set int) error {
 
 // owned notes that this gateway's claim c of set went through: its epoch,
 // which its appends are fenced against, and its sequence, which its
-// snapshots name.
+// snapshots name. A move in of it, if any and not switching, is dropped.
 func (r *replicated) owned(set int, c jsjournal.Claim) {
-	r.epoch[set].Store(c.Epoch)
-	r.claimSeq[set].Store(c.Seq)
+	r.step(placement.Claimed{Set: set, Epoch: c.Epoch, Seq: c.Seq, Name: r.name})
 	r.store.Own(set, c.Epoch)
 }
 
@@ -501,8 +523,9 @@ func (s *Server) snapshotSETs() error {
 	ended := endedCampaigns(s.camps.List())
 	var sets []int
 	retired := map[int]uint8{}
-	for set := range r.active {
-		if !r.active[set].Load() || s.journal.GroupErr(set) != nil {
+	telling := r.telling()
+	for set := range s.opts.Sets {
+		if _, ok := telling[set]; !ok || s.journal.GroupErr(set) != nil {
 			continue
 		}
 		// Its rounds go to a new generation from here: every message of
@@ -540,7 +563,7 @@ func (s *Server) snapshotSETs() error {
 	var errs []error
 	bytes := 0
 	for _, set := range sets {
-		snap := jsjournal.Snapshot{ID: id, Owner: r.node, Epoch: r.epoch[set].Load(), ClaimSeq: r.claimSeq[set].Load()}
+		snap := jsjournal.Snapshot{ID: id, Owner: r.node, Epoch: telling[set].Epoch, ClaimSeq: telling[set].ClaimSeq}
 		for _, p := range parts[set] {
 			if err := s.journal.Wait(p.PID, p.Pos); err != nil {
 				errs = append(errs, err)
@@ -606,16 +629,15 @@ func (r *replicated) release(j *journal.Journal) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for set := range r.active {
-		if !r.active[set].Load() {
+	for set, st := range r.telling() {
+		if r.step(placement.Release{Set: set}) != nil {
 			continue
-		}
-		r.active[set].Store(false) // its claims change next: no loss
+		} // its claims change next: no loss
 		last, open := j.LastSeq(set)
 		if !open {
 			continue // fenced or failed: not this gateway's to hand back
 		}
-		if err := r.owners.Release(ctx, set, r.epoch[set].Load(), last); err != nil {
+		if err := r.owners.Release(ctx, set, st.Epoch, last); err != nil {
 			r.s.log.Warn("handing a SET back at shutdown failed: the others take it once the lease lapses", "set", set, "err", err)
 			continue
 		}
@@ -650,13 +672,9 @@ func (r *replicated) close() {
 
 // running is how many SETs run here.
 func (r *replicated) running() int {
-	n := 0
-	for set := range r.active {
-		if r.active[set].Load() {
-			n++
-		}
-	}
-	return n
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	return len(r.pm.Telling())
 }
 
 // shutdownCode is the ERROR code the SETs' clients get at a stop: moved

@@ -1,0 +1,624 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Timing of the claims and the standbys.
+const (
+	// Beat is how often the driver ticks the machine.
+	Beat = 250 * time.Millisecond
+	// JoinWait: a gateway started with the others claims only once it has
+	// heard them for this long, so that the first does not take every SET.
+	JoinWait = time.Second
+	// StandbySettle and StandbyLinger damp the standbys' churn while SETs
+	// move: each start loads a snapshot.
+	StandbySettle = time.Second
+	StandbyLinger = 30 * time.Second
+	// FollowIdle: a move in prepared and never switched (its source gone)
+	// is dropped after this.
+	FollowIdle = 2 * time.Minute
+)
+
+// Errors of a move refused by the machine.
+var (
+	ErrMoveBusy   = errors.New("a move of this gateway's is under way: one at a time")
+	ErrNotHere    = errors.New("the SET does not run on this gateway")
+	ErrNoGateway  = errors.New("no such gateway is up")
+	ErrThere      = errors.New("the SET runs there already")
+	ErrNotTaker   = errors.New("the gateway takes no SETs now")
+	ErrNotSource  = errors.New("the SET's last claim names another gateway than the move's source")
+	ErrNotPrepped = errors.New("the SET is not followed here for that source")
+)
+
+// Config is a gateway's part in the placement.
+type Config struct {
+	Node    int           // this gateway's node number
+	Sets    int           // the cluster's -sets
+	Lease   time.Duration // -lease
+	Standby bool          // -standby: follow the SETs this gateway would take over
+	// Rebalance is -rebalance: how often at most a SET is handed to a
+	// gateway that runs fewer than its share; negative, never.
+	Rebalance time.Duration
+}
+
+// Machine is one gateway's view of the SETs' placement: who owns each SET,
+// and what this gateway does with it. Its driver steps it with what
+// happened (Step) and carries out what it answers (Ready): no goroutine,
+// clock, connection or socket of its own, as etcd raft's Node. Every
+// transition is in this file.
+//
+// Invariants, which the driver keeps by carrying out Ready:
+//   - at most one gateway tells a SET's money at any epoch: this one only
+//     while the SET's last claim it knows is its own (a claim by another
+//     heard while it tells the SET is a loss: it stops);
+//   - a SET is never without an owner for longer than the lease: each
+//     tick claims this gateway's share of the SETs whose owner is not live
+//     (ToClaim), once it has shown for a lease that NATS carries for it;
+//   - a move completes or leaves the SET with its old owner: until the
+//     cut the source serves, after it the SET's last claim decides, and a
+//     source whose move failed after the cut claims the SET again (its
+//     claim still names it);
+//   - a SET has one role here at a time: a standby that is taken over, or
+//     followed for a move, becomes that.
+//
+// Rejected designs: the SET's state in parallel maps and atomics beside
+// the code that drives it (the moves' edge cases were found in demos, not
+// seen in code); a goroutine per SET (the transitions of several SETs must
+// be decided from one view, e.g. a tick's claims and standbys); a
+// consensus of our own on who owns a SET (the claims in the journal's
+// stream, fenced by JetStream, decide it).
+type Machine struct {
+	cfg  Config
+	sets []SET
+
+	leaving bool
+	lost    *Loss
+	// claimFrom: no claims before it (joining, a pause, not current);
+	// lastTick, to see a pause; lastMove, the last rebalancing move.
+	claimFrom, lastTick, lastMove time.Time
+
+	ready Ready
+}
+
+// New returns the machine of a gateway that owns nothing yet, started at
+// now.
+func New(cfg Config, now time.Time) *Machine {
+	m := &Machine{cfg: cfg, sets: make([]SET, cfg.Sets), claimFrom: now.Add(JoinWait), lastTick: now}
+	for i := range m.sets {
+		m.sets[i] = SET{Owner: Owner{Node: -1}, Peer: -1}
+	}
+	return m
+}
+
+// Ready is what the driver carries out after a Step, in this order.
+type Ready struct {
+	// Lost: this gateway lost a SET it held; it stops (exit status 3) and
+	// carries out nothing else.
+	Lost *Loss
+	// Take: claim each, fencing its owner, load it and serve it.
+	Take []int
+	// Renew: renew the SET's state object before it loads.
+	Renew []int
+	// Drop: stop following these SETs.
+	Drop []Drop
+	// Follow: start a standby of each SET.
+	Follow []int
+	// Move: hand the SET to the gateway (rebalancing).
+	Move []Move
+	// Route: point the bus at a SET's new owner.
+	Route []Route
+}
+
+// Loss is why this gateway stops: a SET it held is another's.
+type Loss struct {
+	Set int
+	Why string
+}
+
+func (l *Loss) String() string { return fmt.Sprintf("SET %d: %s", l.Set, l.Why) }
+
+// Drop is a follow to stop.
+type Drop struct {
+	Set    int
+	Role   Role // Standby or MovingIn
+	Failed bool // a standby whose follow stopped on its own
+	Why    string
+}
+
+// Move is a SET to hand to another gateway.
+type Move struct{ Set, To int }
+
+// Route is a SET's owner to route its events to (-1: nowhere).
+type Route struct{ Set, Node int }
+
+// Event is what happened, for Step.
+type Event interface{ event() }
+
+// Start: the claims start at Now; they wait JoinWait to hear the others.
+type Start struct{ Now time.Time }
+
+// Tick is the heartbeat of the claims: the view of the moment.
+type Tick struct {
+	Now time.Time
+	// Current: this gateway shows that NATS carries for it (it hears its
+	// own heartbeat on both connections, and is not fenced).
+	Current bool
+	Owner   []Owner // each SET's last claim
+	Live    []int   // the gateways heard within the lease, on either connection
+	Heard   []int   // those heard on the core connection
+	Takers  []int   // the live gateways that take SETs
+	// Stopped: the standbys whose follow stopped on its own (an error).
+	Stopped []int
+}
+
+// ClaimHeard: a SET's last claim changed.
+type ClaimHeard struct {
+	Set int
+	Now Owner
+}
+
+// Claimed: this gateway's claim of Set was appended.
+type Claimed struct {
+	Set        int
+	Epoch, Seq uint64
+	Name       string
+}
+
+// Served: Set, loaded, runs here.
+type Served struct{ Set int }
+
+// Failed: a take or a switch of Set failed after its claim: the claim names
+// this gateway, which cannot serve the SET.
+type Failed struct {
+	Set int
+	Why string
+}
+
+// Refused: a journal round of Set was fenced or failed, or its claims read
+// afresh are another's: a loss if this gateway tells its money.
+type Refused struct {
+	Set int
+	Why string
+}
+
+// Blank: Set's state object is about to load.
+type Blank struct{ Set int }
+
+// StandbyStarted: a standby's start ended; Err if it failed.
+type StandbyStarted struct {
+	Set int
+	Err error
+}
+
+// MoveOut asks to hand Set to gateway To (-1: no gateway of that name is
+// up) named ToName; Taker says whether To takes SETs.
+type MoveOut struct {
+	Set, To int
+	ToName  string
+	Taker   bool
+	Now     time.Time
+}
+
+// MovePhase: a move out of Set reached Phase (Cutting, Switching).
+type MovePhase struct {
+	Set   int
+	Phase Phase
+}
+
+// Cut: a move out stopped Set here; its money is told here no more.
+type Cut struct{ Set int }
+
+// MoveEnded: a move out of Set ended, done or not.
+type MoveEnded struct{ Set int }
+
+// PrepareIn: gateway From asks this one to follow Set, which From runs
+// (by Owner, its last claim), to take it over.
+type PrepareIn struct {
+	Set, From, Owner int
+	Now              time.Time
+}
+
+// CaughtUp: a move in of Set has caught up with its source.
+type CaughtUp struct{ Set int }
+
+// SwitchIn: the source From cut Set; this gateway takes it over.
+type SwitchIn struct{ Set, From int }
+
+// InEnded: a move in of Set ended: failed, or served.
+type InEnded struct{ Set int }
+
+// AbortIn: a move in of Set is given up (its source said so, or is gone).
+type AbortIn struct {
+	Set int
+	Why string
+}
+
+// Release: at a graceful stop, Set is handed back; true in Released if it
+// was told here.
+type Release struct{ Set int }
+
+// Leave: this gateway hands every SET over and takes none.
+type Leave struct{}
+
+// Rebalance sets -rebalance.
+type Rebalance struct{ Every time.Duration }
+
+func (Start) event()          {}
+func (Tick) event()           {}
+func (ClaimHeard) event()     {}
+func (Claimed) event()        {}
+func (Served) event()         {}
+func (Failed) event()         {}
+func (Refused) event()        {}
+func (Blank) event()          {}
+func (StandbyStarted) event() {}
+func (MoveOut) event()        {}
+func (MovePhase) event()      {}
+func (Cut) event()            {}
+func (MoveEnded) event()      {}
+func (PrepareIn) event()      {}
+func (CaughtUp) event()       {}
+func (SwitchIn) event()       {}
+func (InEnded) event()        {}
+func (AbortIn) event()        {}
+func (Release) event()        {}
+func (Leave) event()          {}
+func (Rebalance) event()      {}
+
+// Step applies ev. An error refuses it and changes nothing.
+func (m *Machine) Step(ev Event) error {
+	switch ev := ev.(type) {
+	case Start:
+		m.claimFrom, m.lastTick = ev.Now.Add(JoinWait), ev.Now
+	case Tick:
+		m.tick(ev)
+	case ClaimHeard:
+		st := &m.sets[ev.Set]
+		st.Owner = ev.Now
+		if ev.Now.Node == m.cfg.Node {
+			if st.Tells() && ev.Now.Epoch != st.Epoch {
+				m.lose(ev.Set, fmt.Sprintf("its last claim is this node's at epoch %d, not this gateway's %d: another process runs as -node %d", ev.Now.Epoch, st.Epoch, m.cfg.Node))
+			}
+			return nil // this gateway's own claim: the take routes it
+		}
+		if st.Tells() && st.Role != MovingOut {
+			m.lose(ev.Set, fmt.Sprintf("gateway %d (%s) claimed it at epoch %d", ev.Now.Node, ev.Now.Name, ev.Now.Epoch))
+			return nil
+		}
+		m.ready.Route = append(m.ready.Route, Route{ev.Set, ev.Now.Node})
+	case Claimed:
+		st := &m.sets[ev.Set]
+		st.Claimed, st.Epoch, st.ClaimSeq = true, ev.Epoch, ev.Seq
+		st.Owner = Owner{Node: m.cfg.Node, Name: ev.Name, Epoch: ev.Epoch}
+		if st.Role == MovingIn && st.Phase == Switching {
+			return nil // a move's switch: it serves next
+		}
+		if st.Role == MovingIn {
+			m.ready.Drop = append(m.ready.Drop, Drop{Set: ev.Set, Role: MovingIn, Why: "its source is gone: taken over from JetStream"})
+		}
+		m.become(ev.Set, Taking, Loading, st.Since)
+	case Served:
+		st := &m.sets[ev.Set]
+		st.Role, st.Phase, st.Peer, st.PeerName, st.CaughtUp, st.Cut = Serving, None, -1, "", false, false
+	case Failed:
+		m.lose(ev.Set, ev.Why)
+	case Refused:
+		if m.sets[ev.Set].Tells() {
+			m.lose(ev.Set, ev.Why)
+		}
+	case Blank:
+		st := &m.sets[ev.Set]
+		if st.Used {
+			m.ready.Renew = append(m.ready.Renew, ev.Set)
+		}
+		st.Used = true
+	case StandbyStarted:
+		st := &m.sets[ev.Set]
+		if st.Role != Standby || st.Phase != Starting {
+			return nil // taken over, or followed for a move, meanwhile
+		}
+		if ev.Err != nil {
+			st.Role, st.Phase = Away, None
+			return nil
+		}
+		st.Phase = Following
+	case MoveOut:
+		return m.moveOut(ev)
+	case MovePhase:
+		if st := &m.sets[ev.Set]; st.Role == MovingOut {
+			st.Phase = ev.Phase
+		}
+	case Cut:
+		if st := &m.sets[ev.Set]; st.Role == MovingOut {
+			st.Cut = true
+		}
+	case MoveEnded:
+		st := &m.sets[ev.Set]
+		if st.Role != MovingOut {
+			return nil
+		}
+		if st.Phase >= Cutting {
+			st.Used = true
+		}
+		if st.Cut {
+			// The claim names the target if the switch got that far; else
+			// this gateway, which claims the SET again (ToClaim).
+			st.Claimed = false
+			m.become(ev.Set, Away, None, st.Since)
+		} else {
+			st.Role, st.Phase = Serving, None
+		}
+		st.Peer, st.PeerName, st.Cut = -1, "", false
+	case PrepareIn:
+		return m.prepareIn(ev)
+	case CaughtUp:
+		st := &m.sets[ev.Set]
+		if st.Role != MovingIn {
+			return fmt.Errorf("SET %d is no longer followed here: %w", ev.Set, ErrNotPrepped)
+		}
+		st.CaughtUp = true
+	case SwitchIn:
+		st := &m.sets[ev.Set]
+		if st.Role != MovingIn || !st.CaughtUp || st.Peer != ev.From || st.Phase == Switching {
+			return fmt.Errorf("SET %d is not followed here for gateway %d: %w", ev.Set, ev.From, ErrNotPrepped)
+		}
+		st.Phase = Switching
+	case InEnded:
+		if st := &m.sets[ev.Set]; st.Role == MovingIn {
+			st.Claimed = false
+			m.become(ev.Set, Away, None, st.Since)
+		}
+	case AbortIn:
+		if st := &m.sets[ev.Set]; st.Role == MovingIn && st.Phase != Switching {
+			m.become(ev.Set, Away, None, st.Since)
+			m.ready.Drop = append(m.ready.Drop, Drop{Set: ev.Set, Role: MovingIn, Why: ev.Why})
+		}
+	case Release:
+		st := &m.sets[ev.Set]
+		if !st.Tells() {
+			return ErrNotHere
+		}
+		st.Claimed = false
+		m.become(ev.Set, Away, None, st.Since)
+	case Leave:
+		m.leaving = true
+	case Rebalance:
+		m.cfg.Rebalance = ev.Every
+	default:
+		return fmt.Errorf("placement: an event of no known kind %T", ev)
+	}
+	return nil
+}
+
+// Ready returns what the steps since the last call ask of the driver.
+func (m *Machine) Ready() Ready {
+	rd := m.ready
+	m.ready = Ready{}
+	return rd
+}
+
+// become puts a SET in role and phase; since stays for a change of phase
+// within its role.
+func (m *Machine) become(set int, role Role, phase Phase, since time.Time) {
+	st := &m.sets[set]
+	if st.Role != role {
+		since = m.lastTick
+	}
+	st.Role, st.Phase, st.Since = role, phase, since
+	if role == Away {
+		st.Peer, st.PeerName, st.CaughtUp, st.Cut = -1, "", false, false
+	}
+}
+
+// lose stops this gateway: the first loss is its reason.
+func (m *Machine) lose(set int, why string) {
+	if m.lost != nil {
+		return
+	}
+	m.lost = &Loss{Set: set, Why: why}
+	m.ready.Lost = m.lost
+}
+
+// tick claims this gateway's share of the SETs that need an owner, drops
+// the follows that are no longer useful, starts a standby, and hands a SET
+// out to even the cluster out.
+func (m *Machine) tick(ev Tick) {
+	if m.lost != nil {
+		return
+	}
+	now := ev.Now
+	// Ticks missed: this process was paused (SIGSTOP, a stalled VM) and
+	// what it last heard is stale — the others look dead. So do they while
+	// it is not current (it must not conclude, hearing nobody, that
+	// everybody else is dead). It hears them for a lease before it claims.
+	if now.Sub(m.lastTick) > 4*Beat || !ev.Current {
+		m.claimFrom = now.Add(m.cfg.Lease)
+	}
+	m.lastTick = now
+	if now.Before(m.claimFrom) {
+		return
+	}
+	owner := make([]int, len(m.sets))
+	running := make([]bool, len(m.sets))
+	for set := range m.sets {
+		st := &m.sets[set]
+		if set < len(ev.Owner) {
+			st.Owner = ev.Owner[set]
+		}
+		owner[set] = st.Owner.Node
+		// A SET handed out is still this gateway's until its claim names
+		// the target; from then on the target's, lease and all.
+		running[set] = st.Tells() || st.Role == MovingOut && owner[set] == m.cfg.Node || st.Role == MovingIn && st.Phase == Switching
+	}
+	m.ready.Take = ToClaim(owner, running, ev.Live, ev.Takers, m.cfg.Node)
+	m.dropStale(now, owner)
+	m.standBy(now, owner, ev)
+	m.rebalance(now, owner, ev.Takers)
+}
+
+// dropStale drops the moves in prepared and never switched within
+// FollowIdle, and those whose SET's claim names neither their source nor
+// this gateway any more.
+func (m *Machine) dropStale(now time.Time, owner []int) {
+	for set := range m.sets {
+		st := &m.sets[set]
+		if st.Role == MovingIn && st.CaughtUp && st.Phase != Switching &&
+			(now.Sub(st.Since) > FollowIdle || owner[set] != st.Peer && owner[set] != m.cfg.Node) {
+			m.become(set, Away, None, st.Since)
+			m.ready.Drop = append(m.ready.Drop, Drop{Set: set, Role: MovingIn, Why: "its source did not hand it over"})
+		}
+	}
+}
+
+// standBy makes the SETs followed here those Standbys gives this gateway,
+// and starts one more at a time (a start loads a snapshot). Moves shift the
+// assignment back and forth, so a SET is started only once it has been
+// wanted for StandbySettle and no move is under way here, and one no longer
+// wanted lingers for StandbyLinger before it is dropped; one whose follow
+// stopped goes at once.
+func (m *Machine) standBy(now time.Time, owner []int, ev Tick) {
+	on := m.cfg.Standby && !m.leaving
+	var want []int
+	if on {
+		want = Standbys(owner, ev.Heard, ev.Takers, m.cfg.Node)
+	}
+	starting, moving := false, false
+	for set := range m.sets {
+		st := &m.sets[set]
+		wanted := slices.Contains(want, set)
+		switch {
+		case !wanted:
+			st.Wanted = time.Time{}
+		case st.Wanted.IsZero():
+			st.Wanted = now
+		}
+		switch st.Role {
+		case MovingIn, MovingOut:
+			moving = true
+		case Standby:
+			if st.Phase == Starting {
+				starting = true
+				continue
+			}
+			// A SET whose owner went unheard keeps its standby until
+			// someone claims it: that is what the standby is for.
+			switch {
+			case wanted || on && !slices.Contains(ev.Heard, owner[set]):
+				st.Unwanted = time.Time{}
+			case st.Unwanted.IsZero():
+				st.Unwanted = now
+			}
+			stopped := slices.Contains(ev.Stopped, set)
+			if stopped || !on || !st.Unwanted.IsZero() && now.Sub(st.Unwanted) > StandbyLinger {
+				m.become(set, Away, None, now)
+				st.Unwanted = time.Time{}
+				m.ready.Drop = append(m.ready.Drop, Drop{Set: set, Role: Standby, Failed: stopped, Why: "no longer this gateway's to follow"})
+			}
+		}
+	}
+	if starting || moving {
+		return
+	}
+	for _, set := range want {
+		if st := &m.sets[set]; st.Role == Away && now.Sub(st.Wanted) >= StandbySettle {
+			m.become(set, Standby, Starting, now)
+			m.ready.Follow = append(m.ready.Follow, set)
+			return
+		}
+	}
+}
+
+// rebalance hands one SET to a gateway that runs fewer than its share, at
+// most every -rebalance: a gateway that joins takes its share from the
+// others this way.
+func (m *Machine) rebalance(now time.Time, owner, takers []int) {
+	if m.cfg.Rebalance < 0 || m.leaving || now.Sub(m.lastMove) < m.cfg.Rebalance {
+		return
+	}
+	set, to, ok := NextMove(owner, takers, m.cfg.Node)
+	if !ok || !m.sets[set].Tells() || m.sets[set].Role == MovingOut {
+		return
+	}
+	m.lastMove = now
+	m.ready.Move = append(m.ready.Move, Move{Set: set, To: to})
+}
+
+// moveOut starts a move out, or refuses it.
+func (m *Machine) moveOut(ev MoveOut) error {
+	for _, st := range m.sets {
+		if st.Role == MovingOut {
+			return ErrMoveBusy
+		}
+	}
+	st := &m.sets[ev.Set]
+	switch {
+	case !st.Tells():
+		return fmt.Errorf("SET %d: %w", ev.Set, ErrNotHere)
+	case ev.To < 0:
+		return fmt.Errorf("%q: %w", ev.ToName, ErrNoGateway)
+	case ev.To == m.cfg.Node:
+		return fmt.Errorf("SET %d on %s: %w", ev.Set, ev.ToName, ErrThere)
+	case !ev.Taker:
+		return fmt.Errorf("gateway %s: %w (leaving, or not ready)", ev.ToName, ErrNotTaker)
+	}
+	st.Role, st.Phase, st.Since, st.Peer, st.PeerName, st.Cut = MovingOut, Preparing, ev.Now, ev.To, ev.ToName, false
+	return nil
+}
+
+// prepareIn starts a move in, or refuses it.
+func (m *Machine) prepareIn(ev PrepareIn) error {
+	st := &m.sets[ev.Set]
+	switch {
+	case st.Tells():
+		return fmt.Errorf("SET %d runs here already", ev.Set)
+	case ev.Owner != ev.From:
+		return fmt.Errorf("SET %d's record names gateway %d, not the source %d: %w", ev.Set, ev.Owner, ev.From, ErrNotSource)
+	case st.Role == MovingIn || st.Role == Taking:
+		return fmt.Errorf("SET %d is being taken over here already", ev.Set)
+	}
+	// A standby of it becomes the move's follow.
+	st.Role, st.Phase, st.Since, st.Peer, st.PeerName, st.CaughtUp, st.Claimed = MovingIn, Following, ev.Now, ev.From, "", false, false
+	return nil
+}
+
+// SET returns set's state.
+func (m *Machine) SET(set int) SET { return m.sets[set] }
+
+// Sets returns every SET's state, in SET order.
+func (m *Machine) Sets() []SET { return slices.Clone(m.sets) }
+
+// Tells reports whether this gateway tells set's money: the SET's state
+// says so, and the gateway has lost none (a loss stops it).
+func (m *Machine) Tells(set int) bool { return m.lost == nil && m.sets[set].Tells() }
+
+// Telling returns the SETs whose money this gateway tells.
+func (m *Machine) Telling() []int {
+	var out []int
+	for set, st := range m.sets {
+		if st.Tells() {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// Count returns how many SETs have role.
+func (m *Machine) Count(role Role) int {
+	n := 0
+	for _, st := range m.sets {
+		if st.Role == role {
+			n++
+		}
+	}
+	return n
+}
+
+// Leaving reports whether this gateway hands its SETs over to leave.
+func (m *Machine) Leaving() bool { return m.leaving }
+
+// Lost is why this gateway stops, nil while it does not.
+func (m *Machine) Lost() *Loss { return m.lost }
