@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"hongbao/campaign"
 	hbclient "hongbao/client"
 	"hongbao/loadclient"
@@ -520,4 +522,30 @@ func appLogin(t testing.TB, ts *testServer, user uint32) *hbclient.Client {
 		t.Fatalf("LOGIN user %d: %v", user, err)
 	}
 	return c
+}
+
+// queued is what c's socket holds: bytes sent and not yet acknowledged by
+// the peer's kernel (SIOCOUTQ), and bytes received and not yet read
+// (SIOCINQ).
+func queued(t testing.TB, c net.Conn) (out, in int) {
+	t.Helper()
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T has no socket", c)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oerr, ierr error
+	if err := rc.Control(func(fd uintptr) {
+		out, oerr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+		in, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(oerr, ierr); err != nil {
+		t.Fatalf("the socket's queues: %v", err)
+	}
+	return out, in
 }

@@ -54,7 +54,14 @@ func attackSlowloris(a *attacker) {
 	waitFor(t, "the slow connections logged in", func() bool {
 		return a.ts.stats().Connections >= int64(sz.Users+sz.Slow)
 	})
-	time.Sleep(100 * time.Millisecond) // their half frames reach the server
+	waitFor(t, "the slow connections' half frames in the server's socket buffers", func() bool {
+		for _, c := range conns {
+			if out, _ := queued(t, c.Conn); out > 0 {
+				return false
+			}
+		}
+		return true
+	})
 	a.sync("slowloris: held")
 
 	// Pre-login: LOGINs trickled a byte a second, and silent connections.

@@ -62,8 +62,14 @@ func attackNonReader(a *attacker) {
 	for range shakes {
 		b = proto.AppendShake(b, slow.nextStamp())
 	}
+	_, unread := queued(t, slow.c.Conn)
 	slow.send(b)
-	time.Sleep(100 * time.Millisecond) // read by the server before the cut-off
+	// Read by the server before the cut-off: all of them in its socket
+	// buffer (one segment on loopback, read whole), then answers coming.
+	waitFor(t, "the non-reader's SHAKEs read and answered", func() bool {
+		out, in := queued(t, slow.c.Conn)
+		return out == 0 && in > unread
+	})
 	handed := fillWithChats(t, p, reader)
 	pings := floodUntilCutOff(t, ts, slow, 256, proto.AppendPing)
 

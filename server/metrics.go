@@ -136,6 +136,10 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.counter("hongbao_writes_total", "write system calls to client connections.", writes)
 	e.counter("hongbao_frames_dropped_total", "Answer and push frames not written: their connection was gone or cut off.", dropped)
 	e.counter("hongbao_cut_off_total", "Connections cut off (ERROR 6) for more than -max-pending bytes of unwritten output.", cutOff)
+	if t := s.slowTrace; t != nil {
+		e.counter("hongbao_slow_traces_total", "Runtime traces written for answers slower than -trace-slow.", t.written.Load())
+		e.counter("hongbao_slow_traces_skipped_total", "Answers slower than -trace-slow within 10 s after a trace was written: not traced.", t.skipped.Load())
+	}
 
 	if s.bus != nil {
 		e.family("hongbao_ring_occupancy", "gauge", "Events in a SET's ring now: claimed and not yet finished by its last stage.")

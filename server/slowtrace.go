@@ -9,6 +9,7 @@ import (
 	"runtime/trace"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,7 +42,8 @@ type slowTrace struct {
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
-	written int
+	written atomic.Uint64 // traces written
+	skipped atomic.Uint64 // slow answers during the pause after a trace: none traced
 }
 
 // traceDir is where -trace-slow writes: -trace-dir, or traces under -data.
@@ -82,7 +84,7 @@ func (t *slowTrace) slow(ns int64) {
 func (t *slowTrace) run() {
 	defer close(t.done)
 	defer t.fr.Stop()
-	for t.written < traceFiles {
+	for t.written.Load() < traceFiles {
 		var ns int64
 		select {
 		case <-t.stop:
@@ -95,14 +97,19 @@ func (t *slowTrace) run() {
 		case <-time.After(traceAfter):
 		}
 		t.write(at, time.Duration(ns))
-		select {
-		case <-t.stop:
-			return
-		case <-time.After(traceEvery):
-		}
-		select { // reported during the pause: by now older than the recorder's window
-		case <-t.kick:
-		default:
+		// Slow answers during the pause are not traced: by its end they are
+		// older than the recorder's window.
+		pause := time.NewTimer(traceEvery)
+		for paused := true; paused; {
+			select {
+			case <-t.stop:
+				pause.Stop()
+				return
+			case <-pause.C:
+				paused = false
+			case <-t.kick:
+				t.skipped.Add(1)
+			}
 		}
 	}
 	t.log.Warn("-trace-slow: no more traces", "written", traceFiles, "dir", t.dir)
@@ -121,7 +128,7 @@ func (t *slowTrace) write(at time.Time, took time.Duration) {
 		t.log.Error("-trace-slow: writing the trace", "path", path, "err", err)
 		return
 	}
-	t.written++
+	t.written.Add(1)
 	t.log.Warn("slow answer: runtime trace written", "took", took.Round(time.Microsecond), "path", path)
 }
 

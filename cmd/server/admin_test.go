@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -97,7 +98,12 @@ func TestSIGTERMDuringProfile(t *testing.T) {
 		}
 		profiling <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the profile has begun
+	// The profile has begun once the runtime's profile writer runs.
+	for deadline := time.Now().Add(10 * time.Second); !profileRunning(srv.admin); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no CPU profile running 10 s after GET /debug/pprof/profile; log:\n%s", srv.logText())
+		}
+	}
 	sigAt := time.Now()
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -115,4 +121,16 @@ func TestSIGTERMDuringProfile(t *testing.T) {
 	if code != 0 || took > timeout {
 		t.Errorf("exit status %d after %v; want 0 within %v. Log:\n%s", code, took, timeout, srv.logText())
 	}
+}
+
+// profileRunning reports whether the server at admin writes a CPU profile:
+// its goroutines include the runtime's profile writer.
+func profileRunning(admin string) bool {
+	resp, err := http.Get("http://" + admin + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return err == nil && bytes.Contains(b, []byte("runtime/pprof.profileWriter"))
 }
