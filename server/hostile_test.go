@@ -70,7 +70,7 @@ func TestHostileUnderLoad(t *testing.T) {
 	sz := sizesFor(t)
 	// The least load of a phase; under -race, where no p99 is judged,
 	// only what the ledger and the answers say, shorter.
-	baseLoad, phaseLoad := 3*time.Second, 2*time.Second
+	baseLoad, phaseLoad := 2*time.Second, 1500*time.Millisecond
 	if raceEnabled {
 		baseLoad, phaseLoad = 1500*time.Millisecond, 1500*time.Millisecond
 	}

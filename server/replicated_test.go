@@ -290,6 +290,7 @@ func testFenced(t *testing.T, standby bool) {
 // fences nothing (it hears itself). Once it stops appending too, the other
 // gateway takes them over, and it learns it lost them.
 func TestReplicatedLateHeartbeats(t *testing.T) {
+	t.Parallel() // it waits on leases, not on the CPU
 	const sets = 2
 	ns := embednats.StartTestJetStream(t, t.TempDir())
 	a := startReplicated(t, ns, 0, 2, sets, nil)
