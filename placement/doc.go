@@ -9,8 +9,8 @@
 // for) that answers what to do (Ready: claim, follow, drop a follow, move,
 // route, stop), with no goroutine, clock, NATS connection or socket of its
 // own, as etcd raft's Node/Ready. Each SET's state is one value (SET), and
-// every transition is in machine.go. The driver — the server's replicated
-// SETs — carries out Ready with JetStream, the bus and the journal, and
+// every transition is in machine.go. The driver — package replicated —
+// carries out Ready with JetStream, the bus and the journal, and
 // steps the machine with what came of it.
 //
 // assign.go decides, from every SET's owner of the moment and the gateways
@@ -18,7 +18,7 @@
 // with the same view computes the same answer, and the claims' conditional
 // appends settle the moments when views differ.
 //
-// The move's protocol, step by step, is in the server's move.go; the
+// The move's protocol, step by step, is in package replicated's move.go; the
 // claims themselves, and what fences a former owner, in package jsjournal;
 // docs/CLUSTER.md tells an operator what each state means.
 package placement

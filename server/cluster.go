@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -21,6 +19,7 @@ import (
 	"hongbao/campaign"
 	"hongbao/cluster"
 	"hongbao/proto"
+	"hongbao/replicated"
 )
 
 // Cluster mode: -nats and -node make this server gateway I of N (package
@@ -139,7 +138,7 @@ func (s *Server) joinCluster() error {
 	co := cluster.Options{URL: cmp.Or(s.opts.coreNATS, s.opts.NATS), Node: i, Nodes: n, Sets: s.opts.Sets, Name: s.opts.Name,
 		Timeout: s.opts.ClusterTimeout, Ring: s.opts.Ring, Auth: s.opts.natsAuth(pass), Logger: s.log}
 	if s.repl != nil {
-		co.Owners, co.Former, co.Lease, co.Name = s.repl.owners.Of, s.repl.owners.Former, s.opts.Lease, s.repl.name
+		co.Owners, co.Former, co.Lease, co.Name = s.repl.OwnerOf, s.repl.FormerOf, s.opts.Lease, s.repl.Name()
 	}
 	node, err := cluster.Join(co, buildinfo.Read().Version)
 	if err != nil {
@@ -169,7 +168,7 @@ func (s *Server) startCluster() error {
 		return err
 	}
 	if s.repl != nil {
-		if err := s.node.ServeEach("move", s.moveFromPeer); err != nil {
+		if err := s.node.ServeEach("move", s.repl.ServeMove); err != nil {
 			return err
 		}
 	}
@@ -184,12 +183,12 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	m := struct {
 		cluster.Map
-		Moves     []MoveStatus `json:"moves,omitempty"`     // -journal jetstream: the moves of this gateway's SETs in flight, both ways
-		Placement []SetStatus  `json:"placement,omitempty"` // -journal jetstream: every SET's state on this gateway
+		Moves     []replicated.MoveStatus `json:"moves,omitempty"`     // -journal jetstream: the moves of this gateway's SETs in flight, both ways
+		Placement []replicated.SetStatus  `json:"placement,omitempty"` // -journal jetstream: every SET's state on this gateway
 	}{Map: s.node.Map()}
 	if s.repl != nil {
-		m.Moves = s.repl.moveStatuses()
-		m.Placement = s.repl.setStatuses()
+		m.Moves = s.repl.Moves()
+		m.Placement = s.repl.Placement()
 	}
 	writeJSON(w, http.StatusOK, m)
 }
@@ -291,7 +290,7 @@ func (s *Server) closeCluster() error {
 // redirect is the ingress's LOGIN_ACK 3 address for a SET run elsewhere:
 // none while it moves from here (retry shortly).
 func (s *Server) redirect(set int) string {
-	if s.node == nil || s.repl.isMoving(set) {
+	if s.node == nil || s.repl != nil && s.repl.IsMoving(set) {
 		return ""
 	}
 	return s.node.OwnerAddr(set)
@@ -316,29 +315,10 @@ type campaignOp struct {
 	Shares []int `json:"shares,omitempty"`
 }
 
-// signedOp carries a campaignOp with the proof that whoever sent it holds
-// the admin token: campaign control over NATS takes the same authority as
-// the admin API, so every gateway of a cluster has the same -admin-token.
-type signedOp struct {
-	Op    json.RawMessage `json:"op"`
-	Proof string          `json:"proof,omitempty"` // hex HMAC-SHA256 of Op under the admin token; none without one
-}
-
-// proof is the HMAC of op under the admin token, "" without a token.
-func (s *Server) proof(op []byte) string {
-	if len(s.campaignKey) == 0 {
-		return ""
-	}
-	m := hmac.New(sha256.New, s.campaignKey)
-	m.Write([]byte("hongbao campaign\x00"))
-	m.Write(op)
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 // broadcastCampaign tells the other gateways of op, signed.
 func (s *Server) broadcastCampaign(op campaignOp) error {
 	b, _ := json.Marshal(op)
-	signed, _ := json.Marshal(signedOp{Op: b, Proof: s.proof(b)})
+	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(s.campaignKey, b)})
 	return s.node.Broadcast("campaign", signed)
 }
 
@@ -346,12 +326,12 @@ func (s *Server) broadcastCampaign(op campaignOp) error {
 // it is refused: a proof that does not hold under this gateway's admin
 // token, an op naming another sender, an id not of the sender's.
 func (s *Server) openCampaignOp(from int, data []byte) (campaignOp, string) {
-	var signed signedOp
+	var signed cluster.SignedOp
 	var op campaignOp
 	if json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil {
 		return op, "a campaign message that does not decode"
 	}
-	if len(s.campaignKey) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(s.proof(signed.Op))) {
+	if len(s.campaignKey) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(cluster.Proof(s.campaignKey, signed.Op))) {
 		return op, "a campaign message without the proof of this gateway's -admin-token (every gateway needs the same one)"
 	}
 	if o := s.node.Options(); op.From != from || op.ID <= 0 || op.ID%o.Nodes != from {

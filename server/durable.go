@@ -115,10 +115,10 @@ func (s *Server) closeJournal() error {
 			// Its last rounds wait for JetStream at most journalCloseWait:
 			// cut off or stalled, not at all — their fate is JetStream's to
 			// tell, which cannot now, and the others read it.
-			if s.repl.isFenced() || s.bus.Stalled() {
-				s.repl.store.Stop()
+			if s.repl.Fenced() || s.bus.Stalled() {
+				s.repl.StopStore()
 			} else {
-				t := time.AfterFunc(journalCloseWait, s.repl.store.Stop)
+				t := time.AfterFunc(journalCloseWait, s.repl.StopStore)
 				defer t.Stop()
 			}
 		}
@@ -130,9 +130,9 @@ func (s *Server) closeJournal() error {
 	}
 	if s.repl != nil {
 		if s.stopping.Load() && j != nil {
-			s.repl.release(j) // its last rounds are durable: the others take over at once
+			s.repl.Release(j) // its last rounds are durable: the others take over at once
 		}
-		s.repl.close()
+		s.repl.Close()
 	}
 	s.dataDir.unlock()
 	s.dataDir = nil

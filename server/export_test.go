@@ -3,7 +3,7 @@ package server
 import (
 	"time"
 
-	"hongbao/placement"
+	"hongbao/replicated"
 )
 
 // LeaveCluster closes the gateway's NATS connection and links, as its
@@ -23,16 +23,10 @@ func (s *Server) Snapshot() error { return s.snapshot() }
 
 // SetSwitchHook sets what a move's target runs at points of its switch
 // ("claimed"); nil: nothing.
-func SetSwitchHook(f func(point string)) {
-	if f == nil {
-		testSwitchHook.Store(nil)
-		return
-	}
-	testSwitchHook.Store(&f)
-}
+func SetSwitchHook(f func(point string)) { replicated.SetSwitchHook(f) }
 
 // SetRebalance sets -rebalance of a running gateway.
-func (s *Server) SetRebalance(d time.Duration) { s.repl.step(placement.Rebalance{Every: d}) }
+func (s *Server) SetRebalance(d time.Duration) { s.repl.SetRebalance(d) }
 
 // SetCoreNATS makes a gateway's crossings and heartbeats go to NATS at url
 // while its journal goes to -nats: a proxy in between can cut the one
@@ -43,5 +37,5 @@ func SetCoreNATS(o *Options, url string) { o.coreNATS = url }
 // connections, as if they came late.
 func (s *Server) IgnoreGateway(node int) {
 	s.node.Ignore(node)
-	s.repl.ignored.Store(int32(node))
+	s.repl.IgnoreHeartbeatsOf(node)
 }

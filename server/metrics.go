@@ -17,7 +17,6 @@ import (
 	"hongbao/journal"
 	"hongbao/jsjournal"
 	"hongbao/ledger"
-	"hongbao/placement"
 	"hongbao/proto"
 )
 
@@ -399,62 +398,48 @@ func (s *Server) writeCluster(e exposition) {
 		connected = 1
 	}
 	e.gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
-	if r := s.repl; r != nil {
-		r.writeMetrics(e)
+	if s.repl != nil {
+		s.writeReplicated(e)
 	}
 }
 
-// writeMetrics writes the replicated SETs' metrics (-journal jetstream).
-func (r *replicated) writeMetrics(e exposition) {
-	e.gauge("hongbao_cluster_sets_running", "SETs this gateway claimed, loaded and serves now (-journal jetstream).", int64(r.running()))
-	for _, c := range []struct {
+// writeReplicated writes the replicated SETs' metrics (-journal jetstream).
+func (s *Server) writeReplicated(e exposition) {
+	c := s.repl.Counters()
+	e.gauge("hongbao_cluster_sets_running", "SETs this gateway claimed, loaded and serves now (-journal jetstream).", int64(c.Running))
+	for _, m := range []struct {
 		name, help string
-		v          *atomic.Uint64
+		v          uint64
 	}{
-		{"takeovers", "SETs this gateway claimed and then served: at its start, or taken over from a gateway whose lease lapsed.", &r.takeovers},
-		{"claims_lost", "Claims of a SET another gateway made first (its claim, or a message, came after the last this gateway read): that gateway serves it.", &r.claimsLost},
-		{"claims_deferred", "Claims of a SET not made because its owner, unheard for -lease, had appended to its journal within it: alive, its heartbeats late.", &r.deferred},
-		{"claim_failures", "Claims that did not get to serving: once the SET was claimed and being loaded, this gateway stops (exit status 3).", &r.takeFailures},
-		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", &r.released},
-		{"moves", "SETs this gateway handed to another on purpose (a move: POST /sets/{s}/move, rebalancing, draining), the other serving them.", &r.moves},
-		{"move_failures", "Moves out of this gateway that did not end with the other gateway serving the SET.", &r.moveFailures},
-		{"standby_takeovers", "Takeovers whose SET was followed here as a standby: read up to the claim instead of loaded from its snapshot and replayed.", &r.standbyTakes},
-		{"standby_failures", "Standbys that failed to start, to follow (a snapshot purged what they had not read: started again), or to take their SET over (loaded from JetStream instead).", &r.standbyDrops},
+		{"takeovers", "SETs this gateway claimed and then served: at its start, or taken over from a gateway whose lease lapsed.", c.Takeovers},
+		{"claims_lost", "Claims of a SET another gateway made first (its claim, or a message, came after the last this gateway read): that gateway serves it.", c.ClaimsLost},
+		{"claims_deferred", "Claims of a SET not made because its owner, unheard for -lease, had appended to its journal within it: alive, its heartbeats late.", c.ClaimsDeferred},
+		{"claim_failures", "Claims that did not get to serving: once the SET was claimed and being loaded, this gateway stops (exit status 3).", c.ClaimFailures},
+		{"sets_released", "SETs handed back at a graceful stop, so that the others claim them at once.", c.Released},
+		{"moves", "SETs this gateway handed to another on purpose (a move: POST /sets/{s}/move, rebalancing, draining), the other serving them.", c.Moves},
+		{"move_failures", "Moves out of this gateway that did not end with the other gateway serving the SET.", c.MoveFailures},
+		{"standby_takeovers", "Takeovers whose SET was followed here as a standby: read up to the claim instead of loaded from its snapshot and replayed.", c.StandbyTakeovers},
+		{"standby_failures", "Standbys that failed to start, to follow (a snapshot purged what they had not read: started again), or to take their SET over (loaded from JetStream instead).", c.StandbyFailures},
 	} {
-		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
+		e.counter("hongbao_cluster_"+m.name+"_total", m.help, m.v)
 	}
 	e.family("hongbao_cluster_takeover_seconds", "gauge", "The last takeover's time from the claim to serving: fencing the old owner, loading the snapshot, replaying the records after it.")
-	fmt.Fprintf(e.w, "hongbao_cluster_takeover_seconds %g\n", float64(r.takeoverNs.Load())/1e9)
+	fmt.Fprintf(e.w, "hongbao_cluster_takeover_seconds %g\n", c.LastTakeover.Seconds())
 	e.family("hongbao_cluster_move_pause_seconds", "gauge", "The last move out of this gateway's pause: from refusing the SET's requests to the other gateway serving it.")
-	fmt.Fprintf(e.w, "hongbao_cluster_move_pause_seconds %g\n", float64(r.movePauseNs.Load())/1e9)
-	r.pmu.Lock()
-	out, in, standbys, leaving := r.pm.Count(placement.MovingOut), r.pm.Count(placement.MovingIn), r.pm.Count(placement.Standby), r.pm.Leaving()
-	r.pmu.Unlock()
-	e.gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(out))
-	e.gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(in))
-	e.gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(standbys))
-	e.gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", b2i(leaving))
-	lost := int64(0)
-	if r.lostReason() != "" {
-		lost = 1
-	}
-	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over): it stops telling money and exits (status 3).", lost)
-	fenced := int64(0)
-	if r.fenced.Load() {
-		fenced = 1
-	}
-	e.gauge("hongbao_cluster_fenced", "1 while this gateway is cut off from NATS (its own heartbeat not heard back on its connections): it serves none of its SETs — requests ERROR 9, logins LOGIN_ACK 3 — and claims none, until it can show they are still its own.", fenced)
-	e.counter("hongbao_cluster_fences_total", "Times this gateway fenced its SETs, cut off from NATS.", r.fences.Load())
-	stalled := int64(0)
-	if r.s.bus.Stalled() {
-		stalled = 1
-	}
-	e.gauge("hongbao_cluster_stalled", "1 while a journal round has waited for JetStream longer than the lease (no quorum, a stream leader's election): money requests are answered overloaded (retry) at the door meanwhile.", stalled)
-	e.counter("hongbao_cluster_stalls_total", "Times this gateway's journal stalled so.", r.stalls.Load())
-	e.counter("hongbao_cluster_sent_away_total", "Connections told ERROR 9 at a request while this gateway was fenced: their clients reconnect to another gateway.", r.s.ing.Stats().SentAway)
+	fmt.Fprintf(e.w, "hongbao_cluster_move_pause_seconds %g\n", c.LastMovePause.Seconds())
+	e.gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(c.MovesOut))
+	e.gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(c.MovesIn))
+	e.gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(c.Standbys))
+	e.gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", b2i(c.Leaving))
+	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over): it stops telling money and exits (status 3).", b2i(c.Lost))
+	e.gauge("hongbao_cluster_fenced", "1 while this gateway is cut off from NATS (its own heartbeat not heard back on its connections): it serves none of its SETs — requests ERROR 9, logins LOGIN_ACK 3 — and claims none, until it can show they are still its own.", b2i(c.Fenced))
+	e.counter("hongbao_cluster_fences_total", "Times this gateway fenced its SETs, cut off from NATS.", c.Fences)
+	e.gauge("hongbao_cluster_stalled", "1 while a journal round has waited for JetStream longer than the lease (no quorum, a stream leader's election): money requests are answered overloaded (retry) at the door meanwhile.", b2i(s.bus.Stalled()))
+	e.counter("hongbao_cluster_stalls_total", "Times this gateway's journal stalled so.", c.Stalls)
+	e.counter("hongbao_cluster_sent_away_total", "Connections told ERROR 9 at a request while this gateway was fenced: their clients reconnect to another gateway.", s.ing.Stats().SentAway)
 	e.family("hongbao_journal_refused_total", "counter", "What this gateway read from JetStream and refused, by kind: unfenced, a message appended without its SET's expected last sequence (no gateway appends so); not_owner, a round of a gateway that did not own the SET; claim, a claim out of turn or a release by a gateway that did not own the SET; snapshot, a snapshot whose writer did not own the SET when it was taken, or that does not decode. Each fences nobody and is never applied. Expected 0: anything else is a gateway's credentials misused.")
 	for k, name := range jsjournal.RefusedNames {
-		e.sample(`hongbao_journal_refused_total{kind="`+name+`"}`, r.store.Refused(k))
+		e.sample(`hongbao_journal_refused_total{kind="`+name+`"}`, c.Refused[k])
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	hbclient "hongbao/client"
 	"hongbao/internal/embednats"
+	"hongbao/replicated"
 	"hongbao/server"
 )
 
@@ -109,13 +110,13 @@ func TestReplicatedMove(t *testing.T) {
 	}
 	moneyFrom(a.addr, "SET 0's users to get money at gateway 0")
 
-	move := func(via *testServer, to string, epoch uint64) server.MoveResult {
+	move := func(via *testServer, to string, epoch uint64) replicated.MoveResult {
 		t.Helper()
 		code, body := via.do("POST", "/sets/0/move?to="+to, "")
 		if code != 200 {
 			t.Fatalf("POST /sets/0/move?to=%s: %d %s", to, code, body)
 		}
-		var res server.MoveResult
+		var res replicated.MoveResult
 		if err := json.Unmarshal(body, &res); err != nil {
 			t.Fatal(err)
 		}
@@ -350,11 +351,11 @@ func TestReplicatedMoveOwnerDead(t *testing.T) {
 }
 
 // placementOf is every SET's state on gateway g, by GET /cluster.
-func placementOf(t *testing.T, g *testServer) []server.SetStatus {
+func placementOf(t *testing.T, g *testServer) []replicated.SetStatus {
 	t.Helper()
 	code, body := g.do("GET", "/cluster", "")
 	var m struct {
-		Placement []server.SetStatus `json:"placement"`
+		Placement []replicated.SetStatus `json:"placement"`
 	}
 	if code != 200 || json.Unmarshal(body, &m) != nil {
 		t.Fatalf("GET /cluster: %d %s", code, body)

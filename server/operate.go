@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hongbao/campaign"
+	"hongbao/replicated"
 )
 
 // cancelCampaign serves DELETE /campaigns/{id}: 200 with the cancelled
@@ -77,16 +78,16 @@ func (s *Server) unhealthy() string {
 	if s.node != nil && s.node.Conflict() {
 		return "another gateway of the cluster announces this one's node number (-node): stop one of them"
 	}
-	if why := s.repl.lostReason(); why != "" {
+	if why := s.repl.LostReason(); why != "" {
 		return "this gateway lost a SET it ran and is stopping: " + why
 	}
-	if s.repl.isFenced() {
+	if s.repl.Fenced() {
 		return "cut off from NATS: this gateway may have lost its SETs, and serves none of them until it can show they are still its own"
 	}
 	if s.repl != nil && s.bus != nil && s.bus.Stalled() {
-		return fmt.Sprintf("JetStream stalled: a journal round has waited %v; money requests are answered overloaded until it is acknowledged", s.repl.store.Stalled().Round(time.Millisecond))
+		return fmt.Sprintf("JetStream stalled: a journal round has waited %v; money requests are answered overloaded until it is acknowledged", s.repl.Stalled().Round(time.Millisecond))
 	}
-	if s.repl != nil && !s.repl.nc.IsConnected() {
+	if s.repl != nil && !s.repl.Connected() {
 		return "JetStream unreachable: money answers wait for their journal round's acknowledgement"
 	}
 	if err := s.journal.Err(); err != nil {
@@ -117,7 +118,7 @@ func writeDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := adminWriteTime
 		if strings.HasPrefix(r.URL.Path, "/sets/") || r.URL.Path == "/cluster/rebalance" {
-			d += moveTimeout
+			d += replicated.MoveTimeout
 		}
 		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
 			sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64)

@@ -32,6 +32,7 @@ import (
 	"hongbao/ingress"
 	"hongbao/journal"
 	"hongbao/ledger"
+	"hongbao/replicated"
 	"hongbao/ring"
 	"hongbao/set"
 	"hongbao/stages"
@@ -66,10 +67,10 @@ type Server struct {
 	leave        chan struct{} // closed by POST /cluster/drain
 	leaveOnce    sync.Once
 
-	node *cluster.Node // in a cluster (-nats): this gateway's membership; else nil
-	repl *replicated   // -journal jetstream: the replicated SETs; else nil
+	node *cluster.Node    // in a cluster (-nats): this gateway's membership; else nil
+	repl *replicated.SETs // -journal jetstream: the replicated SETs; else nil
 	// campaignKey: the admin token, which signs the campaign messages this
-	// gateway sends and checks those it takes (signedOp); nil without one.
+	// gateway sends and checks those it takes (cluster.SignedOp); nil without one.
 	campaignKey []byte
 	journal     *journal.Journal // nil with -journal off or -pipeline=none
 	dataDir     *dataDir
@@ -331,9 +332,7 @@ func (s *Server) Start() error {
 			}
 		}
 		if s.repl != nil {
-			s.repl.claiming.Store(true)
-			go s.repl.claims()
-			go s.repl.watch()
+			s.repl.Run()
 		}
 		s.ticking = true
 		go s.tick()
@@ -421,13 +420,13 @@ func (s *Server) shutdown(ctx context.Context) error {
 		if d, ok := ctx.Deadline(); ok {
 			dctx, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/4))
 		}
-		s.repl.drain(dctx)
+		s.repl.Drain(dctx)
 		cancel()
 	}
 	s.stopping.Store(true)
 	s.log.Info("shutting down", "conns", s.ing.Conns())
 	if s.repl != nil {
-		s.repl.stopClaims()
+		s.repl.StopClaims()
 	}
 	s.ing.StopAccepting()
 	if s.camps != nil {
@@ -488,7 +487,7 @@ stop:
 			<-s.snapDone
 			// The last state, so that the next start replays nothing;
 			// nothing of the kind while cut off from NATS.
-			if s.repl.isFenced() {
+			if s.repl.Fenced() {
 				s.log.Warn("shutdown: cut off from NATS: no snapshot; the others load the SETs from JetStream")
 			} else if err := s.snapshot(); err != nil {
 				s.log.Error("snapshot at shutdown failed: the next start replays the journal", "err", err)
@@ -497,7 +496,7 @@ stop:
 		errs = append(errs, s.bus.Close())
 	}
 	errs = append(errs, s.closeCluster())
-	if why := s.repl.lostReason(); why != "" {
+	if why := s.repl.LostReason(); why != "" {
 		errs = append(errs, &LostError{Why: why})
 	}
 	if err := s.journal.Err(); err != nil {

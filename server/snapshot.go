@@ -113,7 +113,7 @@ func loadSnapshot(dir string, sets int) (loadedSnapshot, error) {
 // durable.
 func (s *Server) snapshot() error {
 	if s.repl != nil {
-		if s.repl.lostReason() != "" {
+		if s.repl.LostReason() != "" {
 			return nil // what it runs is no longer its to snapshot
 		}
 		return s.snapshotSETs()
@@ -241,7 +241,7 @@ func (s *Server) snapshotLoop(every time.Duration, stop <-chan struct{}, done ch
 	defer t.Stop()
 	var now <-chan struct{} // a snapshot asked for at once
 	if s.repl != nil {
-		now = s.repl.snapNow
+		now = s.repl.SnapNow()
 	}
 	for {
 		select {

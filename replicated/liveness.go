@@ -1,4 +1,4 @@
-package server
+package replicated
 
 import (
 	"context"
@@ -39,28 +39,28 @@ import (
 // connection is dropped for an outage whose end leaves every SET with its
 // owner. (docs/CLUSTER.md, Failover)
 
-// isFenced reports whether this gateway fenced its SETs; false for a server
+// Fenced reports whether this gateway fenced its SETs; false for a server
 // without replicated SETs.
-func (r *replicated) isFenced() bool { return r != nil && r.fenced.Load() }
+func (r *SETs) Fenced() bool { return r != nil && r.fenced.Load() }
 
 // fenceAfter is how long a gateway may hear itself nowhere before it
 // fences itself: the lease, after which the others, which hear it no more,
 // may claim its SETs; three heartbeats at least. Its heartbeats late under
 // load fence nothing: they come back late, not never.
-func (r *replicated) fenceAfter() time.Duration {
-	return max(r.s.opts.Lease, 3*cluster.BeatEvery)
+func (r *SETs) fenceAfter() time.Duration {
+	return max(r.cfg.Lease, 3*cluster.BeatEvery)
 }
 
 // currentWithin is how recently a gateway must have heard itself, on both
 // of its connections, to claim: half the lease.
-func (r *replicated) currentWithin() time.Duration {
-	return max(r.s.opts.Lease/2, 3*cluster.BeatEvery)
+func (r *SETs) currentWithin() time.Duration {
+	return max(r.cfg.Lease/2, 3*cluster.BeatEvery)
 }
 
 // hearOnJournal subscribes, on the journal's connection, to every
 // gateway's heartbeat: what this gateway hears there is what its claims
 // may go by.
-func (r *replicated) hearOnJournal() error {
+func (r *SETs) hearOnJournal() error {
 	r.jsHeard = make([]atomic.Int64, r.nodes)
 	r.ignored.Store(-1)
 	prefix := jsPrefix + ".gw."
@@ -87,16 +87,16 @@ func (r *replicated) hearOnJournal() error {
 
 // heardOnJournal reports whether node's heartbeat came on the journal's
 // connection within d.
-func (r *replicated) heardOnJournal(node int, d time.Duration) bool {
+func (r *SETs) heardOnJournal(node int, d time.Duration) bool {
 	at := r.jsHeard[node].Load()
 	return at != 0 && time.Since(time.Unix(0, at)) < d
 }
 
 // notCurrent says why this gateway cannot show that NATS carries for it,
 // on both of its connections, within d; "" if it can.
-func (r *replicated) notCurrent(d time.Duration) string {
+func (r *SETs) notCurrent(d time.Duration) string {
 	switch {
-	case !r.s.node.HearsItself(d):
+	case !r.host.Node().HearsItself(d):
 		return "its own heartbeat does not come back on its NATS connection"
 	case !r.heardOnJournal(r.node, d):
 		return "its own heartbeat does not reach its journal's connection"
@@ -106,8 +106,8 @@ func (r *replicated) notCurrent(d time.Duration) string {
 
 // cutOff says why this gateway hears itself on neither connection within
 // d, "" if it hears itself on one.
-func (r *replicated) cutOff(d time.Duration) string {
-	if r.s.node.HearsItself(d) || r.heardOnJournal(r.node, d) {
+func (r *SETs) cutOff(d time.Duration) string {
+	if r.host.Node().HearsItself(d) || r.heardOnJournal(r.node, d) {
 		return ""
 	}
 	return fmt.Sprintf("its own heartbeat came back on neither of its NATS connections for %v", d)
@@ -116,10 +116,10 @@ func (r *replicated) cutOff(d time.Duration) string {
 // live is the gateways heard within the lease on either connection, this
 // one included: a gateway heard on one is alive, and its SETs are not
 // claimed.
-func (r *replicated) live() []int {
-	live := r.s.node.Heard()
+func (r *SETs) live() []int {
+	live := r.host.Node().Heard()
 	for node := range r.nodes {
-		if !slices.Contains(live, node) && r.heardOnJournal(node, r.s.opts.Lease) {
+		if !slices.Contains(live, node) && r.heardOnJournal(node, r.cfg.Lease) {
 			live = append(live, node)
 		}
 	}
@@ -130,7 +130,7 @@ func (r *replicated) live() []int {
 // watch fences this gateway once it has not been current for fenceAfter,
 // and lifts the fence once it is again and its SETs are still its own;
 // every heartbeat, until stop or the gateway lost a SET.
-func (r *replicated) watch() {
+func (r *SETs) watch() {
 	defer close(r.watchDone)
 	t := time.NewTicker(cluster.BeatEvery)
 	defer t.Stop()
@@ -154,36 +154,36 @@ func (r *replicated) watch() {
 		case why != "" && !r.fenced.Load():
 			r.fence(why)
 		}
-		stalled := r.store.Stalled() > r.s.opts.Lease
-		if stalled != r.s.bus.Stalled() {
-			r.s.bus.SetStalled(stalled)
+		stalled := r.store.Stalled() > r.cfg.Lease
+		if stalled != r.host.Bus().Stalled() {
+			r.host.Bus().SetStalled(stalled)
 			if stalled {
 				r.stalls.Add(1)
-				r.s.log.Warn("JetStream stalled: a journal round has waited longer than the lease; money requests are answered \"overloaded\" (retry) until it is acknowledged",
+				r.log.Warn("JetStream stalled: a journal round has waited longer than the lease; money requests are answered \"overloaded\" (retry) until it is acknowledged",
 					"waited", r.store.Stalled().Round(time.Millisecond))
 			} else {
-				r.s.log.Info("JetStream answers again: money requests served")
+				r.log.Info("JetStream answers again: money requests served")
 			}
 		}
 	}
 }
 
 // fence stops this gateway from serving its SETs until it is current again.
-func (r *replicated) fence(why string) {
+func (r *SETs) fence(why string) {
 	r.fenced.Store(true)
-	r.s.bus.SetFenced(true)
+	r.host.Bus().SetFenced(true)
 	r.fences.Add(1)
-	r.s.log.Warn("cut off from NATS: this gateway may have lost its SETs to the others; it serves none of them until it can show they are still its own: requests answered ERROR 9 (moved), logins LOGIN_ACK 3, /healthz 503, no claims",
-		"why", why, "sets", r.running())
+	r.log.Warn("cut off from NATS: this gateway may have lost its SETs to the others; it serves none of them until it can show they are still its own: requests answered ERROR 9 (moved), logins LOGIN_ACK 3, /healthz 503, no claims",
+		"why", why, "sets", r.Running())
 }
 
 // unfence lifts the fence once every SET run here is still its own by its
 // claims, read afresh; a SET another gateway claimed meanwhile stops this
 // gateway (lose). Not lifted while JetStream cannot say.
-func (r *replicated) unfence() {
+func (r *SETs) unfence() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for set, st := range r.telling() {
+	for set, st := range r.Telling() {
 		c, err := r.owners.Current(ctx, set)
 		if err != nil {
 			return // JetStream not back yet: the next heartbeat tries again
@@ -194,6 +194,6 @@ func (r *replicated) unfence() {
 		}
 	}
 	r.fenced.Store(false)
-	r.s.bus.SetFenced(false)
-	r.s.log.Info("NATS back: this gateway's SETs are still its own; serving them again", "sets", r.running())
+	r.host.Bus().SetFenced(false)
+	r.log.Info("NATS back: this gateway's SETs are still its own; serving them again", "sets", r.Running())
 }

@@ -1,4 +1,4 @@
-package server
+package replicated
 
 import (
 	"context"
@@ -37,7 +37,7 @@ const (
 // startStandby starts the standby of set the placement asked for, on a
 // goroutine of its own: it loads set's snapshot into its blank state object
 // and follows its records into it.
-func (r *replicated) startStandby(set int) {
+func (r *SETs) startStandby(set int) {
 	sb := &standby{ready: make(chan struct{})}
 	var ctx context.Context
 	ctx, sb.cancel = context.WithTimeout(context.Background(), standbyStart)
@@ -48,10 +48,10 @@ func (r *replicated) startStandby(set int) {
 		defer sb.cancel()
 		start := time.Now()
 		if sb.err = r.blank(set); sb.err == nil {
-			load, apply := restorer(r.s.setAt(set))
+			load, apply := restorer(r.host.SET(set))
 			if sb.f, sb.err = r.store.Follow(ctx, set, load, apply); sb.err != nil {
 				r.standbyDrops.Add(1)
-				r.s.log.Warn("starting the standby of a SET failed: tried again at a later heartbeat", "set", set, "err", sb.err)
+				r.log.Warn("starting the standby of a SET failed: tried again at a later heartbeat", "set", set, "err", sb.err)
 			}
 		}
 		if sb.err != nil {
@@ -64,14 +64,14 @@ func (r *replicated) startStandby(set int) {
 		close(sb.ready)
 		r.step(placement.StandbyStarted{Set: set, Err: sb.err})
 		if sb.err == nil {
-			r.s.log.Info("standby of a SET: following it", "set", set, "owner", r.s.node.NameOf(r.owners.Of(set)), "loaded_in", time.Since(start).Round(time.Millisecond))
+			r.log.Info("standby of a SET: following it", "set", set, "owner", r.host.Node().NameOf(r.owners.Of(set)), "loaded_in", time.Since(start).Round(time.Millisecond))
 		}
 	}()
 }
 
 // stoppedStandbys are the standbys started whose follow stopped on its
 // own: the placement drops them, to start them again.
-func (r *replicated) stoppedStandbys() []int {
+func (r *SETs) stoppedStandbys() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []int
@@ -88,7 +88,7 @@ func (r *replicated) stoppedStandbys() []int {
 }
 
 // dropFollow stops a follow the placement dropped: a standby, or a move in.
-func (r *replicated) dropFollow(d placement.Drop) {
+func (r *SETs) dropFollow(d placement.Drop) {
 	if d.Role == placement.MovingIn {
 		r.mu.Lock()
 		f := r.incoming[d.Set]
@@ -96,7 +96,7 @@ func (r *replicated) dropFollow(d placement.Drop) {
 		r.mu.Unlock()
 		if f != nil {
 			f.Stop()
-			r.s.log.Info("following a SET dropped", "set", d.Set, "why", d.Why)
+			r.log.Info("following a SET dropped", "set", d.Set, "why", d.Why)
 		}
 		return
 	}
@@ -108,13 +108,13 @@ func (r *replicated) dropFollow(d placement.Drop) {
 		return
 	}
 	if _, err := f.Stop(); err != nil {
-		r.s.log.Warn("standby of a SET stopped: started again", "set", d.Set, "err", err)
+		r.log.Warn("standby of a SET stopped: started again", "set", d.Set, "err", err)
 	}
 }
 
 // takeStandby removes set's standby and returns its Follower once started:
 // nil if there is none, or it did not start. The Follower is the caller's.
-func (r *replicated) takeStandby(set int) *jsjournal.Follower {
+func (r *SETs) takeStandby(set int) *jsjournal.Follower {
 	r.mu.Lock()
 	sb := r.standby[set]
 	delete(r.standby, set)
@@ -130,7 +130,7 @@ func (r *replicated) takeStandby(set int) *jsjournal.Follower {
 // claim of its takeover) and stops it: the SET's state object then holds
 // every record up to seq. False if it had none, or it could not: the SET is
 // then loaded from JetStream on a blank state object.
-func (r *replicated) fromStandby(ctx context.Context, set int, seq uint64) (jsjournal.Replayed, bool) {
+func (r *SETs) fromStandby(ctx context.Context, set int, seq uint64) (jsjournal.Replayed, bool) {
 	f := r.takeStandby(set)
 	if f == nil {
 		return jsjournal.Replayed{}, false
@@ -144,7 +144,7 @@ func (r *replicated) fromStandby(ctx context.Context, set int, seq uint64) (jsjo
 	}
 	if err != nil {
 		r.standbyDrops.Add(1)
-		r.s.log.Warn("the standby of a SET could not take it over: it is loaded from JetStream", "set", set, "err", err)
+		r.log.Warn("the standby of a SET could not take it over: it is loaded from JetStream", "set", set, "err", err)
 		return rep, false
 	}
 	r.standbyTakes.Add(1)
@@ -153,7 +153,7 @@ func (r *replicated) fromStandby(ctx context.Context, set int, seq uint64) (jsjo
 
 // stopStandbys stops every standby, at the gateway's stop: those starting
 // give up their load.
-func (r *replicated) stopStandbys() {
+func (r *SETs) stopStandbys() {
 	r.mu.Lock()
 	sets := make([]int, 0, len(r.standby))
 	for set, sb := range r.standby {
