@@ -1,19 +1,16 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/VictoriaMetrics/metrics"
 
 	"hongbao/buildinfo"
 	"hongbao/cluster"
 	"hongbao/event"
+	"hongbao/exposition"
 	"hongbao/journal"
 	"hongbao/jsjournal"
 	"hongbao/ledger"
@@ -27,33 +24,12 @@ import (
 func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	s.writeMetrics(w)
-	writeRuntimeMetrics(w)
-}
-
-// exposition writes metric families in the Prometheus text format.
-type exposition struct{ w io.Writer }
-
-// family starts the family name: its HELP and TYPE lines.
-func (e exposition) family(name, typ, help string) {
-	fmt.Fprintf(e.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-}
-
-// sample writes one series: a family name with its labels, if any.
-func (e exposition) sample(series string, v uint64) { fmt.Fprintf(e.w, "%s %d\n", series, v) }
-
-func (e exposition) counter(name, help string, v uint64) {
-	e.family(name, "counter", help)
-	e.sample(name, v)
-}
-
-func (e exposition) gauge(name, help string, v int64) {
-	e.family(name, "gauge", help)
-	fmt.Fprintf(e.w, "%s %d\n", name, v)
+	exposition.WriteRuntime(w)
 }
 
 // writeMetrics writes the server's own families.
 func (s *Server) writeMetrics(w io.Writer) {
-	e := exposition{w}
+	e := exposition.Writer{W: w}
 	st, ist, ls := s.Stats(), s.ing.Stats(), s.ledgers()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
@@ -73,81 +49,81 @@ func (s *Server) writeMetrics(w io.Writer) {
 	}
 
 	bi := buildinfo.Read()
-	e.family("hongbao_build_info", "gauge", "The build the server runs, in its labels: module version, Go version, VCS revision (-dirty: with uncommitted changes). Always 1.")
-	e.sample(fmt.Sprintf("hongbao_build_info{version=%q,goversion=%q,revision=%q}", bi.Version, bi.GoVersion, bi.Revision), 1)
+	e.Family("hongbao_build_info", "gauge", "The build the server runs, in its labels: module version, Go version, VCS revision (-dirty: with uncommitted changes). Always 1.")
+	e.Sample(fmt.Sprintf("hongbao_build_info{version=%q,goversion=%q,revision=%q}", bi.Version, bi.GoVersion, bi.Revision), 1)
 	// The variant under comparison (make perf-compare), for whoever reads a scrape later.
-	e.family("hongbao_config_info", "gauge", "The server's -pipeline, -egress and -ingress, in its labels. Always 1.")
-	e.sample(fmt.Sprintf("hongbao_config_info{pipeline=%q,egress=%q,ingress=%q}", s.opts.Pipeline, s.opts.Egress, s.opts.Ingress), 1)
+	e.Family("hongbao_config_info", "gauge", "The server's -pipeline, -egress and -ingress, in its labels. Always 1.")
+	e.Sample(fmt.Sprintf("hongbao_config_info{pipeline=%q,egress=%q,ingress=%q}", s.opts.Pipeline, s.opts.Egress, s.opts.Ingress), 1)
 
-	e.gauge("hongbao_connections", "Client connections open now, logged in or not.", int64(s.ing.Conns()))
-	e.gauge("hongbao_connections_max", "Client connections admitted at most: -max-conns within the open-files limit less the descriptors kept for the admin API (0: no bound). Past it, connections are closed at accept.", int64(s.maxConns))
-	e.counter("hongbao_accepted_total", "Client connections accepted.", ist.Accepted)
-	e.counter("hongbao_refused_total", "Client connections closed at accept for -max-conns.", ist.Refused)
-	e.counter("hongbao_logins_total", "LOGINs accepted.", st.Logins)
-	e.gauge("hongbao_users_online", "Users logged in now.", online)
+	e.Gauge("hongbao_connections", "Client connections open now, logged in or not.", int64(s.ing.Conns()))
+	e.Gauge("hongbao_connections_max", "Client connections admitted at most: -max-conns within the open-files limit less the descriptors kept for the admin API (0: no bound). Past it, connections are closed at accept.", int64(s.maxConns))
+	e.Counter("hongbao_accepted_total", "Client connections accepted.", ist.Accepted)
+	e.Counter("hongbao_refused_total", "Client connections closed at accept for -max-conns.", ist.Refused)
+	e.Counter("hongbao_logins_total", "LOGINs accepted.", st.Logins)
+	e.Gauge("hongbao_users_online", "Users logged in now.", online)
 
-	e.family("hongbao_shake_total", "counter", "SHAKEs answered, by result: got an envelope (counted when it is taken from the pool: see hongbao_shake_returned_total), found the pool empty, or refused as overloaded.")
-	e.sample(`hongbao_shake_total{result="got"}`, popped)
-	e.sample(`hongbao_shake_total{result="empty"}`, st.Shake.Empty)
-	e.sample(`hongbao_shake_total{result="overload"}`, st.Shake.Overload)
-	e.family("hongbao_shed_total", "counter", "Requests answered overloaded at once because they had waited longer than -shed-delay in the kernel before being read (part of the overload results), by type.")
-	e.sample(`hongbao_shed_total{type="shake"}`, ist.Shed.Shake)
-	e.sample(`hongbao_shed_total{type="chat"}`, ist.Shed.Chat)
+	e.Family("hongbao_shake_total", "counter", "SHAKEs answered, by result: got an envelope (counted when it is taken from the pool: see hongbao_shake_returned_total), found the pool empty, or refused as overloaded.")
+	e.Sample(`hongbao_shake_total{result="got"}`, popped)
+	e.Sample(`hongbao_shake_total{result="empty"}`, st.Shake.Empty)
+	e.Sample(`hongbao_shake_total{result="overload"}`, st.Shake.Overload)
+	e.Family("hongbao_shed_total", "counter", "Requests answered overloaded at once because they had waited longer than -shed-delay in the kernel before being read (part of the overload results), by type.")
+	e.Sample(`hongbao_shed_total{type="shake"}`, ist.Shed.Shake)
+	e.Sample(`hongbao_shed_total{type="chat"}`, ist.Shed.Chat)
 	// The two families an overload ratio needs: every request read, refused
 	// or not (hongbao_latency_seconds counts only those answered past the
 	// door), and the refusals of every type, not SHAKE's only.
-	e.family("hongbao_requests_total", "counter", "Requests read from clients (well-formed frames), by type, whether served or refused.")
+	e.Family("hongbao_requests_total", "counter", "Requests read from clients (well-formed frames), by type, whether served or refused.")
 	for _, r := range requestTypes {
-		e.sample(fmt.Sprintf(`hongbao_requests_total{type=%q}`, r.name), ist.Frames.Of(r.t))
+		e.Sample(fmt.Sprintf(`hongbao_requests_total{type=%q}`, r.name), ist.Frames.Of(r.t))
 	}
-	e.family("hongbao_requests_overloaded_total", "counter", "Requests the ingress answered overloaded at once (SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2), because their SET's ring was full or by delay (hongbao_shed_total is part of it), by type.")
+	e.Family("hongbao_requests_overloaded_total", "counter", "Requests the ingress answered overloaded at once (SHAKE_RESULT 2, OPEN_RESULT 5, SEND_ACK 2, CHAT_ACK 2), because their SET's ring was full or by delay (hongbao_shed_total is part of it), by type.")
 	for _, r := range requestTypes {
 		if r.t != proto.Login && r.t != proto.Ping { // never refused
-			e.sample(fmt.Sprintf(`hongbao_requests_overloaded_total{type=%q}`, r.name), ist.Overload.Of(r.t))
+			e.Sample(fmt.Sprintf(`hongbao_requests_overloaded_total{type=%q}`, r.name), ist.Overload.Of(r.t))
 		}
 	}
-	e.counter("hongbao_stamped_reads_total", "Reads made with the kernel's receive timestamp, to measure how long requests waited: only while some may wait near -shed-delay.", ist.Stamped)
-	e.gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
+	e.Counter("hongbao_stamped_reads_total", "Reads made with the kernel's receive timestamp, to measure how long requests waited: only while some may wait near -shed-delay.", ist.Stamped)
+	e.Gauge("hongbao_shake_pool", "Shake envelopes in the pools, waiting for a SHAKE.", int64(st.Shake.Pool))
 
-	e.counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
-	e.counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool (since the start: /stats shake.got, which a restart keeps, is hongbao_shake_total{result=\"got\"} less these plus what was got before it).", returned)
-	e.counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN (since the start: /stats envelopes.opened, which a restart keeps, is this plus what was opened before it).", openOK)
-	e.counter("hongbao_open_untold_total", "OPEN_RESULT 0 answers that never reached their opener (its connection went first): the share stays drawn and counted, the opener's, and a repeated OPEN answers 1 with it.", untold)
-	e.gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
-	e.gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
-	e.gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))
-	e.family("hongbao_send_limited_total", "counter", "SENDs answered SEND_ACK 3, by the limit they met: the sender's -send-rate, its -max-live-per-user, its SET's share of -max-envelopes.")
-	e.sample(`hongbao_send_limited_total{reason="rate"}`, st.Envelopes.SendLimitedBy.Rate)
-	e.sample(`hongbao_send_limited_total{reason="live_cap"}`, st.Envelopes.SendLimitedBy.LiveCap)
-	e.sample(`hongbao_send_limited_total{reason="budget"}`, st.Envelopes.SendLimitedBy.Budget)
-	e.counter("hongbao_envelopes_evicted_total", "Fully opened group envelopes forgotten before -opened-retention to stay within -max-envelopes.", st.Envelopes.Evicted)
-	e.gauge("hongbao_pending_pushes", "ENVELOPE pushes kept for recipients who were offline, sent at their next login.", st.Envelopes.Pending.Waiting)
-	e.counter("hongbao_pending_pushes_dropped_total", "ENVELOPE pushes kept for offline recipients and dropped for room (each user keeps its newest).", st.Envelopes.Pending.Dropped)
+	e.Counter("hongbao_envelopes_created_total", "Group envelopes created: by users' SENDs and by send campaigns.", st.Envelopes.Created)
+	e.Counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool (since the start: /stats shake.got, which a restart keeps, is hongbao_shake_total{result=\"got\"} less these plus what was got before it).", returned)
+	e.Counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN (since the start: /stats envelopes.opened, which a restart keeps, is this plus what was opened before it).", openOK)
+	e.Counter("hongbao_open_untold_total", "OPEN_RESULT 0 answers that never reached their opener (its connection went first): the share stays drawn and counted, the opener's, and a repeated OPEN answers 1 with it.", untold)
+	e.Gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
+	e.Gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
+	e.Gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))
+	e.Family("hongbao_send_limited_total", "counter", "SENDs answered SEND_ACK 3, by the limit they met: the sender's -send-rate, its -max-live-per-user, its SET's share of -max-envelopes.")
+	e.Sample(`hongbao_send_limited_total{reason="rate"}`, st.Envelopes.SendLimitedBy.Rate)
+	e.Sample(`hongbao_send_limited_total{reason="live_cap"}`, st.Envelopes.SendLimitedBy.LiveCap)
+	e.Sample(`hongbao_send_limited_total{reason="budget"}`, st.Envelopes.SendLimitedBy.Budget)
+	e.Counter("hongbao_envelopes_evicted_total", "Fully opened group envelopes forgotten before -opened-retention to stay within -max-envelopes.", st.Envelopes.Evicted)
+	e.Gauge("hongbao_pending_pushes", "ENVELOPE pushes kept for recipients who were offline, sent at their next login.", st.Envelopes.Pending.Waiting)
+	e.Counter("hongbao_pending_pushes_dropped_total", "ENVELOPE pushes kept for offline recipients and dropped for room (each user keeps its newest).", st.Envelopes.Pending.Dropped)
 	if s.camps != nil {
-		e.gauge("hongbao_campaigns_running", "Campaigns dealing now (at most -max-campaigns).", int64(s.camps.Running()))
+		e.Gauge("hongbao_campaigns_running", "Campaigns dealing now (at most -max-campaigns).", int64(s.camps.Running()))
 	}
-	e.counter("hongbao_chat_received_total", "CHATs that reached their recipient's SET.", st.Chat.Received)
-	e.counter("hongbao_chat_limited_total", "CHATs over their sender's -chat-rate, answered CHAT_ACK 3 at once: they reached no SET.", st.Chat.Limited)
-	e.counter("hongbao_chat_dropped_total", "CHATs not delivered because their recipient's unwritten output was at half of -max-pending: answered CHAT_ACK 2 (part of hongbao_chat_received_total).", st.Chat.Dropped)
+	e.Counter("hongbao_chat_received_total", "CHATs that reached their recipient's SET.", st.Chat.Received)
+	e.Counter("hongbao_chat_limited_total", "CHATs over their sender's -chat-rate, answered CHAT_ACK 3 at once: they reached no SET.", st.Chat.Limited)
+	e.Counter("hongbao_chat_dropped_total", "CHATs not delivered because their recipient's unwritten output was at half of -max-pending: answered CHAT_ACK 2 (part of hongbao_chat_received_total).", st.Chat.Dropped)
 
-	e.counter("hongbao_bytes_in_total", "Bytes read from client connections.", ist.BytesIn)
-	e.counter("hongbao_bytes_out_total", "Bytes written to client connections.", bytesOut)
-	e.counter("hongbao_writes_total", "write system calls to client connections.", writes)
-	e.counter("hongbao_frames_dropped_total", "Answer and push frames not written: their connection was gone or cut off.", dropped)
-	e.counter("hongbao_cut_off_total", "Connections cut off (ERROR 6) for more than -max-pending bytes of unwritten output.", cutOff)
+	e.Counter("hongbao_bytes_in_total", "Bytes read from client connections.", ist.BytesIn)
+	e.Counter("hongbao_bytes_out_total", "Bytes written to client connections.", bytesOut)
+	e.Counter("hongbao_writes_total", "write system calls to client connections.", writes)
+	e.Counter("hongbao_frames_dropped_total", "Answer and push frames not written: their connection was gone or cut off.", dropped)
+	e.Counter("hongbao_cut_off_total", "Connections cut off (ERROR 6) for more than -max-pending bytes of unwritten output.", cutOff)
 	if t := s.slowTrace; t != nil {
-		e.counter("hongbao_slow_traces_total", "Runtime traces written for answers slower than -trace-slow.", t.written.Load())
-		e.counter("hongbao_slow_traces_skipped_total", "Answers slower than -trace-slow within 10 s after a trace was written: not traced.", t.skipped.Load())
+		e.Counter("hongbao_slow_traces_total", "Runtime traces written for answers slower than -trace-slow.", t.written.Load())
+		e.Counter("hongbao_slow_traces_skipped_total", "Answers slower than -trace-slow within 10 s after a trace was written: not traced.", t.skipped.Load())
 	}
 
 	if s.bus != nil {
-		e.family("hongbao_ring_occupancy", "gauge", "Events in a SET's ring now: claimed and not yet finished by its last stage.")
+		e.Family("hongbao_ring_occupancy", "gauge", "Events in a SET's ring now: claimed and not yet finished by its last stage.")
 		for _, i := range s.bus.Local() {
-			e.sample(fmt.Sprintf(`hongbao_ring_occupancy{set="%d"}`, i), uint64(s.bus.Ring(i).Len()))
+			e.Sample(fmt.Sprintf(`hongbao_ring_occupancy{set="%d"}`, i), uint64(s.bus.Ring(i).Len()))
 		}
-		e.family("hongbao_ring_capacity", "gauge", "Slots of a SET's ring (-ring): occupancy can reach it.")
+		e.Family("hongbao_ring_capacity", "gauge", "Slots of a SET's ring (-ring): occupancy can reach it.")
 		for _, i := range s.bus.Local() {
-			e.sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
+			e.Sample(fmt.Sprintf(`hongbao_ring_capacity{set="%d"}`, i), uint64(s.bus.Ring(i).Size()))
 		}
 	}
 	writeLatency(e, ls, "hongbao_latency_seconds", "Time from the ingress reading a request (the start of its epoll loop's chunk of up to 64 reads) to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
@@ -171,9 +147,9 @@ var requestTypes = []struct {
 // writeLatency writes the histogram family name, one per request type,
 // summed over the SETs' egress buckets that of selects (bucket i: below
 // ledger.LatencyBucketUs(i) µs).
-func writeLatency(e exposition, ls []*ledger.Ledger, name, help string,
+func writeLatency(e exposition.Writer, ls []*ledger.Ledger, name, help string,
 	of func(*ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64)) {
-	e.family(name, "histogram", help)
+	e.Family(name, "histogram", help)
 	for t := range ledger.RequestTypes {
 		var buckets [ledger.LatencyBuckets]uint64
 		var sum, count uint64
@@ -190,177 +166,58 @@ func writeLatency(e exposition, ls []*ledger.Ledger, name, help string,
 		var cum uint64
 		for i := range ledger.LatencyBuckets - 1 {
 			cum += buckets[i]
-			e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="%g"}`, name, typ, float64(ledger.LatencyBucketUs(i))/1e6), cum)
+			e.Sample(fmt.Sprintf(`%s_bucket{type=%q,le="%g"}`, name, typ, float64(ledger.LatencyBucketUs(i))/1e6), cum)
 		}
-		e.sample(fmt.Sprintf(`%s_bucket{type=%q,le="+Inf"}`, name, typ), count)
-		fmt.Fprintf(e.w, "%s_sum{type=%q} %g\n", name, typ, float64(sum)/1e9)
-		e.sample(fmt.Sprintf(`%s_count{type=%q}`, name, typ), count)
+		e.Sample(fmt.Sprintf(`%s_bucket{type=%q,le="+Inf"}`, name, typ), count)
+		fmt.Fprintf(e.W, "%s_sum{type=%q} %g\n", name, typ, float64(sum)/1e9)
+		e.Sample(fmt.Sprintf(`%s_count{type=%q}`, name, typ), count)
 	}
 }
 
 // writeJournal writes the journal's families (with -journal on): what the
 // writer made durable, how long its syncs take and how far the disk is
 // behind the SETs.
-func (s *Server) writeJournal(e exposition) {
+func (s *Server) writeJournal(e exposition.Writer) {
 	j := s.journal
 	if j == nil {
 		return
 	}
 	m := &j.M
-	e.counter("hongbao_journal_records_total", "Journal records written and synced (state changes: envelopes dealt, got, returned; group envelopes created, opened, refunded, forgotten; campaigns).", m.Records.Load())
-	e.counter("hongbao_journal_bytes_total", "Bytes of journal rounds (records and their round headers) written and synced.", m.Bytes.Load())
-	e.counter("hongbao_journal_segments_total", "Journal segment files started.", m.Segments.Load())
-	e.counter("hongbao_journal_checkpoints_total", "Writes of the journal's checkpoint (the last durable position; at most every 10 ms after rounds).", m.Checkpoints.Load())
-	e.family("hongbao_journal_cuts_total", "counter", "Cuts the start made in the journal (each logged): torn, the tail of the last round a crash interrupted; repair, with -journal-repair, what followed damage (a segment or the checkpoint found missing counts too).")
-	e.sample(`hongbao_journal_cuts_total{kind="torn"}`, m.TornCuts.Load())
-	e.sample(`hongbao_journal_cuts_total{kind="repair"}`, m.Repairs.Load())
-	e.counter("hongbao_journal_cut_bytes_total", "Bytes the start cut from the journal (kept beside it unless zeros).", m.CutBytes.Load())
-	e.counter("hongbao_journal_cut_records_total", "Records that decoded in the bytes the start cut from the journal.", m.CutRecords.Load())
-	e.family("hongbao_journal_fsync_seconds", "histogram", "Time of each fdatasync of a journal round: one per round, whatever the SETs appended meanwhile (group commit); money answers wait for it.")
+	e.Counter("hongbao_journal_records_total", "Journal records written and synced (state changes: envelopes dealt, got, returned; group envelopes created, opened, refunded, forgotten; campaigns).", m.Records.Load())
+	e.Counter("hongbao_journal_bytes_total", "Bytes of journal rounds (records and their round headers) written and synced.", m.Bytes.Load())
+	e.Counter("hongbao_journal_segments_total", "Journal segment files started.", m.Segments.Load())
+	e.Counter("hongbao_journal_checkpoints_total", "Writes of the journal's checkpoint (the last durable position; at most every 10 ms after rounds).", m.Checkpoints.Load())
+	e.Family("hongbao_journal_cuts_total", "counter", "Cuts the start made in the journal (each logged): torn, the tail of the last round a crash interrupted; repair, with -journal-repair, what followed damage (a segment or the checkpoint found missing counts too).")
+	e.Sample(`hongbao_journal_cuts_total{kind="torn"}`, m.TornCuts.Load())
+	e.Sample(`hongbao_journal_cuts_total{kind="repair"}`, m.Repairs.Load())
+	e.Counter("hongbao_journal_cut_bytes_total", "Bytes the start cut from the journal (kept beside it unless zeros).", m.CutBytes.Load())
+	e.Counter("hongbao_journal_cut_records_total", "Records that decoded in the bytes the start cut from the journal.", m.CutRecords.Load())
+	e.Family("hongbao_journal_fsync_seconds", "histogram", "Time of each fdatasync of a journal round: one per round, whatever the SETs appended meanwhile (group commit); money answers wait for it.")
 	var cum uint64
 	for i := range journal.FsyncBuckets - 1 {
 		cum += m.FsyncBuckets[i].Load()
-		e.sample(fmt.Sprintf(`hongbao_journal_fsync_seconds_bucket{le="%g"}`, float64(journal.FsyncBucketUs(i))/1e6), cum)
+		e.Sample(fmt.Sprintf(`hongbao_journal_fsync_seconds_bucket{le="%g"}`, float64(journal.FsyncBucketUs(i))/1e6), cum)
 	}
 	count := cum + m.FsyncBuckets[journal.FsyncBuckets-1].Load()
-	e.sample(`hongbao_journal_fsync_seconds_bucket{le="+Inf"}`, count)
-	fmt.Fprintf(e.w, "hongbao_journal_fsync_seconds_sum %g\n", float64(m.FsyncNs.Load())/1e9)
-	e.sample("hongbao_journal_fsync_seconds_count", count)
-	e.gauge("hongbao_journal_lag_bytes", "Bytes the SETs have handed to the journal that are not durable yet: what money answers wait on now.", int64(j.Lag()))
+	e.Sample(`hongbao_journal_fsync_seconds_bucket{le="+Inf"}`, count)
+	fmt.Fprintf(e.W, "hongbao_journal_fsync_seconds_sum %g\n", float64(m.FsyncNs.Load())/1e9)
+	e.Sample("hongbao_journal_fsync_seconds_count", count)
+	e.Gauge("hongbao_journal_lag_bytes", "Bytes the SETs have handed to the journal that are not durable yet: what money answers wait on now.", int64(j.Lag()))
 	failed := int64(0)
 	if j.Failed() {
 		failed = 1
 	}
-	e.gauge("hongbao_journal_failed", "1 once a journal write or sync failed: no money is handed out (see /healthz), else 0.", failed)
-	e.family("hongbao_recovery_seconds", "gauge", "Time the start took to read the snapshot and replay the journal, before serving.")
-	fmt.Fprintf(e.w, "hongbao_recovery_seconds %g\n", s.recoveryTime.Seconds())
-	e.counter("hongbao_snapshots_total", "Snapshots written (every -snapshot-every and at SIGTERM).", s.snapStats.count.Load())
-	e.family("hongbao_snapshot_seconds", "gauge", "Time the last snapshot took: the SETs' state, the wait for their journal marks, the file written and synced.")
-	fmt.Fprintf(e.w, "hongbao_snapshot_seconds %g\n", time.Duration(s.snapStats.ns.Load()).Seconds())
-	e.gauge("hongbao_snapshot_bytes", "Size of the last snapshot file.", int64(s.snapStats.bytes.Load()))
-}
-
-// writeRuntimeMetrics writes the Go runtime and process metrics of
-// VictoriaMetrics/metrics with their TYPE lines, put to convention where the
-// library falls short of it: its HELP lines carry no text (runtimeHelp has
-// it), it types the cumulative process_io_*_total families as gauges, and it
-// names three families against the convention (runtimeRenames).
-func writeRuntimeMetrics(w io.Writer) {
-	var b bytes.Buffer
-	metrics.WriteProcessMetrics(&b)
-	for line := range strings.Lines(b.String()) {
-		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
-			name := renamed(strings.TrimSpace(rest))
-			fmt.Fprintf(w, "# HELP %s %s\n", name, runtimeHelp[name])
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			name, typ, _ := strings.Cut(strings.TrimSpace(rest), " ")
-			if name = renamed(name); strings.HasSuffix(name, "_total") {
-				typ = "counter"
-			}
-			fmt.Fprintf(w, "# TYPE %s %s\n", name, typ)
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			if to, ok := runtimeRenames[line[:i]]; ok {
-				line = to + line[i:]
-			}
-		}
-		io.WriteString(w, line)
-	}
-}
-
-// runtimeRenames: a counter's name ends in _total, and only a histogram's or
-// a summary's series end in _count.
-var runtimeRenames = map[string]string{
-	"go_cgo_calls_count": "go_cgo_calls_total",
-	"go_gc_forced_count": "go_gc_forced_total",
-	"go_cpu_count":       "go_cpus",
-}
-
-func renamed(name string) string {
-	if to, ok := runtimeRenames[name]; ok {
-		return to
-	}
-	return name
-}
-
-// runtimeHelp is the HELP text of each runtime and process family, by its
-// name as exposed. A family missing here has an empty HELP, which the lint
-// test of /metrics reports.
-var runtimeHelp = map[string]string{
-	"go_sched_latencies_seconds":                    "Time goroutines spent runnable before running (runtime/metrics /sched/latencies:seconds).",
-	"go_mutex_wait_seconds_total":                   "Time goroutines spent blocked on a sync.Mutex, sync.RWMutex or runtime-internal lock.",
-	"go_gc_mark_assist_cpu_seconds_total":           "CPU time goroutines spent assisting the GC's marking.",
-	"go_gc_cpu_seconds_total":                       "CPU time spent on the GC.",
-	"go_gc_pauses_seconds":                          "Stop-the-world pauses of the GC (runtime/metrics /gc/pauses:seconds).",
-	"go_scavenge_cpu_seconds_total":                 "CPU time spent returning unused memory to the operating system.",
-	"go_memlimit_bytes":                             "The Go runtime's soft memory limit (GOMEMLIMIT).",
-	"go_memstats_alloc_bytes":                       "Bytes of heap objects allocated and not yet freed (runtime.MemStats.Alloc).",
-	"go_memstats_alloc_bytes_total":                 "Bytes allocated for heap objects (runtime.MemStats.TotalAlloc).",
-	"go_memstats_buck_hash_sys_bytes":               "Bytes of memory in the profiling bucket hash tables.",
-	"go_memstats_frees_total":                       "Heap objects freed.",
-	"go_memstats_gc_cpu_fraction":                   "Fraction of the CPU time available since the program started that the GC used.",
-	"go_memstats_gc_sys_bytes":                      "Bytes of memory in GC metadata.",
-	"go_memstats_heap_alloc_bytes":                  "Bytes of heap objects allocated and not yet freed (runtime.MemStats.HeapAlloc).",
-	"go_memstats_heap_idle_bytes":                   "Bytes in idle (unused) heap spans.",
-	"go_memstats_heap_inuse_bytes":                  "Bytes in in-use heap spans.",
-	"go_memstats_heap_objects":                      "Heap objects allocated and not yet freed.",
-	"go_memstats_heap_released_bytes":               "Bytes of physical memory returned to the operating system.",
-	"go_memstats_heap_sys_bytes":                    "Bytes of heap memory obtained from the operating system.",
-	"go_memstats_last_gc_time_seconds":              "When the last GC finished, in seconds since the Unix epoch.",
-	"go_memstats_lookups_total":                     "Pointer lookups performed by the runtime.",
-	"go_memstats_mallocs_total":                     "Heap objects allocated.",
-	"go_memstats_mcache_inuse_bytes":                "Bytes of allocated mcache structures.",
-	"go_memstats_mcache_sys_bytes":                  "Bytes of memory obtained from the operating system for mcache structures.",
-	"go_memstats_mspan_inuse_bytes":                 "Bytes of allocated mspan structures.",
-	"go_memstats_mspan_sys_bytes":                   "Bytes of memory obtained from the operating system for mspan structures.",
-	"go_memstats_next_gc_bytes":                     "The heap size the next GC aims at.",
-	"go_memstats_other_sys_bytes":                   "Bytes of memory in miscellaneous off-heap runtime allocations.",
-	"go_memstats_stack_inuse_bytes":                 "Bytes in stack spans.",
-	"go_memstats_stack_sys_bytes":                   "Bytes of stack memory obtained from the operating system.",
-	"go_memstats_sys_bytes":                         "Bytes of memory obtained from the operating system in all.",
-	"go_cgo_calls_total":                            "Calls from Go to C.",
-	"go_cpus":                                       "Logical CPUs usable by the process (runtime.NumCPU).",
-	"go_gc_duration_seconds":                        "Stop-the-world pause durations of the GC cycles.",
-	"go_gc_forced_total":                            "GC cycles forced by the application calling runtime.GC.",
-	"go_gomaxprocs":                                 "GOMAXPROCS: the most OS threads that run Go code at once.",
-	"go_goroutines":                                 "Goroutines that exist now.",
-	"go_threads":                                    "OS threads the Go runtime created.",
-	"go_info":                                       "The Go version, in its label. Always 1.",
-	"go_info_ext":                                   "The compiler, GOARCH, GOOS and GOROOT, in its labels. Always 1.",
-	"process_cpu_seconds_system_total":              "CPU time of the process in the kernel.",
-	"process_cpu_seconds_total":                     "CPU time of the process, user and kernel.",
-	"process_cpu_seconds_user_total":                "CPU time of the process in user space.",
-	"process_major_pagefaults_total":                "Page faults of the process that needed a disk read.",
-	"process_minor_pagefaults_total":                "Page faults of the process that needed no disk read.",
-	"process_num_threads":                           "Threads of the process.",
-	"process_resident_memory_bytes":                 "Resident memory of the process (RSS).",
-	"process_start_time_seconds":                    "When the process started, in seconds since the Unix epoch.",
-	"process_virtual_memory_bytes":                  "Virtual memory of the process.",
-	"process_virtual_memory_peak_bytes":             "Peak virtual memory of the process.",
-	"process_resident_memory_peak_bytes":            "Peak resident memory of the process.",
-	"process_resident_memory_anon_bytes":            "Resident anonymous memory of the process.",
-	"process_resident_memory_file_bytes":            "Resident file-backed memory of the process.",
-	"process_resident_memory_shared_bytes":          "Resident shared memory of the process.",
-	"process_io_read_bytes_total":                   "Bytes the process read through read-like system calls, disk or not.",
-	"process_io_written_bytes_total":                "Bytes the process wrote through write-like system calls, disk or not.",
-	"process_io_read_syscalls_total":                "Read-like system calls of the process.",
-	"process_io_write_syscalls_total":               "Write-like system calls of the process.",
-	"process_io_storage_read_bytes_total":           "Bytes the process caused to be read from storage.",
-	"process_io_storage_written_bytes_total":        "Bytes the process caused to be written to storage.",
-	"process_pressure_cpu_waiting_seconds_total":    "Time some of the process's cgroup's tasks waited for a CPU (PSI).",
-	"process_pressure_cpu_stalled_seconds_total":    "Time all of the process's cgroup's tasks waited for a CPU (PSI).",
-	"process_pressure_io_waiting_seconds_total":     "Time some of the process's cgroup's tasks waited for I/O (PSI).",
-	"process_pressure_io_stalled_seconds_total":     "Time all of the process's cgroup's tasks waited for I/O (PSI).",
-	"process_pressure_memory_waiting_seconds_total": "Time some of the process's cgroup's tasks waited for memory (PSI).",
-	"process_pressure_memory_stalled_seconds_total": "Time all of the process's cgroup's tasks waited for memory (PSI).",
-	"process_cgroup_cpu_throttled_seconds_total":    "Time the process's cgroup was throttled by its CPU limit.",
+	e.Gauge("hongbao_journal_failed", "1 once a journal write or sync failed: no money is handed out (see /healthz), else 0.", failed)
+	e.Family("hongbao_recovery_seconds", "gauge", "Time the start took to read the snapshot and replay the journal, before serving.")
+	fmt.Fprintf(e.W, "hongbao_recovery_seconds %g\n", s.recoveryTime.Seconds())
+	e.Counter("hongbao_snapshots_total", "Snapshots written (every -snapshot-every and at SIGTERM).", s.snapStats.count.Load())
+	e.Family("hongbao_snapshot_seconds", "gauge", "Time the last snapshot took: the SETs' state, the wait for their journal marks, the file written and synced.")
+	fmt.Fprintf(e.W, "hongbao_snapshot_seconds %g\n", time.Duration(s.snapStats.ns.Load()).Seconds())
+	e.Gauge("hongbao_snapshot_bytes", "Size of the last snapshot file.", int64(s.snapStats.bytes.Load()))
 }
 
 // writeCluster writes the cluster's families, on a gateway (-nats) only.
-func (s *Server) writeCluster(e exposition) {
+func (s *Server) writeCluster(e exposition.Writer) {
 	if s.node == nil {
 		return
 	}
@@ -381,32 +238,32 @@ func (s *Server) writeCluster(e exposition) {
 		{"refused", "Requests from other gateways answered overloaded (OPEN_RESULT 5, CHAT_ACK 2): their SET's ring was nearly full.", &m.Refused},
 		{"slow_consumer", "Times NATS dropped messages for this gateway because it read them too slowly (expected 0): crossings in them time out.", &m.SlowConsumer},
 	} {
-		e.counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
+		e.Counter("hongbao_cluster_"+c.name+"_total", c.help, c.v.Load())
 	}
-	e.family("hongbao_cluster_forged_total", "counter", "NATS messages dropped because they did not come from the gateway they claim to, or claim what their gateway may not send (a user, envelope or crossing of another gateway's; a campaign without the admin token's proof), by kind; the log says the first of each kind and then one line every 10 s. Expected 0: anything else is an attack, or gateways set up differently.")
+	e.Family("hongbao_cluster_forged_total", "counter", "NATS messages dropped because they did not come from the gateway they claim to, or claim what their gateway may not send (a user, envelope or crossing of another gateway's; a campaign without the admin token's proof), by kind; the log says the first of each kind and then one line every 10 s. Expected 0: anything else is an attack, or gateways set up differently.")
 	for k := range cluster.ForgedKinds {
-		e.sample(`hongbao_cluster_forged_total{kind="`+cluster.ForgedName(k)+`"}`, s.node.Forged(k))
+		e.Sample(`hongbao_cluster_forged_total{kind="`+cluster.ForgedName(k)+`"}`, s.node.Forged(k))
 	}
-	e.counter("hongbao_cluster_stray_answers_total", "Answers to connections here of a SET that had moved to another gateway when they were made: dropped, for the connection went with the SET (an OPEN's share stays its opener's, told by the OPEN sent again).", s.bus.Strays())
-	e.gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
+	e.Counter("hongbao_cluster_stray_answers_total", "Answers to connections here of a SET that had moved to another gateway when they were made: dropped, for the connection went with the SET (an OPEN's share stays its opener's, told by the OPEN sent again).", s.bus.Strays())
+	e.Gauge("hongbao_cluster_crossings_in_flight", "Crossings waiting for their answer from another gateway now.", int64(s.node.InFlight()))
 	// Every gateway tells the cluster's SETs: an alert sums what they run
 	// against it, and hongbao_ring_capacity lists only the SETs run here.
-	e.gauge("hongbao_cluster_sets", "SETs of the cluster (-sets), whichever gateways run them: the SETs the gateways run (hongbao_cluster_sets_running, summed over them) should add up to it.", int64(s.opts.Sets))
-	e.gauge("hongbao_cluster_gateways_up", "Gateways up: ready (their SETs recovered) and heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
+	e.Gauge("hongbao_cluster_sets", "SETs of the cluster (-sets), whichever gateways run them: the SETs the gateways run (hongbao_cluster_sets_running, summed over them) should add up to it.", int64(s.opts.Sets))
+	e.Gauge("hongbao_cluster_gateways_up", "Gateways up: ready (their SETs recovered) and heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.node.Peers())))
 	connected := int64(0)
 	if s.node.Connected() {
 		connected = 1
 	}
-	e.gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
+	e.Gauge("hongbao_cluster_nats_connected", "1 while the NATS connection is up, else 0: meanwhile crossings are answered unavailable at their bound.", connected)
 	if s.repl != nil {
 		s.writeReplicated(e)
 	}
 }
 
 // writeReplicated writes the replicated SETs' metrics (-journal jetstream).
-func (s *Server) writeReplicated(e exposition) {
+func (s *Server) writeReplicated(e exposition.Writer) {
 	c := s.repl.Counters()
-	e.gauge("hongbao_cluster_sets_running", "SETs this gateway claimed, loaded and serves now (-journal jetstream).", int64(c.Running))
+	e.Gauge("hongbao_cluster_sets_running", "SETs this gateway claimed, loaded and serves now (-journal jetstream).", int64(c.Running))
 	for _, m := range []struct {
 		name, help string
 		v          uint64
@@ -421,25 +278,25 @@ func (s *Server) writeReplicated(e exposition) {
 		{"standby_takeovers", "Takeovers whose SET was followed here as a standby: read up to the claim instead of loaded from its snapshot and replayed.", c.StandbyTakeovers},
 		{"standby_failures", "Standbys that failed to start, to follow (a snapshot purged what they had not read: started again), or to take their SET over (loaded from JetStream instead).", c.StandbyFailures},
 	} {
-		e.counter("hongbao_cluster_"+m.name+"_total", m.help, m.v)
+		e.Counter("hongbao_cluster_"+m.name+"_total", m.help, m.v)
 	}
-	e.family("hongbao_cluster_takeover_seconds", "gauge", "The last takeover's time from the claim to serving: fencing the old owner, loading the snapshot, replaying the records after it.")
-	fmt.Fprintf(e.w, "hongbao_cluster_takeover_seconds %g\n", c.LastTakeover.Seconds())
-	e.family("hongbao_cluster_move_pause_seconds", "gauge", "The last move out of this gateway's pause: from refusing the SET's requests to the other gateway serving it.")
-	fmt.Fprintf(e.w, "hongbao_cluster_move_pause_seconds %g\n", c.LastMovePause.Seconds())
-	e.gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(c.MovesOut))
-	e.gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(c.MovesIn))
-	e.gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(c.Standbys))
-	e.gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", b2i(c.Leaving))
-	e.gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over): it stops telling money and exits (status 3).", b2i(c.Lost))
-	e.gauge("hongbao_cluster_fenced", "1 while this gateway is cut off from NATS (its own heartbeat not heard back on its connections): it serves none of its SETs — requests ERROR 9, logins LOGIN_ACK 3 — and claims none, until it can show they are still its own.", b2i(c.Fenced))
-	e.counter("hongbao_cluster_fences_total", "Times this gateway fenced its SETs, cut off from NATS.", c.Fences)
-	e.gauge("hongbao_cluster_stalled", "1 while a journal round has waited for JetStream longer than the lease (no quorum, a stream leader's election): money requests are answered overloaded (retry) at the door meanwhile.", b2i(s.bus.Stalled()))
-	e.counter("hongbao_cluster_stalls_total", "Times this gateway's journal stalled so.", c.Stalls)
-	e.counter("hongbao_cluster_sent_away_total", "Connections told ERROR 9 at a request while this gateway was fenced: their clients reconnect to another gateway.", s.ing.Stats().SentAway)
-	e.family("hongbao_journal_refused_total", "counter", "What this gateway read from JetStream and refused, by kind: unfenced, a message appended without its SET's expected last sequence (no gateway appends so); not_owner, a round of a gateway that did not own the SET; claim, a claim out of turn or a release by a gateway that did not own the SET; snapshot, a snapshot whose writer did not own the SET when it was taken, or that does not decode. Each fences nobody and is never applied. Expected 0: anything else is a gateway's credentials misused.")
+	e.Family("hongbao_cluster_takeover_seconds", "gauge", "The last takeover's time from the claim to serving: fencing the old owner, loading the snapshot, replaying the records after it.")
+	fmt.Fprintf(e.W, "hongbao_cluster_takeover_seconds %g\n", c.LastTakeover.Seconds())
+	e.Family("hongbao_cluster_move_pause_seconds", "gauge", "The last move out of this gateway's pause: from refusing the SET's requests to the other gateway serving it.")
+	fmt.Fprintf(e.W, "hongbao_cluster_move_pause_seconds %g\n", c.LastMovePause.Seconds())
+	e.Gauge("hongbao_cluster_moves_out", "SETs this gateway is handing to another now.", int64(c.MovesOut))
+	e.Gauge("hongbao_cluster_moves_in", "SETs this gateway follows now, to take them over from their owner.", int64(c.MovesIn))
+	e.Gauge("hongbao_cluster_standbys", "SETs this gateway follows as a standby now, run by another (-standby): those it would take over should their gateway die.", int64(c.Standbys))
+	e.Gauge("hongbao_cluster_leaving", "1 while this gateway hands every SET over before it stops (SIGTERM, POST /cluster/drain).", b2i(c.Leaving))
+	e.Gauge("hongbao_cluster_lost", "1 once this gateway lost a SET it ran (another gateway took it over): it stops telling money and exits (status 3).", b2i(c.Lost))
+	e.Gauge("hongbao_cluster_fenced", "1 while this gateway is cut off from NATS (its own heartbeat not heard back on its connections): it serves none of its SETs — requests ERROR 9, logins LOGIN_ACK 3 — and claims none, until it can show they are still its own.", b2i(c.Fenced))
+	e.Counter("hongbao_cluster_fences_total", "Times this gateway fenced its SETs, cut off from NATS.", c.Fences)
+	e.Gauge("hongbao_cluster_stalled", "1 while a journal round has waited for JetStream longer than the lease (no quorum, a stream leader's election): money requests are answered overloaded (retry) at the door meanwhile.", b2i(s.bus.Stalled()))
+	e.Counter("hongbao_cluster_stalls_total", "Times this gateway's journal stalled so.", c.Stalls)
+	e.Counter("hongbao_cluster_sent_away_total", "Connections told ERROR 9 at a request while this gateway was fenced: their clients reconnect to another gateway.", s.ing.Stats().SentAway)
+	e.Family("hongbao_journal_refused_total", "counter", "What this gateway read from JetStream and refused, by kind: unfenced, a message appended without its SET's expected last sequence (no gateway appends so); not_owner, a round of a gateway that did not own the SET; claim, a claim out of turn or a release by a gateway that did not own the SET; snapshot, a snapshot whose writer did not own the SET when it was taken, or that does not decode. Each fences nobody and is never applied. Expected 0: anything else is a gateway's credentials misused.")
 	for k, name := range jsjournal.RefusedNames {
-		e.sample(`hongbao_journal_refused_total{kind="`+name+`"}`, c.Refused[k])
+		e.Sample(`hongbao_journal_refused_total{kind="`+name+`"}`, c.Refused[k])
 	}
 }
 

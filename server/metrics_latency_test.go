@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"hongbao/event"
+	"hongbao/exposition"
 	"hongbao/ledger"
 )
 
@@ -19,7 +20,7 @@ func TestWriteLatencyBounds(t *testing.T) {
 		l.Egress.LatencyBuckets[event.KShake-event.KLogin][ledger.LatencyBucket(700)].Add(1)
 	}
 	var b bytes.Buffer
-	writeLatency(exposition{&b}, ls, "x_seconds", "help",
+	writeLatency(exposition.Writer{W: &b}, ls, "x_seconds", "help",
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.LatencyBuckets, &c.LatencySumNs
 		})
