@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"hongbao/client/wire"
 	"hongbao/loadclient"
 	"hongbao/proto"
 )
@@ -277,7 +278,7 @@ func TestReconcileAtLeast(t *testing.T) {
 // TestConn drives the fake with the small protocol client.
 func TestConn(t *testing.T) {
 	fake := newFakeServer(t, 1)
-	c, err := loadclient.Dial(fake.addr(), time.Second)
+	c, err := wire.Dial(fake.addr(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +555,7 @@ func TestConnLoginRedirect(t *testing.T) {
 	a.mu.Lock()
 	a.redirect = func(user uint32) (string, bool) { return "127.0.0.1:7001", user == 7 }
 	a.mu.Unlock()
-	c, err := loadclient.Dial(a.addr(), time.Second)
+	c, err := wire.Dial(a.addr(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

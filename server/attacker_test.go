@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 )
 
@@ -141,12 +141,12 @@ func (l *steadyLoad) attack(name string, sz hostileSizes) {
 }
 
 // attackDial connects to ts.
-func attackDial(ts *testServer) (*loadclient.Conn, error) {
-	return loadclient.Dial(ts.addr, waitTime)
+func attackDial(ts *testServer) (*wire.Conn, error) {
+	return wire.Dial(ts.addr, waitTime)
 }
 
 // attackLogin connects and logs in as user with a good token.
-func attackLogin(ts *testServer, user uint32) (*loadclient.Conn, error) {
+func attackLogin(ts *testServer, user uint32) (*wire.Conn, error) {
 	c, err := attackDial(ts)
 	if err != nil {
 		return nil, err

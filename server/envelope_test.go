@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 	"hongbao/server"
 )
@@ -82,7 +82,7 @@ func TestShakeCampaignDrained(t *testing.T) {
 
 // shake SHAKEs with window requests in flight until taken reaches total,
 // appending what c got to out.
-func shake(c *loadclient.Conn, taken *atomic.Int64, total int64, window int, out *[]got) error {
+func shake(c *wire.Conn, taken *atomic.Int64, total int64, window int, out *[]got) error {
 	stamp := uint64(0)
 	deadline := time.Now().Add(waitTime)
 	for taken.Load() < total {

@@ -21,7 +21,7 @@ import (
 
 	"hongbao/campaign"
 	hbclient "hongbao/client"
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 	"hongbao/server"
 )
@@ -235,11 +235,11 @@ func checkEnvelopeLedger(t testing.TB, st server.Stats) {
 // ---- protocol client ----
 
 // client speaks the protocol to a test server over one connection, through
-// loadclient.Conn. Its methods fail the test, so call them from the test's
+// wire.Conn. Its methods fail the test, so call them from the test's
 // goroutine only; workers use the error-returning try* methods.
 type client struct {
 	t     testing.TB
-	c     *loadclient.Conn
+	c     *wire.Conn
 	user  uint32
 	stamp uint64
 
@@ -250,7 +250,7 @@ type client struct {
 // dial connects to ts and closes the connection when the test ends.
 func dial(t testing.TB, ts *testServer) *client {
 	t.Helper()
-	c, err := loadclient.Dial(ts.addr, waitTime)
+	c, err := wire.Dial(ts.addr, waitTime)
 	if err != nil {
 		t.Fatalf("dial %s: %v", ts.addr, err)
 	}
@@ -486,7 +486,7 @@ func slowReader(t *testing.T, ts *testServer, user uint32, token []byte) *client
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	slow := &client{t: t, c: &loadclient.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
+	slow := &client{t: t, c: &wire.Conn{Conn: nc}, stamp: 1, early: map[uint64]proto.Frame{}}
 	slow.login(user, token)
 	return slow
 }

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 )
 
@@ -19,7 +19,7 @@ func attackResets(a *attacker) {
 	start := time.Now()
 	failed, err := swarm(sz.Resets, 64, func(i int) error {
 		user := resetUsers + uint32(i)
-		var c *loadclient.Conn
+		var c *wire.Conn
 		var err error
 		var f []byte
 		if i%5 == 0 {

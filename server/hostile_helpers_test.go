@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"hongbao/client/wire"
 	"hongbao/internal/proctcp"
-	"hongbao/loadclient"
 	"hongbao/proto"
 )
 
@@ -21,7 +21,7 @@ import (
 
 // expectErrorClose reads until ERROR code, skipping frames skip allows, then
 // requires the close.
-func expectErrorClose(c *loadclient.Conn, code uint8, skip func(proto.Frame) bool) error {
+func expectErrorClose(c *wire.Conn, code uint8, skip func(proto.Frame) bool) error {
 	for {
 		f, err := c.Next(waitTime)
 		if err != nil {
@@ -38,7 +38,7 @@ func expectErrorClose(c *loadclient.Conn, code uint8, skip func(proto.Frame) boo
 }
 
 // expectEOF requires the server to close c with no further frame.
-func expectEOF(c *loadclient.Conn) error {
+func expectEOF(c *wire.Conn) error {
 	f, err := c.Next(waitTime)
 	switch {
 	case err == nil:
@@ -87,7 +87,7 @@ func swarm(n, workers int, fn func(i int) error) (failed int, err error) {
 }
 
 // drainAll reads c to its end and returns its frames and how it ended.
-func drainAll(c *loadclient.Conn) ([]proto.Frame, error) {
+func drainAll(c *wire.Conn) ([]proto.Frame, error) {
 	var fs []proto.Frame
 	for {
 		f, err := c.Next(waitTime)

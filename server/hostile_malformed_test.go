@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 )
 
@@ -61,7 +61,7 @@ func attackMalformed(a *attacker) {
 	var cases atomic.Int64
 	failed, err := swarm(n, 32, func(i int) error {
 		j := jobs[i%len(jobs)]
-		var c *loadclient.Conn
+		var c *wire.Conn
 		var err error
 		if j.login {
 			c, err = attackLogin(a.ts, malformedUsers+uint32(i))

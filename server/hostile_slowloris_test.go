@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 )
 
@@ -32,7 +32,7 @@ func attackSlowloris(a *attacker) {
 	}
 	const half = 500
 	a.sync("slowloris: before")
-	conns := make([]*loadclient.Conn, sz.Slow)
+	conns := make([]*wire.Conn, sz.Slow)
 	defer func() {
 		for _, c := range conns {
 			if c != nil {

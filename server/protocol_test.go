@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"hongbao/loadclient"
+	"hongbao/client/wire"
 	"hongbao/proto"
 	"hongbao/server"
 )
@@ -856,7 +856,7 @@ func shutdownDuringAccepts(t *testing.T, mode string, round int) {
 	ts := startServer(t, func(o *server.Options) { o.Ingress = mode })
 	const conns = 300
 	type dialed struct {
-		c   *loadclient.Conn
+		c   *wire.Conn
 		err error
 	}
 	out := make(chan dialed, conns)
@@ -866,7 +866,7 @@ func shutdownDuringAccepts(t *testing.T, mode string, round int) {
 			if i == 50 {
 				close(started)
 			}
-			c, err := loadclient.Dial(ts.addr, time.Second)
+			c, err := wire.Dial(ts.addr, time.Second)
 			if err == nil {
 				c.Send(proto.AppendLogin(nil, 1, uint32(i+1), nil)) // fails once the server closed it
 			}

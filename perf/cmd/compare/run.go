@@ -95,7 +95,7 @@ func run(ctx context.Context, cfg config) error {
 	// The throughput search goes on from the latency phase with the
 	// variants that held it, each until a rate it does not hold.
 	held := func(m *measurement) bool {
-		return m.ok() && m.P99 <= ms(cfg.maxP99) && m.Answered >= 0.9*float64(m.Target)
+		return m.ok() && m.P99 <= harness.Millis(cfg.maxP99) && m.Answered >= 0.9*float64(m.Target)
 	}
 	// The latency phase -repeat times, the variants interleaved in each
 	// round; a variant's figure is its run with the median p99 (medianLatency).
@@ -172,8 +172,6 @@ func names(vs []variant) []string {
 	}
 	return s
 }
-
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // measureOne starts a server of variant v, loads it at qps for dur after the
 // ramp and measures it; a failure is recorded in the measurement.
@@ -265,7 +263,7 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	m.LowS = 1
 	for _, r := range win {
 		answers += r.Answered
-		m.WorstS = max(m.WorstS, ms(r.P99))
+		m.WorstS = max(m.WorstS, harness.Millis(r.P99))
 		m.LowS = min(m.LowS, r.Answered/float64(qps))
 	}
 	secs := (to - from).Seconds()

@@ -143,7 +143,7 @@ func overRounds(ms []*measurement) rounds {
 
 // held counts m's rate as held when its p99 is within -max-p99.
 func (s *summary) held(m *measurement, cfg *config) {
-	if m.P99 <= ms(cfg.maxP99) && m.Answered > s.maxQPS {
+	if m.P99 <= harness.Millis(cfg.maxP99) && m.Answered > s.maxQPS {
 		s.maxQPS, s.maxAt = m.Answered, m.Target
 	}
 }

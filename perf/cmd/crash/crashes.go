@@ -171,8 +171,8 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 			return fmt.Errorf("crash %d: %w", i+1, err)
 		}
 		srv = next
-		rec.DownMs = ms(time.Since(killed))
-		rec.ServingMs, rec.RecoveredMs = ms(serving), ms(rc.took())
+		rec.DownMs = harness.Millis(time.Since(killed))
+		rec.ServingMs, rec.RecoveredMs = harness.Millis(serving), harness.Millis(rc.took())
 		rec.Records, rec.Snapshot = rc.Records, rc.snapshot()
 		rec.RecGotFen, rec.RecOpenedFen = rc.GotFen, rc.OpenedFen
 		rec.OK = uint64(rc.GotFen) >= rec.ToldShakeFen && uint64(rc.OpenedFen) >= rec.ToldOpenFen
@@ -186,7 +186,7 @@ func runCrashes(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 			until, next1 = client.Start.Add(moments[i+1]), "the next crash"
 		}
 		if took, ok := waitConnected(srv.Admin, want, until); ok {
-			rec.ReconnectedMs = ms(took)
+			rec.ReconnectedMs = harness.Millis(took)
 			r.Printf("  every user connected again %v after serving", took.Round(time.Millisecond))
 		} else {
 			r.Printf("  not every user connected again before %s", next1)
@@ -320,8 +320,6 @@ func waitConnected(a *harness.Admin, want int64, until time.Time) (time.Duration
 	}
 	return 0, false
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func msOrNot(v float64) string {
 	if v < 0 {

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"hongbao/client/wire"
 	"hongbao/proto"
 )
 
@@ -87,12 +87,12 @@ func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{
 }
 
 func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, mine *[]uint64) error {
-	c, err := harness.Dial(addr, user)
+	c, err := wire.DialLogin(addr, user)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	go func() { <-stop; c.NC.SetDeadline(time.Now()) }()
+	go func() { <-stop; c.SetDeadline(time.Now()) }()
 	var out []byte
 	again := (*mine)[max(0, len(*mine)-reopenMax):] // OPENed before: answered 1 with the same share
 	var opening uint64                              // the envelope of the OPEN in flight
@@ -115,7 +115,7 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, 
 		default:
 			out = proto.AppendShake(out[:0], i)
 		}
-		if _, err := c.NC.Write(out); err != nil {
+		if _, err := c.Write(out); err != nil {
 			return p.ended(err, stop)
 		}
 		f, err := c.Answer(i, 30*time.Second)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"hongbao/client/wire"
 	"hongbao/perf/internal/harness"
 )
 
@@ -51,12 +52,12 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	defer srv.Kill()
 
 	for u := uint32(1); u <= scaleSets*scaleHolders; u++ {
-		c, err := harness.Dial(srv.Listen, u)
+		c, err := wire.DialLogin(srv.Listen, u)
 		if err != nil {
 			return fmt.Errorf("recipient %d: %w", u, err)
 		}
 		defer c.Close()
-		go io.Copy(io.Discard, c.NC) // read and drop the pushes
+		go io.Copy(io.Discard, c.Conn) // read and drop the pushes
 	}
 	if _, err := srv.Admin.WaitConnections(scaleSets*scaleHolders, true, 30*time.Second); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"hongbao/client/wire"
 	"hongbao/cluster"
 	"hongbao/envelope"
 	"hongbao/loadclient"
@@ -149,26 +150,26 @@ func (r *failRun) wait() *loadclient.Report {
 }
 
 // probe logs in probe user k at gateway gw.
-func (r *failRun) probe(k int, gw int) *harness.Conn {
+func (r *failRun) probe(k int, gw int) *wire.Conn {
 	r.t.Helper()
 	for u := uint32(probeUser + k); ; u++ {
 		if gatewayOf(u) == gw {
-			c, err := harness.Dial(r.cl.Gateways[gw].Srv.Listen, u)
+			c, err := wire.DialLogin(r.cl.Gateways[gw].Srv.Listen, u)
 			if err != nil {
 				r.t.Fatal(err)
 			}
-			r.t.Cleanup(c.Close)
+			r.t.Cleanup(func() { c.Close() })
 			return c
 		}
 	}
 }
 
 // chat sends a CHAT from c to user and returns CHAT_ACK's status.
-func chat(t *testing.T, c *harness.Conn, stamp uint64, to uint32) uint8 {
+func chat(t *testing.T, c *wire.Conn, stamp uint64, to uint32) uint8 {
 	t.Helper()
-	c.NC.Write(proto.AppendChat(nil, stamp, to, []byte("probe")))
+	c.Write(proto.AppendChat(nil, stamp, to, []byte("probe")))
 	for {
-		f, err := c.Expect(proto.ChatAck, 10*time.Second)
+		f, err := c.Await(proto.ChatAck, 10*time.Second)
 		if err != nil {
 			t.Fatalf("CHAT to %d: no CHAT_ACK: %v", to, err)
 		}
@@ -181,14 +182,14 @@ func chat(t *testing.T, c *harness.Conn, stamp uint64, to uint32) uint8 {
 
 // openForeign OPENs, from c, an envelope id of set that was never handed
 // out (no money either way) and returns OPEN_RESULT's status.
-func openForeign(t *testing.T, c *harness.Conn, set int, stamp uint64) uint8 {
+func openForeign(t *testing.T, c *wire.Conn, set int, stamp uint64) uint8 {
 	t.Helper()
 	gen, err := envelope.NewGroupIDGen(set, time.Now().UnixNano())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.NC.Write(proto.AppendOpen(nil, stamp, gen.Next()))
-	f, err := c.Expect(proto.OpenResult, 10*time.Second)
+	c.Write(proto.AppendOpen(nil, stamp, gen.Next()))
+	f, err := c.Await(proto.OpenResult, 10*time.Second)
 	if err != nil {
 		t.Fatalf("OPEN of an envelope of SET %d: no OPEN_RESULT: %v", set, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"hongbao/client/wire"
 	"hongbao/perf/internal/harness"
 	"hongbao/proto"
 )
@@ -50,10 +51,10 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	// Users 2, 4, … run on gateway 0 and 1, 3, … on gateway 1 (SET u mod
 	// sets, gateway SET mod 2). Senders and local openers on gateway 0,
 	// crossing openers on gateway 1.
-	login := func(first uint32, addr string) ([]*harness.Conn, error) {
-		var out []*harness.Conn
+	login := func(first uint32, addr string) ([]*wire.Conn, error) {
+		var out []*wire.Conn
 		for i := range n {
-			c, err := harness.Dial(addr, first+2*uint32(i))
+			c, err := wire.DialLogin(addr, first+2*uint32(i))
 			if err != nil {
 				closeAll(out)
 				return nil, err
@@ -80,7 +81,7 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	before, _ := harness.ReadCrossings(cl.Admin(1))
 	phases := []struct {
 		name    string
-		openers []*harness.Conn
+		openers []*wire.Conn
 	}{{"crossing (opener on gateway 1, envelope on gateway 0)", cross}, {"local (opener and envelope on gateway 0)", local}}
 	results := make([]openResult, len(phases))
 	lats := make([][]int64, len(phases))
@@ -113,7 +114,7 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 func ms64(ns int64) float64 { return float64(ns) / 1e6 }
 
-func closeAll(cs []*harness.Conn) {
+func closeAll(cs []*wire.Conn) {
 	for _, c := range cs {
 		c.Close()
 	}
@@ -125,7 +126,7 @@ func closeAll(cs []*harness.Conn) {
 // the phase's counts and latencies. A phase of the last round waits 2 s for
 // the OPENs in flight; another waits less: an answer it misses is read, with
 // its own stamp, by the next phase of its kind.
-func openPhase(ctx context.Context, openers, senders []*harness.Conn, rate, recips int, dur time.Duration, last bool) (openResult, []int64) {
+func openPhase(ctx context.Context, openers, senders []*wire.Conn, rate, recips int, dur time.Duration, last bool) (openResult, []int64) {
 	var mu sync.Mutex
 	var lats []int64
 	status := map[uint8]int{}
@@ -137,8 +138,7 @@ func openPhase(ctx context.Context, openers, senders []*harness.Conn, rate, reci
 			defer wg.Done()
 			var out []byte
 			for {
-				o.NC.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-				f, err := o.Next()
+				f, err := o.Next(200 * time.Millisecond)
 				if err != nil {
 					select {
 					case <-stop:
@@ -154,7 +154,7 @@ func openPhase(ctx context.Context, openers, senders []*harness.Conn, rate, reci
 				case proto.Envelope:
 					env, _, _, _ := f.Envelope()
 					out = proto.AppendOpen(out[:0], uint64(time.Now().UnixNano()), env)
-					o.NC.Write(out)
+					o.Write(out)
 				case proto.OpenResult:
 					st, _, _ := f.OpenResult()
 					lat := time.Now().UnixNano() - int64(f.Stamp)
@@ -171,8 +171,7 @@ func openPhase(ctx context.Context, openers, senders []*harness.Conn, rate, reci
 		go func() {
 			defer wg.Done()
 			for {
-				s.NC.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-				if _, err := s.Next(); err != nil {
+				if _, err := s.Next(200 * time.Millisecond); err != nil {
 					select {
 					case <-stop:
 						return
@@ -202,7 +201,7 @@ func openPhase(ctx context.Context, openers, senders []*harness.Conn, rate, reci
 				rcpt[i] = openers[p].User
 			}
 			buf = proto.AppendSend(buf[:0], uint64(sends+1), uint32(100*recips), rcpt)
-			s.NC.Write(buf)
+			s.Write(buf)
 		}
 	}
 	tick.Stop()
@@ -215,7 +214,7 @@ func openPhase(ctx context.Context, openers, senders []*harness.Conn, rate, reci
 	close(stop)
 	wg.Wait()
 	for _, c := range append(slices.Clone(openers), senders...) {
-		c.NC.SetReadDeadline(time.Time{})
+		c.SetReadDeadline(time.Time{})
 	}
 	return openResult{Sends: sends, Opens: len(lats), Status: status, secs: elapsed.Seconds()}, lats
 }

@@ -232,13 +232,13 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	var firsts []float64
 	for _, s := range f.Measured {
 		if t, ok := x.ps.p[s].firstAfter(t0, kind != "nats"); ok {
-			f.FirstMs[s] = ms(t.Sub(t0))
+			f.FirstMs[s] = harness.Millis(t.Sub(t0))
 			firsts = append(firsts, f.FirstMs[s])
 		}
 	}
 	f.MaxMs, f.MedMs = harness.MaxMedian(firsts)
 	for _, p := range x.ps.p {
-		f.GapMs = max(f.GapMs, ms(p.gapAfter(t0, end)))
+		f.GapMs = max(f.GapMs, harness.Millis(p.gapAfter(t0, end)))
 		if p.empty > 0 {
 			f.Empty[p.set] = p.empty
 		}
@@ -313,7 +313,7 @@ func (x *runner) takeovers(t time.Time) []takeover {
 				Took  json.RawMessage `json:"took"`
 			}
 			if at.After(t) && json.Unmarshal(line, &l) == nil {
-				out = append(out, takeover{Set: l.Set, Node: g.Node, Epoch: l.Epoch, Was: l.Was, Ms: ms(harness.LogDuration(l.Took))})
+				out = append(out, takeover{Set: l.Set, Node: g.Node, Epoch: l.Epoch, Was: l.Was, Ms: harness.Millis(harness.LogDuration(l.Took))})
 			}
 		})
 	}
@@ -335,5 +335,3 @@ func lostLine(path string) string {
 	})
 	return why
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"hongbao/client/wire"
 	"hongbao/proto"
 )
 
@@ -23,7 +23,7 @@ const witnessShakes = 5
 // none. (The probes, which leave a silent gateway, cannot see it.)
 type witnesses struct {
 	sets  []int
-	conns []*harness.Conn
+	conns []*wire.Conn
 	// money[i] are the SHAKE_RESULT 1 of sets[i]'s witness; answered all
 	// its answers and other frames, until the connection ended.
 	money, answered []int
@@ -34,7 +34,7 @@ type witnesses struct {
 func dialWitnesses(addr string, sets []int, nsets int) (*witnesses, error) {
 	w := &witnesses{sets: sets}
 	for _, s := range sets {
-		c, err := harness.Dial(addr, uint32((witnessBase/nsets+1)*nsets+s))
+		c, err := wire.DialLogin(addr, uint32((witnessBase/nsets+1)*nsets+s))
 		if err != nil {
 			w.close()
 			return nil, fmt.Errorf("the witness of SET %d: %w", s, err)
@@ -52,8 +52,8 @@ func (w *witnesses) send() {
 		b = proto.AppendShake(b, uint64(i+1))
 	}
 	for _, c := range w.conns {
-		c.NC.SetWriteDeadline(time.Now().Add(time.Second))
-		c.NC.Write(b)
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		c.Write(b)
 	}
 }
 
@@ -63,9 +63,8 @@ func (w *witnesses) read(d time.Duration) {
 	deadline := time.Now().Add(d)
 	w.money, w.answered, w.ended = make([]int, len(w.conns)), make([]int, len(w.conns)), make([]string, len(w.conns))
 	for i, c := range w.conns {
-		c.NC.SetReadDeadline(deadline)
 		for {
-			f, err := c.Next()
+			f, err := c.Next(time.Until(deadline))
 			if err != nil {
 				w.ended[i] = err.Error()
 				break

@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// Millis is d in milliseconds, to the microsecond: the unit of the
+// reports' JSON.
+func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Ms formats ns as milliseconds with two decimals.
 func Ms(ns int64) string { return fmt.Sprintf("%.2f ms", float64(ns)/1e6) }
