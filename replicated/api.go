@@ -24,6 +24,8 @@ func (r *SETs) Lost() <-chan struct{} { return r.lost }
 // Node and Name are this gateway's node number and name.
 func (r *SETs) Node() int    { return r.node }
 func (r *SETs) Name() string { return r.name }
+
+// Tells reports whether this gateway tells set's money now.
 func (r *SETs) Tells(set int) bool {
 	r.pmu.Lock()
 	defer r.pmu.Unlock()

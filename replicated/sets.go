@@ -64,7 +64,7 @@ type SETs struct {
 	// a long tail, which the SET's next owner must not replay again.
 	snapNow  chan struct{}
 	replayed atomic.Int64 // messages replayed by the takes of a round
-	claiming atomic.Bool  // claims runs: stopClaims waits for done
+	claiming atomic.Bool  // claims runs: StopClaims waits for done
 
 	takeovers    atomic.Uint64 // SETs claimed and serving here
 	takeoverNs   atomic.Int64  // the last one's claim to serving

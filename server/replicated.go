@@ -87,6 +87,10 @@ func (s *Server) Lost() <-chan struct{} {
 // exits with ExitLost.
 type LostError struct{ Why string }
 
+func (e *LostError) Error() string {
+	return "this gateway lost a SET it ran to another gateway: " + e.Why
+}
+
 // startReplicated starts the journal's writer and the claims: the
 // replicated mode's recover, before anything is served. No SET runs yet.
 func (s *Server) startReplicated() error {
@@ -218,9 +222,6 @@ func (s *Server) shutdownCode() uint8 {
 		return proto.ErrCodeMoved
 	}
 	return 0
-}
-func (e *LostError) Error() string {
-	return "this gateway lost a SET it ran to another gateway: " + e.Why
 }
 
 // handleMove answers POST /sets/{set}/move?to=NAME: the SET handed to the
