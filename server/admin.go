@@ -180,7 +180,7 @@ func (s *Server) startCampaign(w http.ResponseWriter, r *http.Request) {
 	if bad == nil {
 		var st campaign.Status
 		if s.node != nil {
-			st, bad = s.startClusterCampaign(p)
+			st, bad = s.parts.Start(p)
 		} else {
 			var c *campaign.Campaign
 			if c, bad = s.camps.Start(p); bad == nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/hmac"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"hongbao/buildinfo"
-	"hongbao/campaign"
 	"hongbao/cluster"
 	"hongbao/proto"
 	"hongbao/replicated"
@@ -164,7 +162,7 @@ func (s *Server) startCluster() error {
 	}); err != nil {
 		return err
 	}
-	if err := s.node.Serve("campaign", s.campaignFromPeer); err != nil {
+	if err := s.node.Serve("campaign", s.parts.Serve); err != nil {
 		return err
 	}
 	if s.repl != nil {
@@ -228,7 +226,7 @@ func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
 		all = append(all, g.Stats)
 	}
 	out := ClusterStats{Stats: sumStats(all), Gateways: len(all), Missing: []int{}}
-	shares := s.shares()
+	shares := s.parts.Shares()
 	for node := range s.node.Options().Nodes {
 		// Where SETs fail over, a gateway that runs none (gone, or not
 		// started) holds no money: only one that runs SETs is missed.
@@ -294,152 +292,6 @@ func (s *Server) redirect(set int) string {
 		return ""
 	}
 	return s.node.OwnerAddr(set)
-}
-
-// A campaign created on any gateway is dealt over every SET of the cluster:
-// each gateway deals its part (its SETs' share of the rate and the total)
-// over its own SETs, under the id the creating gateway gave, and journals
-// it as its own. Deals never cross, so every gateway recovers its part from
-// its own journal. Where SETs fail over (-journal jetstream) the parts
-// follow the ownership records at the campaign's start, and a part is not
-// journaled: it ends with its gateway, whose SETs keep what it dealt.
-
-// campaignOp is what a gateway tells the others of a campaign.
-type campaignOp struct {
-	Op     string          `json:"op"` // start | cancel
-	From   int             `json:"from"`
-	ID     int             `json:"id"`
-	Params campaign.Params `json:"params,omitzero"`
-	// Shares are the SETs each gateway ran when the campaign was created:
-	// each deals its share of them, so that the parts add up to the whole.
-	Shares []int `json:"shares,omitempty"`
-}
-
-// broadcastCampaign tells the other gateways of op, signed.
-func (s *Server) broadcastCampaign(op campaignOp) error {
-	b, _ := json.Marshal(op)
-	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(s.campaignKey, b)})
-	return s.node.Broadcast("campaign", signed)
-}
-
-// openCampaignOp returns the campaign op gateway from sent in data, or why
-// it is refused: a proof that does not hold under this gateway's admin
-// token, an op naming another sender, an id not of the sender's.
-func (s *Server) openCampaignOp(from int, data []byte) (campaignOp, string) {
-	var signed cluster.SignedOp
-	var op campaignOp
-	if json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil {
-		return op, "a campaign message that does not decode"
-	}
-	if len(s.campaignKey) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(cluster.Proof(s.campaignKey, signed.Op))) {
-		return op, "a campaign message without the proof of this gateway's -admin-token (every gateway needs the same one)"
-	}
-	if o := s.node.Options(); op.From != from || op.ID <= 0 || op.ID%o.Nodes != from {
-		return op, "a campaign message naming another gateway, or an id not of its sender's"
-	}
-	return op, ""
-}
-
-// shares is how many SETs each gateway runs: by the rule (s mod N), or
-// where SETs fail over by their ownership records of the moment.
-func (s *Server) shares() []int {
-	o := s.node.Options()
-	sh := make([]int, o.Nodes)
-	for set := range o.Sets {
-		if n := o.Owner(set); n >= 0 {
-			sh[n]++
-		}
-	}
-	return sh
-}
-
-// partOf is node's part of campaign p: its SETs' share of the rate and the
-// total (shares: the SETs of each gateway), rounded so that the parts add
-// up to p's exactly. A part with envelopes but a rate under 1 a second
-// deals 1 a second.
-func partOf(p campaign.Params, node int, shares []int) campaign.Params {
-	var lo, all uint64
-	for n, k := range shares {
-		if n < node {
-			lo += uint64(k)
-		}
-		all += uint64(k)
-	}
-	if all == 0 || node >= len(shares) {
-		p.Total, p.Rate = 0, 0
-		return p
-	}
-	hi := lo + uint64(shares[node])
-	share := func(x uint64) uint64 { return x*hi/all - x*lo/all }
-	p.Total, p.Rate = share(p.Total), share(p.Rate)
-	if p.Total > 0 && p.Rate == 0 {
-		p.Rate = 1
-	}
-	return p
-}
-
-// startClusterCampaign starts this gateway's part of p and tells the others
-// to start theirs. A part of no envelope (a total smaller than the SETs) is
-// not started; its id stays taken.
-func (s *Server) startClusterCampaign(p campaign.Params) (campaign.Status, error) {
-	o := s.node.Options()
-	if err := p.Validate(s.campLimits); err != nil {
-		return campaign.Status{}, err
-	}
-	id := s.camps.ReserveID()
-	shares := s.shares()
-	part := partOf(p, o.Node, shares)
-	st := campaign.Status{ID: id, Params: part, Started: time.Now(), Done: true, State: campaign.Finished}
-	if part.Total > 0 {
-		c, err := s.camps.StartAs(id, part)
-		if err != nil {
-			return campaign.Status{}, err
-		}
-		st = c.Status()
-	}
-	if err := s.broadcastCampaign(campaignOp{Op: "start", From: o.Node, ID: id, Params: p, Shares: shares}); err != nil {
-		s.log.Error("cluster: the other gateways were not told of a campaign: only this gateway's part is dealt", "id", id, "err", err)
-	}
-	return st, nil
-}
-
-// cancelClusterCampaign tells the other gateways to cancel their part of id.
-func (s *Server) cancelClusterCampaign(id int) {
-	if err := s.broadcastCampaign(campaignOp{Op: "cancel", From: s.node.Options().Node, ID: id}); err != nil {
-		s.log.Error("cluster: the other gateways were not told to cancel a campaign", "id", id, "err", err)
-	}
-}
-
-// campaignFromPeer starts or cancels this gateway's part of a campaign
-// another gateway created or cancelled.
-func (s *Server) campaignFromPeer(from int, data []byte) []byte {
-	op, why := s.openCampaignOp(from, data)
-	if why != "" {
-		s.node.Refused(from, why)
-		return nil
-	}
-	o := s.node.Options()
-	switch op.Op {
-	case "start":
-		shares := op.Shares
-		if len(shares) != o.Nodes {
-			shares = s.shares()
-		}
-		part := partOf(op.Params, o.Node, shares)
-		if part.Total == 0 {
-			return nil // nothing for this gateway's SETs
-		}
-		if _, err := s.camps.StartAs(op.ID, part); err != nil {
-			s.log.Error("cluster: this gateway's part of a campaign was not started: the cluster deals less than asked", "id", op.ID, "from", op.From, "err", err)
-			return nil
-		}
-		s.log.Info("campaign part started", "id", op.ID, "from", op.From, "kind", part.Kind, "rate", part.Rate, "total", part.Total)
-	case "cancel":
-		if _, err := s.camps.Cancel(op.ID); err == nil {
-			s.log.Info("campaign part cancelled", "id", op.ID, "from", op.From)
-		}
-	}
-	return nil
 }
 
 // validateReplicated checks the flags of a cluster whose SETs fail over.

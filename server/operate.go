@@ -29,7 +29,7 @@ func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.camps.Cancel(id)
 	if s.node != nil {
-		s.cancelClusterCampaign(id) // whatever the state of this gateway's part
+		s.parts.Cancel(id) // whatever the state of this gateway's part
 	}
 	switch {
 	case errors.Is(err, campaign.ErrNotFound):

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"hongbao/campaign"
+	"hongbao/campaign/parts"
 	"hongbao/cluster"
 	"hongbao/egress"
 	"hongbao/event"
@@ -67,8 +68,9 @@ type Server struct {
 	leave        chan struct{} // closed by POST /cluster/drain
 	leaveOnce    sync.Once
 
-	node *cluster.Node    // in a cluster (-nats): this gateway's membership; else nil
-	repl *replicated.SETs // -journal jetstream: the replicated SETs; else nil
+	node  *cluster.Node    // in a cluster (-nats): this gateway's membership; else nil
+	parts *parts.Dealer    // in a cluster: campaigns dealt by parts over the gateways
+	repl  *replicated.SETs // -journal jetstream: the replicated SETs; else nil
 	// campaignKey: the admin token, which signs the campaign messages this
 	// gateway sends and checks those it takes (cluster.SignedOp); nil without one.
 	campaignKey []byte
@@ -177,6 +179,9 @@ func New(o Options, log *slog.Logger) (*Server, error) {
 			cc.Node, cc.Nodes = s.node.Options().Node, s.node.Options().Nodes
 		}
 		s.camps, err = campaign.NewRunner(s.bus, cc)
+		if err == nil && s.node != nil {
+			s.parts = &parts.Dealer{Node: s.node, Runner: s.camps, Limits: s.campLimits, Key: s.campaignKey, Log: s.log}
+		}
 		if err == nil && s.repl != nil {
 			err = s.startReplicated()
 		} else if err == nil {
