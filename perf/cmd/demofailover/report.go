@@ -17,7 +17,7 @@ func (f *fault) line() string {
 	}
 	fenced := ""
 	if f.Kind == "stop" {
-		fenced = fmt.Sprintf("; money answers from the fenced gateway %d (of %d answers to %d witnessed SETs)", f.Fenced, f.Answers, f.Witnessed)
+		fenced = fmt.Sprintf("; %d money answers from the fenced gateway (of %d answers to %d witnessed SETs)", f.Fenced, f.Answers, f.Witnessed)
 	}
 	return fmt.Sprintf("%s of %s: %s; first money answer after the fault max %s, median %.0f ms; longest without money %.0f ms; money counted before %d (≥ told by then), after %d%s: %s",
 		what, f.Target, sets, f.maxFirst(), f.MedMs, f.GapMs, f.Before, f.After, fenced, harness.Verdict(len(f.Problems) == 0))
