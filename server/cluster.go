@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"hongbao/admin"
 	"hongbao/buildinfo"
 	"hongbao/cluster"
 	"hongbao/proto"
@@ -176,7 +177,7 @@ func (s *Server) startCluster() error {
 // handleCluster answers GET /cluster.
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	if s.node == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
+		admin.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
 		return
 	}
 	m := struct {
@@ -188,7 +189,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 		m.Moves = s.repl.Moves()
 		m.Placement = s.repl.Placement()
 	}
-	writeJSON(w, http.StatusOK, m)
+	admin.WriteJSON(w, http.StatusOK, m)
 }
 
 // ClusterStats is GET /cluster/stats: the gateways' ledgers summed.
@@ -201,14 +202,14 @@ type ClusterStats struct {
 // handleClusterStats answers GET /cluster/stats.
 func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
 	if s.node == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
+		admin.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "not a cluster: this server runs without -nats"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ClusterTimeout)
 	defer cancel()
 	answers, err := s.node.Request(ctx, "stats", nil)
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "NATS: " + err.Error()})
+		admin.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "NATS: " + err.Error()})
 		return
 	}
 	all := []Stats{s.Stats()}
@@ -234,7 +235,7 @@ func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
 			out.Missing = append(out.Missing, node)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	admin.WriteJSON(w, http.StatusOK, out)
 }
 
 // sumStats adds the gateways' ledgers field by field.

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"hongbao/admin"
 	"hongbao/replicated"
 )
 
@@ -16,7 +17,7 @@ func (s *Server) LeaveCluster() error { return s.closeCluster() }
 const SlowAnswerCategory = slowAnswerCategory
 
 // RedactArgs is what /debug/pprof/cmdline shows of a command line.
-var RedactArgs = redactArgs
+var RedactArgs = admin.RedactArgs
 
 // Snapshot takes a snapshot now, as -snapshot-every does.
 func (s *Server) Snapshot() error { return s.snapshot() }

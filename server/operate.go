@@ -1,16 +1,14 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
+	"hongbao/admin"
 	"hongbao/campaign"
-	"hongbao/replicated"
 )
 
 // cancelCampaign serves DELETE /campaigns/{id}: 200 with the cancelled
@@ -20,11 +18,11 @@ func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
 	v := r.PathValue("id")
 	id, err := strconv.Atoi(v)
 	if err != nil || id < 1 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("id=%q: not a campaign id (a whole number from 1)", v)})
+		admin.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("id=%q: not a campaign id (a whole number from 1)", v)})
 		return
 	}
 	if s.camps == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: no campaigns with -pipeline=none", id)})
+		admin.WriteJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: no campaigns with -pipeline=none", id)})
 		return
 	}
 	st, err := s.camps.Cancel(id)
@@ -33,14 +31,14 @@ func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, campaign.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: never started, or finished before the last %d", id, campaign.DefaultKeepFinished)})
+		admin.WriteJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no campaign %d: never started, or finished before the last %d", id, campaign.DefaultKeepFinished)})
 	case errors.Is(err, campaign.ErrNotDurable):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		admin.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 	case errors.Is(err, campaign.ErrFinished):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("campaign %d already finished: every envelope was dealt", id), "campaign": st})
+		admin.WriteJSON(w, http.StatusConflict, map[string]any{"error": fmt.Sprintf("campaign %d already finished: every envelope was dealt", id), "campaign": st})
 	default:
 		s.log.Info("campaign cancelled", "id", id, "dealt", st.Dealt, "total", st.Total)
-		writeJSON(w, http.StatusOK, st)
+		admin.WriteJSON(w, http.StatusOK, st)
 	}
 }
 
@@ -50,9 +48,9 @@ func (s *Server) refuseCampaign(w http.ResponseWriter, err error) bool {
 	var tooMany *campaign.TooManyError
 	switch {
 	case errors.As(err, &tooMany):
-		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": err.Error(), "max_campaigns": tooMany.Max})
+		admin.WriteJSON(w, http.StatusTooManyRequests, map[string]any{"error": err.Error(), "max_campaigns": tooMany.Max})
 	case errors.Is(err, campaign.ErrClosed), errors.Is(err, campaign.ErrNotDurable):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		admin.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 	default:
 		return false
 	}
@@ -64,10 +62,10 @@ func (s *Server) refuseCampaign(w http.ResponseWriter, err error) bool {
 // {"status":"unavailable","reason":…}.
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if reason := s.unhealthy(); reason != "" {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
+		admin.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	admin.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // unhealthy says why the server does not serve, or "".
@@ -101,54 +99,6 @@ func (s *Server) unhealthy() string {
 		}
 	}
 	return ""
-}
-
-// adminWriteTime bounds writing an admin answer; a profile or trace gets its
-// duration more.
-const adminWriteTime = 30 * time.Second
-
-// pprofDefaultSeconds is net/http/pprof's profile duration when the request
-// names none.
-const pprofDefaultSeconds = 30
-
-// writeDeadline sets each admin request's write deadline: the server-wide
-// WriteTimeout would have to cover the longest profile for every request
-// (and net/http/pprof refuses a profile longer than it).
-func writeDeadline(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d := adminWriteTime
-		if strings.HasPrefix(r.URL.Path, "/sets/") || r.URL.Path == "/cluster/rebalance" {
-			d += replicated.MoveTimeout
-		}
-		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
-			sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64)
-			if err != nil || sec <= 0 {
-				sec = pprofDefaultSeconds
-			}
-			d += time.Duration(min(sec, 1e6) * float64(time.Second))
-		}
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
-		next.ServeHTTP(w, r)
-	})
-}
-
-// adminGrace is how long admin requests in flight at shutdown get to answer
-// once their contexts are cancelled.
-const adminGrace = time.Second
-
-// stopAdmin stops the admin API within ctx: profiles and traces in flight
-// see their request contexts cancelled and answer what they have; whatever
-// still runs after adminGrace is cut off. Neither is an error: the shutdown
-// is of the clients' server, and a profile must not hold it.
-func (s *Server) stopAdmin(ctx context.Context) {
-	s.adminCancel()
-	gctx, cancel := context.WithTimeout(ctx, adminGrace)
-	defer cancel()
-	if err := s.admin.Shutdown(gctx); err != nil {
-		s.log.Warn("admin requests still running at shutdown: cut off", "err", err)
-		s.admin.Close()
-	}
-	s.adminLn.Close() // Shutdown closes only listeners that Serve got: not one Start never reached
 }
 
 // shakeTaken is the shake envelopes taken from the SETs' pools and not given

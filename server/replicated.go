@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"hongbao/admin"
 	"hongbao/cluster"
 	"hongbao/event"
 	"hongbao/journal"
@@ -229,16 +230,16 @@ func (s *Server) shutdownCode() uint8 {
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 	set, err := strconv.Atoi(r.PathValue("set"))
 	if err != nil || set < 0 || set >= s.opts.Sets {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("set: %q is not a SET: want 0..%d", r.PathValue("set"), s.opts.Sets-1)})
+		admin.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("set: %q is not a SET: want 0..%d", r.PathValue("set"), s.opts.Sets-1)})
 		return
 	}
 	to := r.URL.Query().Get("to")
 	if to == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "to: the name of the gateway to hand the SET to is missing"})
+		admin.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "to: the name of the gateway to hand the SET to is missing"})
 		return
 	}
 	if s.repl == nil {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": errNotReplicated.Error(), "set": set, "to": to})
+		admin.WriteJSON(w, http.StatusConflict, map[string]any{"error": errNotReplicated.Error(), "set": set, "to": to})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), replicated.MoveTimeout)
@@ -255,10 +256,10 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 		res, status, err = s.repl.AskMove(ctx, owner, set, to)
 	}
 	if err != nil {
-		writeJSON(w, status, map[string]any{"error": err.Error(), "set": set, "to": to})
+		admin.WriteJSON(w, status, map[string]any{"error": err.Error(), "set": set, "to": to})
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	admin.WriteJSON(w, http.StatusOK, res)
 }
 
 // handleRebalance answers POST /cluster/rebalance: this gateway hands out,
@@ -266,7 +267,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 // fewer than theirs, as -rebalance does by itself, and answers the moves.
 func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
 	if s.repl == nil {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
+		admin.WriteJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), replicated.MoveTimeout)
@@ -278,14 +279,14 @@ func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{"gateway": s.repl.Name(), "moves": moves}
 	switch {
 	case errors.Is(err, placement.ErrMoveBusy) && len(moves) == 0:
-		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		admin.WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 		return
 	case err != nil:
 		out["error"] = err.Error()
-		writeJSON(w, http.StatusServiceUnavailable, out)
+		admin.WriteJSON(w, http.StatusServiceUnavailable, out)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	admin.WriteJSON(w, http.StatusOK, out)
 }
 
 // handleDrain answers POST /cluster/drain: this gateway leaves the cluster
@@ -293,11 +294,11 @@ func (s *Server) handleRebalance(w http.ResponseWriter, r *http.Request) {
 // SIGTERM. It answers at once; GET /cluster shows it leaving.
 func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 	if s.repl == nil {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
+		admin.WriteJSON(w, http.StatusConflict, map[string]string{"error": errNotReplicated.Error()})
 		return
 	}
 	s.leaveOnce.Do(func() { close(s.leave) })
-	writeJSON(w, http.StatusAccepted, map[string]any{"gateway": s.repl.Name(), "leaving": true, "sets": s.repl.Running()})
+	admin.WriteJSON(w, http.StatusAccepted, map[string]any{"gateway": s.repl.Name(), "leaving": true, "sets": s.repl.Running()})
 }
 
 // LeaveRequested is closed once POST /cluster/drain asked this gateway to

@@ -18,13 +18,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"hongbao/admin"
 	"hongbao/campaign"
 	"hongbao/campaign/parts"
 	"hongbao/cluster"
@@ -50,18 +50,13 @@ type Server struct {
 	ing        *ingress.Ingress
 	camps      *campaign.Runner
 	campLimits campaign.Limits // what a campaign may ask: the whole of one, in a cluster, before its parts
-	admin      *http.Server
-	adminLn    net.Listener
+	admin      *admin.Server   // the admin API; nil when off
 	stopTick   chan struct{}
 	tickDone   chan struct{}
 	ticking    bool // Start started tick: Shutdown waits for tickDone only then
 
 	maxConns int         // client connections admitted: -max-conns within the open-files limit
 	stopping atomic.Bool // Shutdown has begun: /healthz answers 503
-	// adminCtx is every admin request's context, cancelled at shutdown so
-	// that profiles and traces in flight end instead of holding it.
-	adminCtx    context.Context
-	adminCancel context.CancelFunc
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -353,11 +348,7 @@ func (s *Server) Start() error {
 		return err
 	}
 	if s.admin != nil {
-		go func() {
-			if err := s.admin.Serve(s.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("admin server", "err", err)
-			}
-		}()
+		go s.admin.Serve()
 	}
 	if goroutines := s.stageGoroutines(); s.opts.Wait == "spin" && goroutines > runtime.GOMAXPROCS(0) {
 		s.log.Warn("-wait spin with more spinning stage goroutines than cores: they starve the event loops and one another; use park",
@@ -403,10 +394,10 @@ func (s *Server) Addrs() []net.Addr { return s.ing.Addrs() }
 
 // AdminAddr is the admin API's address, or "" when it is off.
 func (s *Server) AdminAddr() string {
-	if s.adminLn == nil {
+	if s.admin == nil {
 		return ""
 	}
-	return s.adminLn.Addr().String()
+	return s.admin.Addr().String()
 }
 
 // Shutdown stops accepting, stops the campaigns, sends ERROR 8 to every
@@ -512,7 +503,7 @@ stop:
 	errs = append(errs, s.closeJournal())
 	s.closeSlowTrace()
 	if s.admin != nil {
-		s.stopAdmin(ctx)
+		s.admin.Stop(ctx)
 	}
 	return errors.Join(errs...)
 }
