@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"hongbao/admin"
+	"hongbao/flightrec"
 	"hongbao/replicated"
 )
 
@@ -14,7 +15,7 @@ func (s *Server) LeaveCluster() error { return s.closeCluster() }
 
 // SlowAnswerCategory is the category of the trace event that marks a slow
 // answer (-trace-slow), which perf/cmd/slowtrace looks for.
-const SlowAnswerCategory = slowAnswerCategory
+const SlowAnswerCategory = flightrec.Category
 
 // RedactArgs is what /debug/pprof/cmdline shows of a command line.
 var RedactArgs = admin.RedactArgs

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"hongbao/cluster"
+	"hongbao/flightrec"
 	"hongbao/journal"
 	"hongbao/ring"
 )
@@ -130,8 +131,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.DurationVar(&o.ClusterTimeout, "cluster-timeout", cluster.DefaultTimeout, "an OPEN or CHAT that crosses to another gateway and gets no answer by then is answered\n"+
 		"unavailable (OPEN_RESULT 5, CHAT_ACK 2); a share drawn for it stays its opener's, told by the OPEN sent again")
 	fs.DurationVar(&o.TraceSlow, "trace-slow", 0, "when an answer's decode → write takes longer than this `duration`, write the runtime trace of the\n"+
-		"last ~"+traceWindow.String()+" to -trace-dir (go tool trace; go run ./perf/cmd/slowtrace says where the time went): at most one\n"+
-		"file every "+traceEvery.String()+" and "+fmt.Sprint(traceFiles)+" in all. It keeps Go's flight recorder running, a trace event for every\n"+
+		"last ~"+flightrec.Window.String()+" to -trace-dir (go tool trace; go run ./perf/cmd/slowtrace says where the time went): at most one\n"+
+		"file every "+flightrec.Every.String()+" and "+fmt.Sprint(flightrec.Files)+" in all. It keeps Go's flight recorder running, a trace event for every\n"+
 		"syscall: ~10 % more server CPU per SHAKE at 30,000/s. 0: off")
 	fs.StringVar(&o.TraceDir, "trace-dir", "", "`directory` of the -trace-slow files (made if missing); default: traces under -data")
 	if err := fs.Parse(args); err != nil {

@@ -112,8 +112,8 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.Counter("hongbao_frames_dropped_total", "Answer and push frames not written: their connection was gone or cut off.", dropped)
 	e.Counter("hongbao_cut_off_total", "Connections cut off (ERROR 6) for more than -max-pending bytes of unwritten output.", cutOff)
 	if t := s.slowTrace; t != nil {
-		e.Counter("hongbao_slow_traces_total", "Runtime traces written for answers slower than -trace-slow.", t.written.Load())
-		e.Counter("hongbao_slow_traces_skipped_total", "Answers slower than -trace-slow within 10 s after a trace was written: not traced.", t.skipped.Load())
+		e.Counter("hongbao_slow_traces_total", "Runtime traces written for answers slower than -trace-slow.", t.Written())
+		e.Counter("hongbao_slow_traces_skipped_total", "Answers slower than -trace-slow within 10 s after a trace was written: not traced.", t.Skipped())
 	}
 
 	if s.bus != nil {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"hongbao/cluster"
 	"hongbao/egress"
 	"hongbao/event"
+	"hongbao/flightrec"
 	"hongbao/ingress"
 	"hongbao/journal"
 	"hongbao/ledger"
@@ -84,7 +86,7 @@ type Server struct {
 	snapStats    snapshotStats
 	stopSnap     chan struct{}
 	snapDone     chan struct{}
-	slowTrace    *slowTrace // -trace-slow; nil when off
+	slowTrace    *flightrec.Recorder // -trace-slow; nil when off
 }
 
 // New builds a server from filled, validated options and binds its listeners.
@@ -206,11 +208,11 @@ func (s *Server) buildSETs() error {
 	so := s.opts.setOptions()
 	so.Journal = s.journal
 	if s.opts.TraceSlow > 0 {
-		t, err := newSlowTrace(s.traceDir(), s.log)
+		t, err := flightrec.New(s.traceDir(), s.log)
 		if err != nil {
 			return err
 		}
-		s.slowTrace, so.SlowAnswer, so.SlowOver = t, t.slow, s.opts.TraceSlow
+		s.slowTrace, so.SlowAnswer, so.SlowOver = t, t.Slow, s.opts.TraceSlow
 	}
 	if s.node != nil && s.repl == nil { // replicated, every SET is built here: any may come to run here
 		so.Remote = s.node.Remote
@@ -225,6 +227,14 @@ func (s *Server) buildSETs() error {
 		s.byIndex[st.Index()] = st
 	}
 	return nil
+}
+
+// traceDir is where -trace-slow writes: -trace-dir, or traces under -data.
+func (s *Server) traceDir() string {
+	if s.opts.TraceDir != "" {
+		return s.opts.TraceDir
+	}
+	return filepath.Join(s.opts.Data, "traces")
 }
 
 // setAt is SET i as built here (nil if it is another gateway's for good).
@@ -314,7 +324,7 @@ func (s *Server) closeRings() {
 
 func (s *Server) closeSlowTrace() {
 	if s.slowTrace != nil {
-		s.slowTrace.close()
+		s.slowTrace.Close()
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // markCategory is the category of the log event the server makes for a
-// slow answer (server/slowtrace.go, slowAnswerCategory, whose test checks
+// slow answer (package flightrec, Category, whose test checks
 // the same string): its message is the answer's decode → write time in µs.
 const markCategory = "slow answer"
 
