@@ -12,7 +12,6 @@ import (
 	"hongbao/cluster"
 	"hongbao/event"
 	"hongbao/journal"
-	"hongbao/jsjournal"
 	"hongbao/placement"
 	"hongbao/proto"
 	"hongbao/replicated"
@@ -106,103 +105,24 @@ func (s *Server) startReplicated() error {
 }
 
 // snapshotSETs puts a snapshot of every SET run here to JetStream, purging
-// what it makes useless: the SETs mark their journal on their goroutines
-// (KSnapshot) and hand in their state, kept once both marks are durable.
+// what it makes useless (replicated.SETs.Snapshot).
 func (s *Server) snapshotSETs() error {
-	r := s.repl
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	for len(s.snapParts) > 0 {
 		<-s.snapParts
 	}
-	id := uint64(time.Now().UnixNano()) // never reused: a new process's too
-	ended := endedCampaigns(s.camps.List())
-	var sets []int
-	retired := map[int]uint8{}
-	telling := r.Telling()
-	for set := range s.opts.Sets {
-		if _, ok := telling[set]; !ok || s.journal.GroupErr(set) != nil {
-			continue
-		}
-		// Its rounds go to a new generation from here: every message of
-		// the one retired comes before the marks, so the snapshot after
-		// next makes it useless whole (Compact below).
-		gen, err := s.journal.RotateGroup(set)
-		if err != nil {
-			continue
-		}
-		retired[set] = gen
-		rg := s.bus.Ring(set)
-		seq, err := rg.Claim(1)
-		if err != nil {
-			continue
-		}
-		*rg.At(seq) = event.Event{Kind: event.KSnapshot, Env: id, Buf: ended}
-		rg.Publish(seq, seq)
-		sets = append(sets, set)
-	}
 	start := time.Now()
-	parts := map[int][]stages.Part{}
-	timeout := time.After(time.Minute)
-	for got := 0; got < 2*len(sets); {
-		select {
-		case p := <-s.snapParts:
-			if p.ID == id {
-				set := s.setOf(p.PID)
-				parts[set] = append(parts[set], p)
-				got++
-			}
-		case <-timeout:
-			return errors.New("snapshot: the SETs did not hand in their state within a minute")
-		}
-	}
-	var errs []error
-	bytes := 0
-	for _, set := range sets {
-		snap := jsjournal.Snapshot{ID: id, Owner: r.Node(), Epoch: telling[set].Epoch, ClaimSeq: telling[set].ClaimSeq}
-		for _, p := range parts[set] {
-			if err := s.journal.Wait(p.PID, p.Pos); err != nil {
-				errs = append(errs, err)
-				snap.Seq = 0
-				break
-			}
-			at, ok := s.journal.MarkSeq(p.PID, id)
-			if !ok {
-				errs = append(errs, fmt.Errorf("snapshot: SET %d: producer %d's mark is not durable", set, p.PID))
-				snap.Seq = 0
-				break
-			}
-			if snap.Seq == 0 || at < snap.Seq {
-				snap.Seq = at
-			}
-			snap.Parts = append(snap.Parts, jsjournal.Part{PID: p.PID, Data: p.Data})
-			bytes += len(p.Data)
-		}
-		if snap.Seq == 0 || s.journal.GroupErr(set) != nil {
-			continue // lost meanwhile: the new owner's snapshots are its own
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := r.PutSnapshot(ctx, set, snap)
-		cancel()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		// The generation retired at the snapshot before: everything in it
-		// precedes that one, which a reader a snapshot behind may still
-		// read from; this one's is kept for the next.
-		if err := s.journal.Compact(set, retired[set]+journal.Gens-1); err != nil {
-			errs = append(errs, fmt.Errorf("snapshot: compacting SET %d: %w", set, err))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	id := uint64(start.UnixNano()) // never reused: a new process's too
+	sets, bytes, err := s.repl.Snapshot(id, endedCampaigns(s.camps.List()), s.snapParts, s.setOf)
+	if err != nil {
+		return err
 	}
 	took := time.Since(start)
 	s.snapStats.count.Add(1)
 	s.snapStats.bytes.Store(uint64(bytes))
 	s.snapStats.ns.Store(int64(took))
-	s.log.Info("snapshot", "id", id, "sets", len(sets), "bytes", bytes, "took", took.Round(time.Microsecond))
+	s.log.Info("snapshot", "id", id, "sets", sets, "bytes", bytes, "took", took.Round(time.Microsecond))
 	return nil
 }
 
