@@ -61,7 +61,7 @@ func (r *SETs) stepOnly(ev placement.Event) error {
 	return err
 }
 
-// follow loads set and follows its records into in, caught up with the
+// follow loads set and follows its records for a move in, caught up with the
 // subject's last message when it returns.
 func (r *SETs) follow(set int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), prepareWait)
