@@ -1,8 +1,15 @@
 package placement
 
 import (
+	"bytes"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,6 +98,9 @@ func TestMachineTransitions(t *testing.T) {
 		err   error
 	}{
 		// Claims.
+		{name: "started", ev: Start{Now: t0}},
+		{name: "no claim within JoinWait of a start", given: cat(ticks(Beat, JoinWait, -1, -1, -1, -1), []Event{Start{Now: at(JoinWait + Beat)}}, ticks(JoinWait+2*Beat, 2*JoinWait, -1, -1, -1, -1)),
+			ev: tick(2*JoinWait+Beat-Beat/2, -1, -1, -1, -1)},
 		{name: "no claim before JoinWait", ev: tick(JoinWait-Beat, -1, -1, -1, -1)},
 		{name: "its share of the orphans once joined", given: ticks(Beat, JoinWait-Beat, -1, -1, -1, -1), ev: tick(JoinWait, -1, -1, -1, -1),
 			ready: Ready{Take: []int{0, 3}}},
@@ -151,6 +161,8 @@ func TestMachineTransitions(t *testing.T) {
 			role: Standby, phase: Following},
 		{name: "leaving: standbys dropped", set: 1, given: append(standbyOf1[:len(standbyOf1):len(standbyOf1)], Leave{}),
 			ev: tick(JoinWait+StandbySettle+Beat, 0, 1, 2, 2), ready: Ready{Drop: []Drop{{Set: 1, Role: Standby, Why: "no longer this gateway's to follow"}}}},
+		{name: "leaving: nothing until the next tick", set: 1, given: standbyOf1, ev: Leave{}, role: Standby, phase: Following},
+		{name: "-rebalance set", ev: Rebalance{Every: time.Second}},
 		{name: "a standby claimed: taken over", set: 1, given: standbyOf1, ev: Claimed{Set: 1, Epoch: 2, Seq: 9}, role: Taking, phase: Loading},
 
 		// Moves out.
@@ -307,4 +319,33 @@ func TestMachineOneTeller(t *testing.T) {
 		t.Fatal("gateway 0 heard its SET claimed by another and did not stop")
 	}
 	step(b, Served{Set: 0})
+}
+
+// TestEveryEventDriven fails when an event type of machine.go has no case
+// in TestMachineTransitions' table that steps it: a new event comes with its
+// transitions tested.
+func TestEveryEventDriven(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "machine.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, d := range f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "event" && fn.Recv != nil {
+			events = append(events, fn.Recv.List[0].Type.(*ast.Ident).Name)
+		}
+	}
+	src, err := os.ReadFile("machine_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := string(src[bytes.Index(src, []byte("func TestMachineTransitions")):bytes.Index(src, []byte("func TestEveryEventDriven"))])
+	for _, ev := range events {
+		if !regexp.MustCompile(`\bev: (` + ev + `\{|` + strings.ToLower(ev[:1]) + ev[1:] + `\()`).MatchString(table) {
+			t.Errorf("no case of TestMachineTransitions steps a %s", ev)
+		}
+	}
+	if len(events) < 20 {
+		t.Fatalf("found %d event types in machine.go: the parse is wrong", len(events))
+	}
 }
