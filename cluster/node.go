@@ -512,15 +512,24 @@ func (n *Node) Map() Map {
 	return m
 }
 
-// up reports whether node has been heard from lately.
-func (n *Node) up(node int) bool {
+// up reports whether node has been heard from lately and is ready (this
+// one is).
+func (n *Node) up(node int) bool { return n.heardAs(node, true) }
+
+// isHeard reports whether node has been heard from within the lease, ready
+// or not (this one is).
+func (n *Node) isHeard(node int) bool { return n.heardAs(node, false) }
+
+// heardAs reports whether node has been heard from within the lease, and,
+// with ready, is ready.
+func (n *Node) heardAs(node int, ready bool) bool {
 	if node == n.o.Node {
 		return true
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	p, ok := n.peers[node]
-	return ok && p.up(n.o.downAfter())
+	return ok && time.Since(p.seen) < n.o.downAfter() && (p.Ready || !ready)
 }
 
 // Leave prepares a gateway that is shutting down, its clients gone, to
@@ -575,18 +584,6 @@ func (n *Node) Close() error {
 	n.nc.FlushTimeout(time.Second)
 	n.nc.Close()
 	return first
-}
-
-// isHeard reports whether node has been heard from within the lease, ready
-// or not (this one is).
-func (n *Node) isHeard(node int) bool {
-	if node == n.o.Node {
-		return true
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	p, ok := n.peers[node]
-	return ok && time.Since(p.seen) < n.o.downAfter()
 }
 
 // Peers returns the nodes heard from lately, ascending, this one included.
@@ -703,6 +700,18 @@ func PingInterval(lease time.Duration) time.Duration { return max(lease/4, 100*t
 
 // MaxPingsOut is how many pings may go unanswered (PingInterval).
 const MaxPingsOut = 3
+
+// Shares is how many SETs each gateway runs: by the rule (s mod N), or
+// where SETs fail over by their claims of the moment.
+func (n *Node) Shares() []int {
+	sh := make([]int, n.o.Nodes)
+	for set := range n.o.Sets {
+		if o := n.o.Owner(set); o >= 0 {
+			sh[o]++
+		}
+	}
+	return sh
+}
 
 // Options returns the node's options.
 func (n *Node) Options() Options { return n.o }

@@ -48,10 +48,8 @@ type Bus struct {
 	// strays counts the answers to this gateway's connections of a SET
 	// that runs elsewhere now, dropped (Strays).
 	strays atomic.Uint64
-	// fenced: this gateway cannot show it still owns its SETs (SetFenced).
-	fenced atomic.Bool
-	// stalled: its journal cannot make money durable now (SetStalled).
-	stalled atomic.Bool
+	// door holds the Door flags: what the ingress reads once per request.
+	door atomic.Uint32
 
 	// A view of RunningBus: its parent's routes, each fused ring wrapped
 	// for one producer; views[set] caches the wrapper of the route it was
@@ -155,26 +153,48 @@ func (b *Bus) stray(set int, ev *Event) bool {
 // were dropped.
 func (b *Bus) Strays() uint64 { return b.root().strays.Load() }
 
+// The Door flags: a request is refused at the door while one is set.
+const (
+	// DoorFenced: this gateway cannot show that it still owns its SETs
+	// (SetFenced).
+	DoorFenced uint32 = 1 << iota
+	// DoorStalled: its journal cannot make money durable now (SetStalled).
+	DoorStalled
+)
+
+// Door returns the Door flags set now: one load for the ingress's every
+// request, 0 while it serves as usual.
+func (b *Bus) Door() uint32 { return b.root().door.Load() }
+
+// setDoor sets (on) or clears flag.
+func (b *Bus) setDoor(flag uint32, on bool) {
+	if on {
+		b.root().door.Or(flag)
+	} else {
+		b.root().door.And(^flag)
+	}
+}
+
 // SetFenced marks every SET run here as possibly lost (on) or not (off):
 // a gateway cut off from NATS may no longer own them, so it takes no
 // request and no login for them — its producers send a requester to
 // another gateway (ERROR 9) and answer a login LOGIN_ACK 3 with no address —
 // while the connections that ask for nothing stay.
-func (b *Bus) SetFenced(on bool) { b.root().fenced.Store(on) }
+func (b *Bus) SetFenced(on bool) { b.setDoor(DoorFenced, on) }
 
 // Fenced reports whether the SETs run here are fenced (SetFenced).
-func (b *Bus) Fenced() bool { return b.root().fenced.Load() }
+func (b *Bus) Fenced() bool { return b.Door()&DoorFenced != 0 }
 
 // SetStalled marks every SET run here as unable to make money durable for
 // now (on) or able again (off): its journal waits for its store. A request
 // that moves money — SHAKE, OPEN, SEND — is then answered "overloaded"
 // (retry) at the door rather than left waiting behind the stall; the rest
 // is served.
-func (b *Bus) SetStalled(on bool) { b.root().stalled.Store(on) }
+func (b *Bus) SetStalled(on bool) { b.setDoor(DoorStalled, on) }
 
 // Stalled reports whether money requests are refused for a stall
 // (SetStalled).
-func (b *Bus) Stalled() bool { return b.root().stalled.Load() }
+func (b *Bus) Stalled() bool { return b.Door()&DoorStalled != 0 }
 
 // Leaving reports whether set is being handed to another gateway.
 func (b *Bus) Leaving(set int) bool { return b.root().routes[set].Load().leaving }

@@ -104,15 +104,17 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 	if c.User == 0 {
 		return p.login(c, f, now)
 	}
-	if f.Type != proto.Ping && f.Type != proto.Login && p.bus.Fenced() {
-		return p.sendAway(c)
-	}
-	if (f.Type == proto.Shake || f.Type == proto.Open || f.Type == proto.Send) && p.bus.Stalled() {
-		var env uint64
-		if f.Type == proto.Open {
-			env = f.Open()
+	if door := p.bus.Door(); door != 0 { // fenced or stalled: refused at the door
+		if door&event.DoorFenced != 0 && f.Type != proto.Ping && f.Type != proto.Login {
+			return p.sendAway(c)
 		}
-		return p.overload(c, f, now, env, 0)
+		if door&event.DoorStalled != 0 && (f.Type == proto.Shake || f.Type == proto.Open || f.Type == proto.Send) {
+			var env uint64
+			if f.Type == proto.Open {
+				env = f.Open()
+			}
+			return p.overload(c, f, now, env, 0)
+		}
 	}
 	switch f.Type {
 	case proto.Login:

@@ -292,7 +292,7 @@ func (m *Machine) Step(ev Event) error {
 		m.ready.Route = append(m.ready.Route, Route{ev.Set, ev.Now.Node})
 	case Claimed:
 		st := &m.sets[ev.Set]
-		st.Claimed, st.Epoch, st.ClaimSeq = true, ev.Epoch, ev.Seq
+		st.Epoch, st.ClaimSeq = ev.Epoch, ev.Seq
 		st.Owner = Owner{Node: m.cfg.Node, Name: ev.Name, Epoch: ev.Epoch}
 		if st.Role == MovingIn && st.Phase == Switching {
 			return nil // a move's switch: it serves next
@@ -300,10 +300,9 @@ func (m *Machine) Step(ev Event) error {
 		if st.Role == MovingIn {
 			m.ready.Drop = append(m.ready.Drop, Drop{Set: ev.Set, Role: MovingIn, Why: "its source is gone: taken over from JetStream"})
 		}
-		m.become(ev.Set, Taking, Loading, st.Since)
+		m.become(ev.Set, Taking, Loading)
 	case Served:
-		st := &m.sets[ev.Set]
-		st.Role, st.Phase, st.Peer, st.PeerName, st.CaughtUp, st.Cut = Serving, None, -1, "", false, false
+		m.become(ev.Set, Serving, None)
 	case Failed:
 		m.lose(ev.Set, ev.Why)
 	case Refused:
@@ -322,7 +321,7 @@ func (m *Machine) Step(ev Event) error {
 			return nil // taken over, or followed for a move, meanwhile
 		}
 		if ev.Err != nil {
-			st.Role, st.Phase = Away, None
+			m.become(ev.Set, Away, None)
 			return nil
 		}
 		st.Phase = Following
@@ -347,12 +346,10 @@ func (m *Machine) Step(ev Event) error {
 		if st.Cut {
 			// The claim names the target if the switch got that far; else
 			// this gateway, which claims the SET again (ToClaim).
-			st.Claimed = false
-			m.become(ev.Set, Away, None, st.Since)
+			m.become(ev.Set, Away, None)
 		} else {
-			st.Role, st.Phase = Serving, None
+			m.become(ev.Set, Serving, None)
 		}
-		st.Peer, st.PeerName, st.Cut = -1, "", false
 	case PrepareIn:
 		return m.prepareIn(ev)
 	case CaughtUp:
@@ -369,12 +366,11 @@ func (m *Machine) Step(ev Event) error {
 		st.Phase = Switching
 	case InEnded:
 		if st := &m.sets[ev.Set]; st.Role == MovingIn {
-			st.Claimed = false
-			m.become(ev.Set, Away, None, st.Since)
+			m.become(ev.Set, Away, None)
 		}
 	case AbortIn:
 		if st := &m.sets[ev.Set]; st.Role == MovingIn && st.Phase != Switching {
-			m.become(ev.Set, Away, None, st.Since)
+			m.become(ev.Set, Away, None)
 			m.ready.Drop = append(m.ready.Drop, Drop{Set: ev.Set, Role: MovingIn, Why: ev.Why})
 		}
 	case Release:
@@ -382,8 +378,7 @@ func (m *Machine) Step(ev Event) error {
 		if !st.Tells() {
 			return ErrNotHere
 		}
-		st.Claimed = false
-		m.become(ev.Set, Away, None, st.Since)
+		m.become(ev.Set, Away, None)
 	case Leave:
 		m.leaving = true
 	case Rebalance:
@@ -401,15 +396,15 @@ func (m *Machine) Ready() Ready {
 	return rd
 }
 
-// become puts a SET in role and phase; since stays for a change of phase
-// within its role.
-func (m *Machine) become(set int, role Role, phase Phase, since time.Time) {
+// become puts a SET in role and phase. A new role begins at the last tick
+// (an event without a clock of its own) and forgets the move it ended.
+func (m *Machine) become(set int, role Role, phase Phase) {
 	st := &m.sets[set]
 	if st.Role != role {
-		since = m.lastTick
+		st.Since = m.lastTick
 	}
-	st.Role, st.Phase, st.Since = role, phase, since
-	if role == Away {
+	st.Role, st.Phase = role, phase
+	if role != MovingIn && role != MovingOut {
 		st.Peer, st.PeerName, st.CaughtUp, st.Cut = -1, "", false, false
 	}
 }
@@ -468,7 +463,7 @@ func (m *Machine) dropStale(now time.Time, owner []int) {
 		st := &m.sets[set]
 		if st.Role == MovingIn && st.CaughtUp && st.Phase != Switching &&
 			(now.Sub(st.Since) > FollowIdle || owner[set] != st.Peer && owner[set] != m.cfg.Node) {
-			m.become(set, Away, None, st.Since)
+			m.become(set, Away, None)
 			m.ready.Drop = append(m.ready.Drop, Drop{Set: set, Role: MovingIn, Why: "its source did not hand it over"})
 		}
 	}
@@ -514,7 +509,7 @@ func (m *Machine) standBy(now time.Time, owner []int, ev Tick) {
 			}
 			stopped := slices.Contains(ev.Stopped, set)
 			if stopped || !on || !st.Unwanted.IsZero() && now.Sub(st.Unwanted) > StandbyLinger {
-				m.become(set, Away, None, now)
+				m.become(set, Away, None)
 				st.Unwanted = time.Time{}
 				m.ready.Drop = append(m.ready.Drop, Drop{Set: set, Role: Standby, Failed: stopped, Why: "no longer this gateway's to follow"})
 			}
@@ -525,7 +520,7 @@ func (m *Machine) standBy(now time.Time, owner []int, ev Tick) {
 	}
 	for _, set := range want {
 		if st := &m.sets[set]; st.Role == Away && now.Sub(st.Wanted) >= StandbySettle {
-			m.become(set, Standby, Starting, now)
+			m.become(set, Standby, Starting)
 			m.ready.Follow = append(m.ready.Follow, set)
 			return
 		}
@@ -581,7 +576,7 @@ func (m *Machine) prepareIn(ev PrepareIn) error {
 		return fmt.Errorf("SET %d is being taken over here already", ev.Set)
 	}
 	// A standby of it becomes the move's follow.
-	st.Role, st.Phase, st.Since, st.Peer, st.PeerName, st.CaughtUp, st.Claimed = MovingIn, Following, ev.Now, ev.From, "", false, false
+	st.Role, st.Phase, st.Since, st.Peer, st.PeerName, st.CaughtUp = MovingIn, Following, ev.Now, ev.From, "", false
 	return nil
 }
 

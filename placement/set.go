@@ -83,14 +83,11 @@ type SET struct {
 	Phase Phase
 	// Owner is the SET's last claim heard.
 	Owner Owner
-	// Epoch and ClaimSeq are this gateway's own claim of the SET (Taking,
-	// Serving, MovingOut, a MovingIn that claimed): its appends are fenced
-	// against the epoch, its snapshots name the sequence.
+	// Epoch and ClaimSeq are this gateway's own last claim of the SET
+	// (Taking, Serving, MovingOut, a MovingIn that claimed): its appends are
+	// fenced against the epoch, its snapshots name the sequence.
 	Epoch    uint64
 	ClaimSeq uint64
-	// Claimed: this gateway's claim is the SET's last, as far as it knows;
-	// a failure from here on stops the gateway (it cannot hand the SET on).
-	Claimed bool
 	// Cut: a move out stopped the SET here; its money is told here no more.
 	Cut bool
 	// CaughtUp: a move in's follow has read every message of its source
@@ -114,13 +111,6 @@ type SET struct {
 // up to a move's cut.
 func (s SET) Tells() bool {
 	return s.Role == Serving || s.Role == MovingOut && !s.Cut
-}
-
-// Holds reports whether the SET's last claim names this gateway by its own
-// doing: a failure then stops the gateway, since it cannot hand the SET
-// to anybody.
-func (s SET) Holds() bool {
-	return s.Tells() || s.Claimed && (s.Role == Taking || s.Role == MovingIn)
 }
 
 func (s SET) String() string {

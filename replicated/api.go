@@ -22,8 +22,8 @@ func (r *SETs) Run() {
 func (r *SETs) Lost() <-chan struct{} { return r.lost }
 
 // Node and Name are this gateway's node number and name.
-func (r *SETs) Node() int    { return r.node }
-func (r *SETs) Name() string { return r.name }
+func (r *SETs) Node() int    { return r.cfg.Node }
+func (r *SETs) Name() string { return r.cfg.Name }
 
 // Tells reports whether this gateway tells set's money now.
 func (r *SETs) Tells(set int) bool {

@@ -86,7 +86,7 @@ func (r *SETs) takeAll(sets []int) bool {
 		}
 		// A claim before it can take seconds: the SET may have found a
 		// live owner since the list was made.
-		if o := r.owners.Of(set); o >= 0 && o != r.node && slices.Contains(r.live(), o) {
+		if o := r.owners.Of(set); o >= 0 && o != r.cfg.Node && slices.Contains(r.live(), o) {
 			<-slots
 			continue
 		}
@@ -95,7 +95,7 @@ func (r *SETs) takeAll(sets []int) bool {
 			defer func() { <-slots; wg.Done() }()
 			if err := r.take(set); err != nil {
 				r.takeFailures.Add(1)
-				r.log.Error("claiming a SET failed; the others take it once this gateway's claim lapses", "set", set, "err", err)
+				r.cfg.Log.Error("claiming a SET failed; the others take it once this gateway's claim lapses", "set", set, "err", err)
 				failed.Store(true)
 			}
 		}()
@@ -117,7 +117,7 @@ func (r *SETs) take(set int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	was := r.owners.Get(set)
-	if was.Node >= 0 && was.Node != r.node {
+	if was.Node >= 0 && was.Node != r.cfg.Node {
 		// Unheard is not dead: under load a gateway's heartbeats can come
 		// late while it serves. One that appended to the SET within the
 		// lease (by the NATS server's clock, against this one's) is alive.
@@ -136,7 +136,7 @@ func (r *SETs) take(set int) error {
 		return nil
 	}
 	if err != nil {
-		r.log.Warn("claiming a SET: JetStream refused; retried at the next heartbeat", "set", set, "err", err)
+		r.cfg.Log.Warn("claiming a SET: JetStream refused; retried at the next heartbeat", "set", set, "err", err)
 		return nil // nothing changed: the SET is not this gateway's
 	}
 	r.owned(set, c)
@@ -167,7 +167,7 @@ func (r *SETs) take(set int) error {
 	took := time.Since(start)
 	r.takeovers.Add(1)
 	r.takeoverNs.Store(int64(took))
-	r.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "standby", standing, "snapshot_seq", rep.Snapshot,
+	r.cfg.Log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "standby", standing, "snapshot_seq", rep.Snapshot,
 		"messages_replayed", rep.Messages, "records_replayed", rep.Records, "dropped", rep.Dropped, "claim_seq", seq, "took", took.Round(time.Microsecond),
 		"claiming", claimed.Sub(start).Round(time.Microsecond), "loading", loaded.Sub(claimed).Round(time.Microsecond))
 	return nil
@@ -177,7 +177,7 @@ func (r *SETs) take(set int) error {
 // which its appends are fenced against, and its sequence, which its
 // snapshots name. A move in of it, if any and not switching, is dropped.
 func (r *SETs) owned(set int, c jsjournal.Claim) {
-	r.step(placement.Claimed{Set: set, Epoch: c.Epoch, Seq: c.Seq, Name: r.name})
+	r.step(placement.Claimed{Set: set, Epoch: c.Epoch, Seq: c.Seq, Name: r.cfg.Name})
 	r.store.Own(set, c.Epoch)
 }
 

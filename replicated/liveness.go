@@ -61,13 +61,13 @@ func (r *SETs) currentWithin() time.Duration {
 // gateway's heartbeat: what this gateway hears there is what its claims
 // may go by.
 func (r *SETs) hearOnJournal() error {
-	r.jsHeard = make([]atomic.Int64, r.nodes)
+	r.jsHeard = make([]atomic.Int64, r.cfg.Nodes)
 	r.ignored.Store(-1)
 	prefix := jsPrefix + ".gw."
 	sub, err := r.nc.Subscribe(prefix+"*.beat", func(m *nats.Msg) {
 		tok, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, prefix), ".")
 		node, err := strconv.Atoi(tok)
-		if err != nil || node < 0 || node >= r.nodes || strconv.Itoa(node) != tok {
+		if err != nil || node < 0 || node >= r.cfg.Nodes || strconv.Itoa(node) != tok {
 			return // the core connection's receiver counts forgeries
 		}
 		var g struct {
@@ -98,7 +98,7 @@ func (r *SETs) notCurrent(d time.Duration) string {
 	switch {
 	case !r.host.Node().HearsItself(d):
 		return "its own heartbeat does not come back on its NATS connection"
-	case !r.heardOnJournal(r.node, d):
+	case !r.heardOnJournal(r.cfg.Node, d):
 		return "its own heartbeat does not reach its journal's connection"
 	}
 	return ""
@@ -107,7 +107,7 @@ func (r *SETs) notCurrent(d time.Duration) string {
 // cutOff says why this gateway hears itself on neither connection within
 // d, "" if it hears itself on one.
 func (r *SETs) cutOff(d time.Duration) string {
-	if r.host.Node().HearsItself(d) || r.heardOnJournal(r.node, d) {
+	if r.host.Node().HearsItself(d) || r.heardOnJournal(r.cfg.Node, d) {
 		return ""
 	}
 	return fmt.Sprintf("its own heartbeat came back on neither of its NATS connections for %v", d)
@@ -118,7 +118,7 @@ func (r *SETs) cutOff(d time.Duration) string {
 // claimed.
 func (r *SETs) live() []int {
 	live := r.host.Node().Heard()
-	for node := range r.nodes {
+	for node := range r.cfg.Nodes {
 		if !slices.Contains(live, node) && r.heardOnJournal(node, r.cfg.Lease) {
 			live = append(live, node)
 		}
@@ -159,10 +159,10 @@ func (r *SETs) watch() {
 			r.host.Bus().SetStalled(stalled)
 			if stalled {
 				r.stalls.Add(1)
-				r.log.Warn("JetStream stalled: a journal round has waited longer than the lease; money requests are answered \"overloaded\" (retry) until it is acknowledged",
+				r.cfg.Log.Warn("JetStream stalled: a journal round has waited longer than the lease; money requests are answered \"overloaded\" (retry) until it is acknowledged",
 					"waited", r.store.Stalled().Round(time.Millisecond))
 			} else {
-				r.log.Info("JetStream answers again: money requests served")
+				r.cfg.Log.Info("JetStream answers again: money requests served")
 			}
 		}
 	}
@@ -173,7 +173,7 @@ func (r *SETs) fence(why string) {
 	r.fenced.Store(true)
 	r.host.Bus().SetFenced(true)
 	r.fences.Add(1)
-	r.log.Warn("cut off from NATS: this gateway may have lost its SETs to the others; it serves none of them until it can show they are still its own: requests answered ERROR 9 (moved), logins LOGIN_ACK 3, /healthz 503, no claims",
+	r.cfg.Log.Warn("cut off from NATS: this gateway may have lost its SETs to the others; it serves none of them until it can show they are still its own: requests answered ERROR 9 (moved), logins LOGIN_ACK 3, /healthz 503, no claims",
 		"why", why, "sets", r.Running())
 }
 
@@ -188,12 +188,12 @@ func (r *SETs) unfence() {
 		if err != nil {
 			return // JetStream not back yet: the next heartbeat tries again
 		}
-		if c.Node != r.node || c.Epoch != st.Epoch {
+		if c.Node != r.cfg.Node || c.Epoch != st.Epoch {
 			r.step(placement.Refused{Set: set, Why: fmt.Sprintf("while this gateway was cut off from NATS, gateway %d (%s) claimed it at epoch %d", c.Node, c.Name, c.Epoch)})
 			return
 		}
 	}
 	r.fenced.Store(false)
 	r.host.Bus().SetFenced(false)
-	r.log.Info("NATS back: this gateway's SETs are still its own; serving them again", "sets", r.Running())
+	r.cfg.Log.Info("NATS back: this gateway's SETs are still its own; serving them again", "sets", r.Running())
 }

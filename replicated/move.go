@@ -110,7 +110,7 @@ const (
 
 // askMove sends op to gateway node and decodes its answer.
 func (r *SETs) askMove(ctx context.Context, node int, op moveOp) (moveAnswer, error) {
-	op.From = r.node
+	op.From = r.cfg.Node
 	b, _ := json.Marshal(op)
 	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(r.host.AdminKey(), b)})
 	reply, err := r.host.Node().RequestOne(ctx, node, "move", signed)
@@ -212,7 +212,7 @@ func Status(err error) int {
 // see the top of this file. It returns once the target serves it, or
 // with the error that kept it from it.
 func (r *SETs) Move(ctx context.Context, set int, to string) (MoveResult, error) {
-	res := MoveResult{Set: set, From: r.name, To: to}
+	res := MoveResult{Set: set, From: r.cfg.Name, To: to}
 	node, ok := r.host.Node().NodeNamed(to)
 	if !ok {
 		node = -1
@@ -224,7 +224,7 @@ func (r *SETs) Move(ctx context.Context, set int, to string) (MoveResult, error)
 	case errors.Is(err, placement.ErrMoveBusy):
 		return res, errMoveBusy
 	case errors.Is(err, placement.ErrNotHere):
-		return res, badMove(409, "SET %d does not run on this gateway (%s)", set, r.name)
+		return res, badMove(409, "SET %d does not run on this gateway (%s)", set, r.cfg.Name)
 	case errors.Is(err, placement.ErrNoGateway):
 		return res, badMove(404, "no gateway named %q is up", to)
 	case errors.Is(err, placement.ErrThere):
@@ -236,7 +236,7 @@ func (r *SETs) Move(ctx context.Context, set int, to string) (MoveResult, error)
 	phase := func(p placement.Phase) { r.step(placement.MovePhase{Set: set, Phase: p}) }
 	fail := func(err error) (MoveResult, error) {
 		r.moveFailures.Add(1)
-		r.log.Warn("moving a SET failed", "set", set, "to", to, "err", err)
+		r.cfg.Log.Warn("moving a SET failed", "set", set, "to", to, "err", err)
 		return res, err
 	}
 
@@ -275,7 +275,7 @@ func (r *SETs) Move(ctx context.Context, set int, to string) (MoveResult, error)
 	res.SwitchMs, res.PauseMs = ms(done.Sub(switched)), ms(done.Sub(cut))
 	r.moves.Add(1)
 	r.movePauseNs.Store(int64(done.Sub(cut)))
-	r.log.Info("SET moved", "set", set, "to", to, "epoch", res.Epoch, "last_seq", last, "claim_seq", res.ClaimSeq,
+	r.cfg.Log.Info("SET moved", "set", set, "to", to, "epoch", res.Epoch, "last_seq", last, "claim_seq", res.ClaimSeq,
 		"prepare_ms", res.PrepareMs, "pause_ms", res.PauseMs, "cut_ms", res.CutMs, "switch_ms", res.SwitchMs)
 	return res, nil
 }
@@ -307,7 +307,7 @@ func (r *SETs) cut(set int) (uint64, error) {
 	eg := &st.Ledger().Egress
 	for deadline := time.Now().Add(connsGone); eg.Conns.Load() > 0 || eg.Held.Load() > 0 || rg.Len() > 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			r.log.Warn("moving a SET: connections or held answers still there after ERROR 9; cut anyway", "set", set,
+			r.cfg.Log.Warn("moving a SET: connections or held answers still there after ERROR 9; cut anyway", "set", set,
 				"conns", eg.Conns.Load(), "held", eg.Held.Load(), "events", rg.Len())
 			break
 		}
@@ -339,7 +339,7 @@ func (r *SETs) rebalance(mv placement.Move) {
 		ctx, cancel := context.WithTimeout(context.Background(), MoveTimeout)
 		defer cancel()
 		if _, err := r.Move(ctx, mv.Set, name); err == nil {
-			r.log.Info("rebalanced: a SET handed to a gateway that ran fewer than its share", "set", mv.Set, "to", name)
+			r.cfg.Log.Info("rebalanced: a SET handed to a gateway that ran fewer than its share", "set", mv.Set, "to", name)
 		}
 	}()
 }
@@ -364,10 +364,10 @@ func (r *SETs) handOut(ctx context.Context, leaving bool) ([]MoveResult, error) 
 		for set := range owner {
 			owner[set] = r.owners.Of(set)
 			if _, ok := telling[set]; ok {
-				owner[set] = r.node
+				owner[set] = r.cfg.Node
 			}
 		}
-		set, to, ok := placement.NextMove(owner, r.host.Node().Takers(), r.node)
+		set, to, ok := placement.NextMove(owner, r.host.Node().Takers(), r.cfg.Node)
 		if !ok {
 			if leaving && r.Running() > 0 {
 				return done, errNoTaker
@@ -395,7 +395,7 @@ func (r *SETs) Drain(ctx context.Context) {
 		return
 	}
 	if r.fenced.Load() {
-		r.log.Warn("leaving while cut off from NATS: no SET can be handed over; the others claim them once this gateway's lease lapses", "sets", r.Running())
+		r.cfg.Log.Warn("leaving while cut off from NATS: no SET can be handed over; the others claim them once this gateway's lease lapses", "sets", r.Running())
 		return
 	}
 	r.step(placement.Leave{})
@@ -406,11 +406,11 @@ func (r *SETs) Drain(ctx context.Context) {
 	case errors.Is(err, errNoTaker):
 		// The cluster's last gateway, or its others leaving too: nobody to
 		// hand a SET to, which is no fault.
-		r.log.Info("leaving: no other gateway takes SETs; they are released at the stop", "left", r.Running())
+		r.cfg.Log.Info("leaving: no other gateway takes SETs; they are released at the stop", "left", r.Running())
 	case err != nil:
-		r.log.Warn("leaving: SETs not handed over before the stop; released to the others instead", "left", r.Running(), "err", err)
+		r.cfg.Log.Warn("leaving: SETs not handed over before the stop; released to the others instead", "left", r.Running(), "err", err)
 	}
-	r.log.Info("left the cluster's SETs", "moved", len(moves), "took", time.Since(start).Round(time.Millisecond))
+	r.cfg.Log.Info("left the cluster's SETs", "moved", len(moves), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // sleepCtx sleeps d or until ctx ends.

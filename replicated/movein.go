@@ -43,7 +43,7 @@ func (r *SETs) prepareIn(set, from int) error {
 // error if the move was given up meanwhile (f is then stopped).
 func (r *SETs) caughtUpIn(set int, f *jsjournal.Follower) error {
 	r.mu.Lock()
-	err := r.stepOnly(placement.CaughtUp{Set: set})
+	_, err := r.stepReady(placement.CaughtUp{Set: set}) // asks nothing of the driver
 	if err == nil {
 		r.incoming[set] = f
 	}
@@ -51,13 +51,6 @@ func (r *SETs) caughtUpIn(set int, f *jsjournal.Follower) error {
 	if err != nil {
 		f.Stop()
 	}
-	return err
-}
-
-// stepOnly steps an event whose answer asks nothing of the driver
-// (CaughtUp, SwitchIn), under the caller's mu.
-func (r *SETs) stepOnly(ev placement.Event) error {
-	_, err := r.stepReady(ev)
 	return err
 }
 
@@ -73,7 +66,7 @@ func (r *SETs) follow(set int) error {
 			return r.caughtUpIn(set, f)
 		}
 		f.Stop()
-		r.log.Info("following a SET: its standby did not catch up; loading it again", "set", set, "err", err)
+		r.cfg.Log.Info("following a SET: its standby did not catch up; loading it again", "set", set, "err", err)
 	}
 	for attempt := 1; ; attempt++ {
 		if err := r.blank(set); err != nil {
@@ -89,7 +82,7 @@ func (r *SETs) follow(set int) error {
 		if attempt == followAttempts || ctx.Err() != nil {
 			return err
 		}
-		r.log.Info("following a SET: starting again", "set", set, "attempt", attempt, "err", err)
+		r.cfg.Log.Info("following a SET: starting again", "set", set, "attempt", attempt, "err", err)
 	}
 }
 
@@ -130,9 +123,10 @@ func (r *SETs) abortIn(set int, why string) {
 // is last: read up to it, the claim appended right after it, and the SET
 // served.
 func (r *SETs) switchIn(set, from int, last uint64) (MoveResult, error) {
-	res := MoveResult{Set: set, To: r.name, LastSeq: last}
+	res := MoveResult{Set: set, To: r.cfg.Name, LastSeq: last}
+	followed := r.state(set).Since // the move in began then
 	r.mu.Lock()
-	err := r.stepOnly(placement.SwitchIn{Set: set, From: from})
+	_, err := r.stepReady(placement.SwitchIn{Set: set, From: from}) // asks nothing of the driver
 	f := r.incoming[set]
 	if err == nil {
 		delete(r.incoming, set) // the switch's: the claims leave it be
@@ -177,9 +171,8 @@ func (r *SETs) switchIn(set, from int, last uint64) (MoveResult, error) {
 	}
 	res.ClaimSeq = seq
 	r.takeovers.Add(1)
-	st := r.state(set)
-	r.log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "moved", true, "claim_seq", seq,
-		"records_followed", rep.Records, "followed_for", time.Since(st.Since).Round(time.Millisecond))
+	r.cfg.Log.Info("serving SET", "set", set, "epoch", c.Epoch, "was", was.Name, "moved", true, "claim_seq", seq,
+		"records_followed", rep.Records, "followed_for", time.Since(followed).Round(time.Millisecond))
 	return res, nil
 }
 

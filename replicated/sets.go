@@ -26,14 +26,10 @@ const (
 // SETs is a gateway's part in the replicated SETs.
 type SETs struct {
 	cfg    Config
-	log    *slog.Logger
 	host   Host
 	nc     *nats.Conn // the journal's and the records' connection
 	store  *jsjournal.Store
 	owners *jsjournal.Claims
-	node   int
-	nodes  int // -node I/N: N
-	name   string
 
 	// Liveness (liveness.go): every gateway's heartbeat as heard on the
 	// journal's connection, and the fence this gateway puts on its SETs
@@ -123,7 +119,7 @@ func Open(cfg Config, host Host) (*SETs, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &SETs{cfg: cfg, log: cfg.Log, host: host, nc: nc, node: i, nodes: n, name: name, watchDone: make(chan struct{}),
+	r := &SETs{cfg: cfg, host: host, nc: nc, watchDone: make(chan struct{}),
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), snapNow: make(chan struct{}, 1),
 		standby: map[int]*standby{}, incoming: map[int]*jsjournal.Follower{},
 		pm: placement.New(placement.Config{Node: i, Sets: cfg.Sets, Lease: cfg.Lease, Standby: cfg.Standby, Rebalance: cfg.Rebalance}, time.Now())}
@@ -176,7 +172,7 @@ func (r *SETs) JournalOptions(o journal.Options) journal.Options {
 func (r *SETs) route(set, owner int) {
 	bus := r.host.Bus()
 	switch {
-	case owner >= 0 && owner != r.node:
+	case owner >= 0 && owner != r.cfg.Node:
 		if t := r.host.Node().Link(owner); t != nil {
 			bus.Route(set, t, true)
 			return
@@ -264,7 +260,7 @@ func (r *SETs) changed(set int, was, now jsjournal.Claim) {
 	rd, _ := r.stepReady(placement.ClaimHeard{Set: set, Now: ownerOf(now)})
 	r.carryOut(rd)
 	if len(rd.Route) > 0 {
-		r.log.Info("SET owner", "set", set, "owner", now.Name, "node", now.Node, "epoch", now.Epoch, "was", was.Name)
+		r.cfg.Log.Info("SET owner", "set", set, "owner", now.Name, "node", now.Node, "epoch", now.Epoch, "was", was.Name)
 	}
 }
 
@@ -278,7 +274,7 @@ func (r *SETs) lose(l *placement.Loss) {
 	r.lostOnce.Do(func() {
 		msg := l.String()
 		r.lostWhy.Store(&msg)
-		r.log.Error("lost a SET: this gateway stops telling money and exits; its clients are sent elsewhere (ERROR 9)", "set", l.Set, "why", l.Why)
+		r.cfg.Log.Error("lost a SET: this gateway stops telling money and exits; its clients are sent elsewhere (ERROR 9)", "set", l.Set, "why", l.Why)
 		close(r.lost)
 	})
 }
@@ -312,7 +308,7 @@ func (r *SETs) Release(j *journal.Journal) {
 			continue // fenced or failed: not this gateway's to hand back
 		}
 		if err := r.owners.Release(ctx, set, st.Epoch, last); err != nil {
-			r.log.Warn("handing a SET back at shutdown failed: the others take it once the lease lapses", "set", set, "err", err)
+			r.cfg.Log.Warn("handing a SET back at shutdown failed: the others take it once the lease lapses", "set", set, "err", err)
 			continue
 		}
 		r.released.Add(1)

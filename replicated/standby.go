@@ -51,7 +51,7 @@ func (r *SETs) startStandby(set int) {
 			load, apply := restorer(r.host.SET(set))
 			if sb.f, sb.err = r.store.Follow(ctx, set, load, apply); sb.err != nil {
 				r.standbyDrops.Add(1)
-				r.log.Warn("starting the standby of a SET failed: tried again at a later heartbeat", "set", set, "err", sb.err)
+				r.cfg.Log.Warn("starting the standby of a SET failed: tried again at a later heartbeat", "set", set, "err", sb.err)
 			}
 		}
 		if sb.err != nil {
@@ -64,7 +64,7 @@ func (r *SETs) startStandby(set int) {
 		close(sb.ready)
 		r.step(placement.StandbyStarted{Set: set, Err: sb.err})
 		if sb.err == nil {
-			r.log.Info("standby of a SET: following it", "set", set, "owner", r.host.Node().NameOf(r.owners.Of(set)), "loaded_in", time.Since(start).Round(time.Millisecond))
+			r.cfg.Log.Info("standby of a SET: following it", "set", set, "owner", r.host.Node().NameOf(r.owners.Of(set)), "loaded_in", time.Since(start).Round(time.Millisecond))
 		}
 	}()
 }
@@ -96,7 +96,7 @@ func (r *SETs) dropFollow(d placement.Drop) {
 		r.mu.Unlock()
 		if f != nil {
 			f.Stop()
-			r.log.Info("following a SET dropped", "set", d.Set, "why", d.Why)
+			r.cfg.Log.Info("following a SET dropped", "set", d.Set, "why", d.Why)
 		}
 		return
 	}
@@ -108,7 +108,7 @@ func (r *SETs) dropFollow(d placement.Drop) {
 		return
 	}
 	if _, err := f.Stop(); err != nil {
-		r.log.Warn("standby of a SET stopped: started again", "set", d.Set, "err", err)
+		r.cfg.Log.Warn("standby of a SET stopped: started again", "set", d.Set, "err", err)
 	}
 }
 
@@ -144,7 +144,7 @@ func (r *SETs) fromStandby(ctx context.Context, set int, seq uint64) (jsjournal.
 	}
 	if err != nil {
 		r.standbyDrops.Add(1)
-		r.log.Warn("the standby of a SET could not take it over: it is loaded from JetStream", "set", set, "err", err)
+		r.cfg.Log.Warn("the standby of a SET could not take it over: it is loaded from JetStream", "set", set, "err", err)
 		return rep, false
 	}
 	r.standbyTakes.Add(1)

@@ -17,9 +17,9 @@ func (r *SETs) Moves() []MoveStatus {
 	for set, st := range sets {
 		switch st.Role {
 		case placement.MovingOut:
-			out = append(out, MoveStatus{Set: set, From: r.name, To: st.PeerName, Phase: st.Phase.String(), SinceMs: ms(time.Since(st.Since))})
+			out = append(out, MoveStatus{Set: set, From: r.cfg.Name, To: st.PeerName, Phase: st.Phase.String(), SinceMs: ms(time.Since(st.Since))})
 		case placement.MovingIn:
-			out = append(out, MoveStatus{Set: set, From: r.owners.Get(set).Name, To: r.name, Phase: "following", SinceMs: ms(time.Since(st.Since))})
+			out = append(out, MoveStatus{Set: set, From: r.owners.Get(set).Name, To: r.cfg.Name, Phase: "following", SinceMs: ms(time.Since(st.Since))})
 		}
 	}
 	return out
@@ -60,7 +60,7 @@ func (r *SETs) Placement() []SetStatus {
 
 // IsMoving reports whether set is being handed over from here.
 func (r *SETs) IsMoving(set int) bool {
-	return r != nil && r.state(set).Role == placement.MovingOut
+	return r.state(set).Role == placement.MovingOut
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

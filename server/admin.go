@@ -109,7 +109,7 @@ func (s *Server) startCampaign(w http.ResponseWriter, r *http.Request) {
 	}
 	if bad == nil {
 		var st campaign.Status
-		if s.node != nil {
+		if s.parts != nil {
 			st, bad = s.parts.Start(p)
 		} else {
 			var c *campaign.Campaign

@@ -227,7 +227,7 @@ func (s *Server) handleClusterStats(w http.ResponseWriter, r *http.Request) {
 		all = append(all, g.Stats)
 	}
 	out := ClusterStats{Stats: sumStats(all), Gateways: len(all), Missing: []int{}}
-	shares := s.parts.Shares()
+	shares := s.node.Shares()
 	for node := range s.node.Options().Nodes {
 		// Where SETs fail over, a gateway that runs none (gone, or not
 		// started) holds no money: only one that runs SETs is missed.

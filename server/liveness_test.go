@@ -107,17 +107,7 @@ func TestCorePartitionTakesNothing(t *testing.T) {
 			}
 		}))
 	}
-	waitFor(t, "every gateway to run 2 SETs", func() bool {
-		for _, g := range gws {
-			if metric(t, g, "hongbao_cluster_sets_running") != 2 {
-				return false
-			}
-		}
-		return true
-	})
-	for _, g := range gws {
-		g.SetRebalance(-1)
-	}
+	settled(t, gws, 2)
 	takeovers := metric(t, gws[2], "hongbao_cluster_takeovers_total")
 	bh.holed.Store(true)
 	waitFor(t, "gateways 0 and 1 to run every SET", func() bool {

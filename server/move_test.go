@@ -311,17 +311,7 @@ func TestReplicatedMoveOwnerDead(t *testing.T) {
 	for node := range 3 {
 		gws = append(gws, startReplicated(t, ns, node, 3, sets, func(o *server.Options) { o.Rebalance = 100 * time.Millisecond }))
 	}
-	waitFor(t, "every gateway to run a SET", func() bool {
-		for _, g := range gws {
-			if metric(t, g, "hongbao_cluster_sets_running") != 1 {
-				return false
-			}
-		}
-		return true
-	})
-	for _, g := range gws {
-		g.SetRebalance(-1)
-	}
+	settled(t, gws, 1)
 	ran := runs(t, gws[1])
 	dead, own := ran[0][0], ran[1][0]
 	gws[0].LeaveCluster() // deaf from now on, as if dead

@@ -26,7 +26,7 @@ func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := s.camps.Cancel(id)
-	if s.node != nil {
+	if s.parts != nil {
 		s.parts.Cancel(id) // whatever the state of this gateway's part
 	}
 	switch {

@@ -425,3 +425,20 @@ func TestReplicatedMoneyCrossings(t *testing.T) {
 	}
 	checkEnvelopeLedger(t, after)
 }
+
+// settled waits until every gateway of gws runs sets SETs, then stops their
+// rebalancing: the SETs stay where they are for the test's faults.
+func settled(t *testing.T, gws []*testServer, sets int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("every gateway to run %d SETs", sets), func() bool {
+		for _, g := range gws {
+			if metric(t, g, "hongbao_cluster_sets_running") != uint64(sets) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range gws {
+		g.SetRebalance(-1)
+	}
+}

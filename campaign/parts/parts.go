@@ -62,19 +62,6 @@ func (d *Dealer) open(from int, data []byte) (campaignOp, string) {
 	return op, ""
 }
 
-// Shares is how many SETs each gateway runs: by the rule (s mod N), or
-// where SETs fail over by their claims of the moment.
-func (d *Dealer) Shares() []int {
-	o := d.Node.Options()
-	sh := make([]int, o.Nodes)
-	for set := range o.Sets {
-		if n := o.Owner(set); n >= 0 {
-			sh[n]++
-		}
-	}
-	return sh
-}
-
 // PartOf is node's part of campaign p: its SETs' share of the rate and the
 // total (shares: the SETs of each gateway), rounded so that the parts add
 // up to p's exactly. A part with envelopes but a rate under 1 a second
@@ -109,7 +96,7 @@ func (d *Dealer) Start(p campaign.Params) (campaign.Status, error) {
 		return campaign.Status{}, err
 	}
 	id := d.Runner.ReserveID()
-	shares := d.Shares()
+	shares := d.Node.Shares()
 	part := PartOf(p, o.Node, shares)
 	st := campaign.Status{ID: id, Params: part, Started: time.Now(), Done: true, State: campaign.Finished}
 	if part.Total > 0 {
@@ -146,7 +133,7 @@ func (d *Dealer) Serve(from int, data []byte) []byte {
 	case "start":
 		shares := op.Shares
 		if len(shares) != o.Nodes {
-			shares = d.Shares()
+			shares = d.Node.Shares()
 		}
 		part := PartOf(op.Params, o.Node, shares)
 		if part.Total == 0 {

@@ -74,29 +74,53 @@ func CPUTime(pid int) (time.Duration, error) {
 // CPU time does not show. Over a window, its growth ÷ the window is how
 // many of the process's threads waited on average.
 func CPUWait(pid int) (time.Duration, error) {
+	var sum time.Duration
+	read := 0
+	err := eachThread(pid, "schedstat", func(b []byte) error {
+		d, err := runDelay(b)
+		sum += d
+		read++
+		return err
+	})
+	if err == nil && read == 0 {
+		err = fmt.Errorf("/proc/%d/task: no thread's schedstat could be read (a kernel without CONFIG_SCHED_INFO?)", pid)
+	}
+	return sum, err
+}
+
+// runningThreads counts pid's threads not stopped (state T in
+// /proc/PID/task/*/stat).
+func runningThreads(pid int) (int, error) {
+	running := 0
+	err := eachThread(pid, "stat", func(b []byte) error {
+		// pid (comm) state …: comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			running++
+		}
+		return nil
+	})
+	return running, err
+}
+
+// eachThread calls f with the contents of file for every thread of process
+// pid (/proc/PID/task/*/file); a thread that ended meanwhile, or whose file
+// the kernel does not keep, is passed over.
+func eachThread(pid int, file string, f func([]byte) error) error {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var sum time.Duration
-	read := 0
 	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), file))
 		if err != nil {
-			continue // the thread exited, or the kernel keeps no schedstat
+			continue
 		}
-		d, err := runDelay(b)
-		if err != nil {
-			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, t.Name(), err)
+		if err := f(b); err != nil {
+			return fmt.Errorf("%s/%s/%s: %w", dir, t.Name(), file, err)
 		}
-		sum += d
-		read++
 	}
-	if read == 0 {
-		return 0, fmt.Errorf("%s: no thread's schedstat could be read (a kernel without CONFIG_SCHED_INFO?)", dir)
-	}
-	return sum, nil
+	return nil
 }
 
 // runDelay parses a schedstat line, "time on a CPU, time runnable and

@@ -237,28 +237,6 @@ func (s *Server) Pause(timeout time.Duration) error {
 	}
 }
 
-// runningThreads counts pid's threads not stopped (state T in
-// /proc/<pid>/task/<tid>/stat).
-func runningThreads(pid int) (int, error) {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	running := 0
-	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
-		if err != nil {
-			continue // the thread ended
-		}
-		// pid (comm) state …: comm may hold spaces and parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-			running++
-		}
-	}
-	return running, nil
-}
-
 // Wait waits up to timeout for the process to exit by itself and returns
 // its exit code (-1: killed by a signal); ok is false if it still runs.
 func (s *Server) Wait(timeout time.Duration) (code int, ok bool) {
