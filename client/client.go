@@ -174,7 +174,8 @@ type Client struct {
 	user     uint32
 	token    []byte
 	loggedIn bool
-	next     int // the address to try next
+	relogin  bool // the session was lost: the next one installed is a reconnect
+	next     int  // the address to try next
 	// failed: when each gateway last failed (a connect refused, a LOGIN or
 	// PING unanswered), until it answers a LOGIN again: a dead or paused
 	// gateway, asked or redirected to, would cost a timeout each time.
@@ -518,6 +519,10 @@ func (c *Client) login(ctx context.Context, s *session) (redirect string, err er
 		return "", dead
 	}
 	c.sess = s
+	if c.relogin { // counted before any request sees the new session
+		c.relogin = false
+		c.reconnects.Add(1)
+	}
 	close(c.ready)
 	if c.o.pingEvery > 0 {
 		c.wg.Add(1)
@@ -540,7 +545,7 @@ func (c *Client) lost(s *session, err error) {
 	if c.sess != s || c.closed {
 		return
 	}
-	c.sess, c.ready = nil, make(chan struct{})
+	c.sess, c.ready, c.relogin = nil, make(chan struct{}), true
 	if f := c.o.onDisconnect; f != nil {
 		c.queue(func() { f(s.addr, err) })
 	}
@@ -575,7 +580,6 @@ func (c *Client) lost(s *session, err error) {
 			c.mu.Unlock()
 			return
 		}
-		c.reconnects.Add(1)
 		c.log.Info("hongbao: logged in again", "addr", c.Addr())
 	}()
 }
