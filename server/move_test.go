@@ -247,6 +247,9 @@ func TestReplicatedJoinAndLeave(t *testing.T) {
 	a.SetRebalance(50 * time.Millisecond)
 	b := startReplicated(t, ns, 1, 2, sets, nil)
 	waitFor(t, "gateway 1 to take its share", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets/2 })
+	// The source counts a move once the target's answer is back: after the
+	// target serves.
+	waitFor(t, "gateway 0 to count its moves", func() bool { return metric(t, a, "hongbao_cluster_moves_total") >= sets/2 })
 	if n := metric(t, a, "hongbao_cluster_moves_total"); n != sets/2 {
 		t.Fatalf("gateway 0 handed %d SETs over; want %d, its surplus", n, sets/2)
 	}
