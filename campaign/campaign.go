@@ -158,8 +158,11 @@ type Status struct {
 
 // Status snapshots c.
 func (c *Campaign) Status() Status {
+	// The state first: an ended campaign's counts are final before its state
+	// says so, so a status that says ended shows them all.
+	state := c.State()
 	st := Status{ID: c.ID, Params: c.Params, Started: c.Started, Dealt: c.dealt.Load(),
-		Amount: c.amount.Load(), State: c.State(), Waiting: waitings[c.waiting.Load()]}
+		Amount: c.amount.Load(), State: state, Waiting: waitings[c.waiting.Load()]}
 	st.Done = st.State != Running
 	if ns := c.ended.Load(); ns != 0 {
 		st.Ended = time.Unix(0, ns)

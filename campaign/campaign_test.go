@@ -392,3 +392,27 @@ func TestOneGoroutine(t *testing.T) {
 	}
 	s.settle(t, r)
 }
+
+// TestEndedStatusIsFinal: a status that says a campaign ended shows all it
+// dealt, however its read interleaves with the tick that ends it.
+func TestEndedStatusIsFinal(t *testing.T) {
+	r, _ := newRunner(t, 2, Config{})
+	for range 300 {
+		c, err := r.Start(Params{Kind: Shake, Rate: 1_000_000, Total: 50, Min: 1, Max: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tickAll(r, c.Started.Add(time.Second))
+		}()
+		for ended := false; !ended; {
+			st := c.Status()
+			if ended = st.Done; ended && (st.Dealt != st.Total || st.Amount != st.Total) {
+				t.Fatalf("status %+v: ended with %d of %d dealt, %d fen", st, st.Dealt, st.Total, st.Amount)
+			}
+		}
+		<-done
+	}
+}

@@ -122,11 +122,16 @@ func newLoop(e *epollEngine, idx int) (_ *loop, err error) {
 
 func (l *loop) run() {
 	defer l.e.wg.Done()
+	now := l.ing.o.Now()
 	for !l.quit {
-		now := l.ing.o.Now()
-		l.shed.endRound(now)
 		n, err := l.wt.wait(l.timeout(now))
-		if err != nil && err != unix.EINTR {
+		switch {
+		case err == unix.EINTR:
+			// A signal, not a round: it read nothing, so it must not pass
+			// for a round read fresh and break the shedder's run.
+			now = l.ing.o.Now()
+			continue
+		case err != nil:
 			panic("BUG: ingress: epoll_wait: " + err.Error())
 		}
 		now = l.ing.o.Now()
@@ -167,6 +172,8 @@ func (l *loop) run() {
 			l.runCommands()
 		}
 		l.cnt.flush(l.sh) // this round's counts visible to Stats
+		now = l.ing.o.Now()
+		l.shed.endRound(now)
 		if n > 0 {
 			// The SET goroutines this round woke sit in this P's run queue,
 			// and a thread blocked in a raw epoll_wait keeps its P
