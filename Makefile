@@ -28,12 +28,16 @@ build: ## build the binaries into bin/, nats-server among them (from its Go modu
 	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
 	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
+# The packages whose tests take longest under -race, mostly waiting on timers.
+LONGPKGS = ./server/ ./loadclient/ ./perf/cmd/democluster/ ./cmd/server/ ./cluster/
+
 # The tests whose latency judgements run only without -race.
 JUDGED = ^(TestHostileUnderLoad|TestOverload|TestMaxConns)$$
 
 test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds included, then the allocation tests, memory bounds and latency judgements
 	@# -p 4 -parallel 4: most packages and the tests that call t.Parallel wait on timers (leases, JetStream, rates), not on the CPU: run more of them at once than there are cores.
-	$(GO) test -race -count=1 -p 4 -parallel 4 -timeout 9m $(PKGS)
+	@# LONGPKGS first: go test starts packages in the order named, and these wait longest.
+	$(GO) test -race -count=1 -p 4 -parallel 4 -timeout 9m $(LONGPKGS) $(PKGS)
 	@# The race detector allocates and blurs heap figures, so the zero-allocation tests and the memory bounds skip under -race: run them plainly.
 	$(GO) test -count=1 -run 'Alloc|BoundsMemory' $(ALLOCPKGS)
 	@# The detector's cost blurs latency too: under -race these tests check what the ledger and the answers say, and only here judge their latencies (a p99 against the baseline's, a probe served during a blast, a refused connection closed at once).

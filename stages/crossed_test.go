@@ -25,14 +25,21 @@ import (
 type recorder struct {
 	mu  sync.Mutex
 	evs []event.Event
+	j   *journal.Journal // when set, an event is recorded once its record is durable, as the cluster's link sends it
 }
 
 func (r *recorder) Handle(b event.Batch) {
-	r.mu.Lock()
 	for q := b.Lo; q <= b.Hi; q++ {
-		r.evs = append(r.evs, *b.At(q))
+		ev := b.At(q)
+		if r.j != nil && ev.JPos != 0 {
+			if err := r.j.Wait(ev.JPID, ev.JPos); err != nil {
+				panic(err)
+			}
+		}
+		r.mu.Lock()
+		r.evs = append(r.evs, *ev)
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 }
 
 func (r *recorder) wait(t *testing.T, n int) []event.Event {
@@ -85,7 +92,7 @@ type crossWorld struct {
 // restore, if any, and starts them.
 func newCrossWorld(t *testing.T, j *journal.Journal, restore func(sets []*set.SET)) *crossWorld {
 	t.Helper()
-	w := &crossWorld{t: t, away: &recorder{}}
+	w := &crossWorld{t: t, away: &recorder{j: j}}
 	link, err := ring.New[event.Event](ring.Options{Size: 64, Producers: ring.MultiProducer})
 	if err != nil {
 		t.Fatal(err)
