@@ -347,15 +347,20 @@ func (e *Egress) undelivered(user uint32, h conn.Handle, frame []byte) {
 }
 
 // shake writes a SHAKE_RESULT. An envelope whose connection is gone goes back
-// to the pool instead of being counted as got.
+// to the pool instead of being counted as got, unless its SHAKE had a request
+// id: the answer kept for that id already tells it to the retry, so it is
+// the user's.
 func (e *Egress) shake(ev *event.Event) {
 	if ev.Status != proto.ShakeGot {
 		e.write(ev.Conn, ev.Frame())
 		return
 	}
 	if !e.write(ev.Conn, ev.Frame()) {
-		e.giveBack(ev.Env, ev.Amount)
-		return
+		if ev.Req() == 0 {
+			e.giveBack(ev.Env, ev.Amount)
+			return
+		}
+		e.c.ShakeUntold.Add(1)
 	}
 	e.c.Got.Add(1)
 	e.c.GotAmount.Add(uint64(ev.Amount))

@@ -86,6 +86,28 @@ type Event struct {
 	Out    [OutCap]byte // the answer frame, encoded by the stage that decided it
 }
 
+// Req returns the request id of a KShake, KOpen or KSend (0: none;
+// docs/PROTOCOL.md, Request ids). It rides in fields those requests leave
+// free, so that the slot stays two cache lines: Peer:Total for a SHAKE or an
+// OPEN (their answers fill Env and Amount, and egress still reads the id of
+// a SHAKE's), Peer:Amount for a SEND (whose Total is the envelope's).
+func (e *Event) Req() uint64 {
+	if e.Kind == KSend {
+		return uint64(e.Peer)<<32 | uint64(e.Amount)
+	}
+	return uint64(e.Peer)<<32 | uint64(e.Total)
+}
+
+// SetReq stores request id id in a KShake, KOpen or KSend: set Kind first.
+func (e *Event) SetReq(id uint64) {
+	e.Peer = uint32(id >> 32)
+	if e.Kind == KSend {
+		e.Amount = uint32(id)
+	} else {
+		e.Total = uint32(id)
+	}
+}
+
 // Frame returns the encoded answer held in Out.
 func (e *Event) Frame() []byte { return e.Out[:e.OutLen] }
 

@@ -127,7 +127,9 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 		if !ok {
 			return p.overload(c, f, now, 0, 0)
 		}
-		*s.Event() = event.Event{Kind: event.KShake, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now}
+		ev := s.Event()
+		*ev = event.Event{Kind: event.KShake, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now}
+		ev.SetReq(f.RequestID())
 		s.Publish()
 	case proto.Open:
 		env := f.Open()
@@ -152,7 +154,9 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 		if !ok {
 			return p.overload(c, f, now, env, 0)
 		}
-		*s.Event() = event.Event{Kind: event.KOpen, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Env: env}
+		ev := s.Event()
+		*ev = event.Event{Kind: event.KOpen, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now, Env: env}
+		ev.SetReq(f.RequestID())
 		s.Publish()
 	case proto.Send:
 		total, n := f.Send()
@@ -165,8 +169,10 @@ func (p *proc) publish(ic *iconn, f proto.Frame, now int64) result {
 		for i := range n {
 			b.B = be.AppendUint32(b.B, f.SendRecipient(i))
 		}
-		*s.Event() = event.Event{Kind: event.KSend, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now,
+		ev := s.Event()
+		*ev = event.Event{Kind: event.KSend, User: c.User, Conn: conn.HandleOf(c), Stamp: f.Stamp, RecvNs: now,
 			Total: total, N: uint16(n), Buf: b}
+		ev.SetReq(f.RequestID())
 		s.Publish()
 	case proto.Chat:
 		to, text := f.Chat()

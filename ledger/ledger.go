@@ -48,6 +48,11 @@ type ShakeCounters struct {
 	Created, CreatedAmount   atomic.Uint64
 	Returned, ReturnedAmount atomic.Uint64 // envelopes whose answer could not be written, back in the pool
 	Pool, PoolAmount         atomic.Uint64 // gauges: the pool now
+	// Request ids (docs/PROTOCOL.md, Request ids): SHAKEs answered again
+	// from the answer kept for their id, and refused for an id outside the
+	// window.
+	Replayed, Expired atomic.Uint64
+	RequestIDs        atomic.Int64 // gauge: answers kept for request ids
 }
 
 // SplitCounters are written by the split stage.
@@ -66,6 +71,9 @@ type SplitCounters struct {
 	Evicted                                             atomic.Uint64 // fully opened envelopes forgotten before their retention, to make room
 	Senders                                             atomic.Int64  // gauge: users with SEND state (a bucket not yet full, or live envelopes)
 	Repushed, RepushStale                               atomic.Uint64 // kept pushes rechecked at login: pushed again, or no longer openable by the user
+	// Request ids, as the shake counters' (ShakeCounters.Replayed).
+	SendReplayed, SendExpired, OpenReplayed, OpenExpired atomic.Uint64
+	RequestIDs                                           atomic.Int64 // gauge: answers kept for request ids
 }
 
 // EgressCounters are written by the egress stage.
@@ -73,6 +81,7 @@ type EgressCounters struct {
 	Got, GotAmount atomic.Uint64 // shake envelopes whose answer reached a live connection's output
 	Returned       atomic.Uint64 // shake envelopes sent back to the pool by egress
 	OpenUntold     atomic.Uint64 // OPEN_RESULT 0 answers that never reached their connection: the share stays the opener's, told by a repeated OPEN
+	ShakeUntold    atomic.Uint64 // SHAKE_RESULT 1 answers to a request id that never reached their connection: the envelope stays got, told by a retry with the id
 	Frames         [16]atomic.Uint64
 	Bytes, Writes  atomic.Uint64
 	Dropped        atomic.Uint64 // frames for connections that were gone

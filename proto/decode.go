@@ -46,8 +46,11 @@ type layout struct {
 	// fields by a u8 at offset redirectOff that counts the address bytes after it.
 	redirect bool
 
+	// requestID: FlagRequestID in the header's flags extends the fields by a u64 after them.
+	requestID bool
+
 	// Preformatted, so that reporting them does not allocate.
-	unknown, short, overrun, tooMany, redirectShort, redirectOverrun Violation
+	unknown, short, overrun, tooMany, redirectShort, redirectOverrun, noRequestID Violation
 }
 
 // redirectOff is the body offset of addr_len in a LOGIN_ACK LoginWrongGateway.
@@ -56,9 +59,9 @@ const redirectOff = 1 + 4
 // requests and responses are indexed by type; a zero entry is an unknown type.
 var requests = [256]layout{
 	Login: {known: true, fixed: 6, unit: 1},
-	Shake: {known: true},
-	Open:  {known: true, fixed: 8},
-	Send:  {known: true, fixed: 6, unit: 4},
+	Shake: {known: true, requestID: true},
+	Open:  {known: true, fixed: 8, requestID: true},
+	Send:  {known: true, fixed: 6, unit: 4, requestID: true},
 	Chat:  {known: true, fixed: 6, unit: 1, max: MaxChatText},
 	Ping:  {known: true},
 }
@@ -94,6 +97,7 @@ func init() {
 			l.short = Violation{ErrCodeMalformed, fmt.Sprintf("%v body shorter than its %d fixed bytes", t, l.fixed)}
 			l.overrun = Violation{ErrCodeMalformed, fmt.Sprintf("%v count at body offset %d runs past len", t, countOff)}
 			l.tooMany = Violation{ErrCodeMalformed, fmt.Sprintf("%v count above %d", t, l.max)}
+			l.noRequestID = Violation{ErrCodeMalformed, fmt.Sprintf("%v flags a request id its len has no room for", t)}
 			if l.redirect {
 				l.redirectShort = Violation{ErrCodeMalformed, fmt.Sprintf("%v status %d body shorter than its %d fixed bytes", t, LoginWrongGateway, redirectOff+1)}
 				l.redirectOverrun = Violation{ErrCodeMalformed, fmt.Sprintf("%v status %d addr_len at body offset %d runs past len", t, LoginWrongGateway, redirectOff)}
@@ -129,6 +133,7 @@ func next(buf []byte, tab *[256]layout) (Frame, int, error) {
 	if body < l.fixed {
 		return Frame{}, 0, &l.short
 	}
+	fields := l.fixed
 	if l.unit != 0 {
 		if len(buf) < HeaderLen+countOff+2 {
 			return Frame{}, 0, nil
@@ -137,8 +142,16 @@ func next(buf []byte, tab *[256]layout) (Frame, int, error) {
 		if l.max != 0 && count > l.max {
 			return Frame{}, 0, &l.tooMany
 		}
-		if l.fixed+count*l.unit > body {
+		if fields += count * l.unit; fields > body {
 			return Frame{}, 0, &l.overrun
+		}
+	}
+	if l.requestID {
+		if len(buf) < 4 {
+			return Frame{}, 0, nil
+		}
+		if buf[3]&FlagRequestID != 0 && fields+RequestIDLen > body {
+			return Frame{}, 0, &l.noRequestID
 		}
 	}
 	if l.redirect {

@@ -10,7 +10,7 @@
 //	offset size field
 //	0      2    len    whole frame, header included: HeaderLen (12) ≤ len ≤ MaxFrameLen (4096)
 //	2      1    type   Login … Ping from a client, LoginAck … Error from the server
-//	3      1    flags  0 when sent; ignored when received
+//	3      1    flags  FlagRequestID on a SHAKE, OPEN or SEND that carries a request id; else 0, ignored
 //	4      8    stamp  chosen by the client, echoed in the answer
 //	12     …    body   the fields of the type; bytes after them, up to len, are ignored
 //
@@ -18,7 +18,8 @@
 // 6-byte prefix whose last field, a u16 at body offset 4, counts a variable part that follows it
 // (token bytes, u32 recipients, text bytes).
 // LOGIN_ACK has 5 fixed bytes, except with status LoginWrongGateway: then a u8 at body offset 5
-// counts the address bytes that follow it.
+// counts the address bytes that follow it. A SHAKE, OPEN or SEND with FlagRequestID goes on with
+// a request id u64 after its fields (Frame.RequestID, AppendShakeID and the others).
 //
 // # Decoding contract
 //
@@ -34,8 +35,10 @@
 //
 // A violation is reported as soon as the bytes that prove it have arrived, not when the whole
 // frame has: a bad len with 2 bytes; an unknown type, or a len too short for the type's fixed
-// fields, with 3; a LOGIN_ACK LoginWrongGateway whose len has no room for addr_len, with 13; a
-// count or an addr_len that runs past len, or a text_len above MaxChatText, with 18. The checks
+// fields, with 3; a SHAKE or OPEN flagging a request id its len has no room for, with 4; a
+// LOGIN_ACK LoginWrongGateway whose len has no room for addr_len, with 13; a count or an
+// addr_len that runs past len, a text_len above MaxChatText, or a SEND flagging a request id
+// its len has no room for, with 18. The checks
 // run in the same order however the stream is split, so a stream decoded in pieces gives the
 // same frames and the same violation as the whole stream decoded at once. A server that answers
 // ERROR does not wait for the rest of a frame it has already rejected.

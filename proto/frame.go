@@ -134,6 +134,7 @@ const (
 	ShakeNothing    uint8 = 0 // the pool is empty: envelope 0, amount 0
 	ShakeGot        uint8 = 1
 	ShakeOverloaded uint8 = 2 // try later
+	ShakeExpired    uint8 = 3 // the request id is outside the server's window, or named another request: nothing done
 )
 
 // OPEN_RESULT status.
@@ -144,6 +145,7 @@ const (
 	OpenNoSuch       uint8 = 3
 	OpenNoShares     uint8 = 4
 	OpenOverloaded   uint8 = 5
+	OpenExpired      uint8 = 6 // the request id is outside the server's window, or named another request: nothing done
 )
 
 // SEND_ACK status.
@@ -152,6 +154,7 @@ const (
 	SendInvalid    uint8 = 1 // outside the server's limits on n and total, or a bad recipient
 	SendOverloaded uint8 = 2
 	SendLimited    uint8 = 3 // over the sender's SEND rate or live-envelope cap, or the server's envelope budget: try later
+	SendExpired    uint8 = 4 // the request id is outside the server's window, or named another request: nothing done
 )
 
 // CHAT_ACK status.

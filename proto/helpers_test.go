@@ -86,16 +86,16 @@ func reencode(f proto.Frame) []byte {
 		user, token := f.Login()
 		return proto.AppendLogin(nil, f.Stamp, user, token)
 	case proto.Shake:
-		return proto.AppendShake(nil, f.Stamp)
+		return proto.AppendShakeID(nil, f.Stamp, f.RequestID())
 	case proto.Open:
-		return proto.AppendOpen(nil, f.Stamp, f.Open())
+		return proto.AppendOpenID(nil, f.Stamp, f.Open(), f.RequestID())
 	case proto.Send:
 		total, n := f.Send()
 		rs := make([]uint32, n)
 		for i := range rs {
 			rs[i] = f.SendRecipient(i)
 		}
-		return proto.AppendSend(nil, f.Stamp, total, rs)
+		return proto.AppendSendID(nil, f.Stamp, total, rs, f.RequestID())
 	case proto.Chat:
 		to, text := f.Chat()
 		return proto.AppendChat(nil, f.Stamp, to, text)

@@ -11,6 +11,7 @@ import (
 	"hongbao/flightrec"
 	"hongbao/journal"
 	"hongbao/ring"
+	"hongbao/stages"
 )
 
 // ParseFlags parses the server's command line into Options, validated and
@@ -64,6 +65,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.IntVar(&o.MaxTotal, "max-total", DefaultTotal, "largest SEND total in fen")
 	fs.DurationVar(&o.EnvelopeTTL, "envelope-ttl", 24*time.Hour, "group envelopes not fully opened by then expire and are refunded")
 	fs.DurationVar(&o.OpenedRetention, "opened-retention", DefaultRetention, "a fully opened group envelope is kept this long, so that a repeated OPEN answers 1 (already opened) with its share; later OPENs answer 3 (no such envelope), as after -envelope-ttl, which also bounds it")
+	fs.DurationVar(&o.RequestWindow, "request-window", stages.DefaultRequestWindow, "the first money answer to a SHAKE, OPEN or SEND that carries a request id is kept this long (counted from the second the id names), and a retry with the same id gets it again instead of a second draw or envelope; a retry past it is answered \"expired\" (SHAKE_RESULT 3, OPEN_RESULT 6, SEND_ACK 4) and does nothing. Memory: about 48 bytes per money answer in the window, nothing per user (docs/PROTOCOL.md, Request ids)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", defaultShutdown, "on SIGTERM, the longest to wait for clients to drain")
 	fs.Float64Var(&o.SendRate, "send-rate", DefaultSendRate, "SENDs a second one user may make on average, past its burst; past it SEND_ACK 3.\n"+
 		"A token bucket per user, kept across reconnects. A person sends one every few seconds at most;\n"+

@@ -33,8 +33,18 @@ func (s *Server) writeMetrics(w io.Writer) {
 	st, ist, ls := s.Stats(), s.ing.Stats(), s.ledgers()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
-	var popped, returned, openOK, untold uint64
+	var popped, returned, openOK, untold, shakeUntold uint64
+	var replays, expired [3]uint64 // shake, open, send
+	var kept int64
 	for _, l := range ls {
+		shakeUntold += l.Egress.ShakeUntold.Load()
+		replays[0] += l.Shake.Replayed.Load()
+		replays[1] += l.Split.OpenReplayed.Load()
+		replays[2] += l.Split.SendReplayed.Load()
+		expired[0] += l.Shake.Expired.Load()
+		expired[1] += l.Split.OpenExpired.Load()
+		expired[2] += l.Split.SendExpired.Load()
+		kept += l.Shake.RequestIDs.Load() + l.Split.RequestIDs.Load()
 		bytesOut += l.Egress.Bytes.Load()
 		writes += l.Egress.Writes.Load()
 		dropped += l.Egress.Dropped.Load()
@@ -89,6 +99,14 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.Counter("hongbao_shake_returned_total", "Shake envelopes whose SHAKE_RESULT never reached its client, put back in the pool (since the start: /stats shake.got, which a restart keeps, is hongbao_shake_total{result=\"got\"} less these plus what was got before it).", returned)
 	e.Counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN (since the start: /stats envelopes.opened, which a restart keeps, is this plus what was opened before it).", openOK)
 	e.Counter("hongbao_open_untold_total", "OPEN_RESULT 0 answers that never reached their opener (its connection went first): the share stays drawn and counted, the opener's, and a repeated OPEN answers 1 with it.", untold)
+	e.Counter("hongbao_shake_untold_total", "SHAKE_RESULT 1 answers to a request with a request id that never reached their client (its connection went first): the envelope stays got, the user's, and a retry with the same id is told it.", shakeUntold)
+	e.Family("hongbao_request_replays_total", "counter", "Requests with a request id answered again with the money answer kept for that id (a retry), by type: no second draw, no second envelope.")
+	e.Family("hongbao_request_ids_expired_total", "counter", "Requests refused (SHAKE_RESULT 3, OPEN_RESULT 6, SEND_ACK 4) because their request id was outside -request-window or named another request, by type.")
+	for i, name := range []string{"shake", "open", "send"} {
+		e.Sample(fmt.Sprintf(`hongbao_request_replays_total{type=%q}`, name), replays[i])
+		e.Sample(fmt.Sprintf(`hongbao_request_ids_expired_total{type=%q}`, name), expired[i])
+	}
+	e.Gauge("hongbao_request_ids", "Money answers kept for request ids, within -request-window: about 48 bytes each.", kept)
 	e.Gauge("hongbao_envelopes_held", "Group envelopes in memory: still openable, or fully opened and kept for -opened-retention.", held)
 	e.Gauge("hongbao_envelopes_expiry_queued", "Entries of the group envelopes' expiry queues.", queued)
 	e.Gauge("hongbao_envelopes_live", "Group envelopes not fully opened and not expired: what -max-envelopes caps.", int64(st.Envelopes.Live))

@@ -44,6 +44,7 @@ type Options struct {
 	MaxTotal        int           // -max-total: fen
 	EnvelopeTTL     time.Duration // -envelope-ttl
 	OpenedRetention time.Duration // -opened-retention
+	RequestWindow   time.Duration // -request-window
 	ShutdownTimeout time.Duration // -shutdown-timeout
 	LogFormat       string        // -log-format: text | json
 	LogLevel        string        // -log-level: debug | info | warn | error
@@ -214,6 +215,7 @@ func (o *Options) Fill() {
 	fillZero(&o.MaxTotal, DefaultTotal)
 	fillZero(&o.EnvelopeTTL, 24*time.Hour)
 	fillZero(&o.OpenedRetention, DefaultRetention)
+	fillZero(&o.RequestWindow, stages.DefaultRequestWindow)
 	// Nothing outlives its TTL: a longer retention would mean the TTL.
 	o.OpenedRetention = min(o.OpenedRetention, o.EnvelopeTTL)
 	fillZero(&o.ShutdownTimeout, defaultShutdown)
@@ -337,6 +339,9 @@ func (o *Options) Validate() error {
 	if o.OpenedRetention < time.Second {
 		bad("opened-retention", "%v is under a second", o.OpenedRetention)
 	}
+	if o.RequestWindow < time.Second || o.RequestWindow > 24*time.Hour {
+		bad("request-window", "%v is not in 1s..24h", o.RequestWindow)
+	}
 	if o.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "%v: want a positive duration (the clients need a moment to read their ERROR 8)", o.ShutdownTimeout)
 	}
@@ -420,6 +425,6 @@ func readSecret(value, flag, file, env string) (string, error) {
 // server's budget, rounded up.
 func (o Options) Limits() stages.Limits {
 	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
-		SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
+		RequestWindow: o.RequestWindow, SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
 		MaxEnvelopes: (o.MaxEnvelopes + o.localSets() - 1) / o.localSets()}
 }

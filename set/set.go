@@ -142,6 +142,7 @@ func (s *SET) addStages(bus *event.Bus, jp [2]*journal.Producer) error {
 	}
 	name := func(stage string) string { return fmt.Sprintf("set%d/%s", i, stage) }
 	s.shake, s.split = stages.NewShake(l), split
+	s.shake.RequestWindow(o.Limits.RequestWindow)
 	s.egress = egress.New(i, bus, l, o.MaxPending, o.Now, o.Egress)
 	if o.SlowAnswer != nil {
 		s.egress.WatchSlow(o.SlowOver, o.SlowAnswer)

@@ -30,6 +30,12 @@ const (
 	// crossing: told 1, one more told it ("already"); told 0, one of them
 	// was cancelled and the others keep the share drawn.
 	RecCrossing uint8 = 11 // split: id u64, user u32, crossing u32, told u32
+	// The records of money changes made for a request with a request id
+	// carry it: a retry with the same id is answered from them after a
+	// restart, a move or a failover (docs/PROTOCOL.md, Request ids).
+	RecPopReq    uint8 = 12 // shake: id u64, amount u32, user u32, req u64 (a RecPop for user's SHAKE req)
+	RecCreateReq uint8 = 13 // split: req u64, then a RecCreate's payload (the sender's SEND req)
+	RecDrawReq   uint8 = 14 // split: id u64, user u32, share u32, req u64 (a RecDraw for user's OPEN req)
 )
 
 var errRecord = errors.New("malformed record")

@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/valyala/bytebufferpool"
 
@@ -25,11 +26,19 @@ type Shake struct {
 
 	camps     tallies // dealt for each campaign
 	lastDealt uint64  // the last envelope id dealt
+	ans       answers // SHAKE money answers to request ids, for their retries
 	snapOut   func(Part)
 }
 
-// NewShake returns the shake stage of a SET.
-func NewShake(l *ledger.Ledger) *Shake { return &Shake{c: &l.Shake, camps: tallies{}} }
+// NewShake returns the shake stage of a SET, which keeps request ids for
+// DefaultRequestWindow.
+func NewShake(l *ledger.Ledger) *Shake {
+	return &Shake{c: &l.Shake, camps: tallies{}, ans: newAnswers(DefaultRequestWindow)}
+}
+
+// RequestWindow sets how long the stage keeps request ids, as
+// Limits.RequestWindow says; call it before the SET runs.
+func (s *Shake) RequestWindow(d time.Duration) { s.ans = newAnswers(Limits{RequestWindow: d}.window()) }
 
 // Journal makes the stage journal its changes to jp; nil leaves it off.
 func (s *Shake) Journal(jp *journal.Producer) {
@@ -44,6 +53,10 @@ func (s *Shake) Handle(b event.Batch) {
 		switch ev.Kind {
 		case event.KShake:
 			s.c.Requests.Add(1)
+			req := ev.Req()
+			if req != 0 && s.replayed(ev, req) {
+				continue
+			}
 			if s.jp.Failed() { // nothing would become durable: hand out nothing
 				ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], ev.Stamp, proto.ShakeOverloaded, 0, 0))
 				continue
@@ -57,9 +70,19 @@ func (s *Shake) Handle(b event.Batch) {
 			s.c.Popped.Add(1)
 			s.c.PoppedAmount.Add(uint64(amount))
 			ev.Status, ev.Env, ev.Amount = proto.ShakeGot, id, amount // egress counts it got, or returns it
+			keep := req != 0 && s.ans.on()
+			if keep {
+				s.ans.put(answer{req: req, env: id, user: ev.User, amount: amount, typ: proto.Shake, status: proto.ShakeGot}, ev.RecvNs/1e9)
+				s.c.RequestIDs.Store(int64(s.ans.len()))
+			}
 			if s.jp != nil {
+				typ := RecPop
 				s.rec = appendIDAmount(s.rec[:0], id, amount)
-				ev.JPID, ev.JPos = s.jp.ID(), s.jp.Append(RecPop, s.rec)
+				if keep {
+					s.rec = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(s.rec, ev.User), req)
+					typ = RecPopReq
+				}
+				ev.JPID, ev.JPos = s.jp.ID(), s.jp.Append(typ, s.rec)
 			}
 			ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], ev.Stamp, proto.ShakeGot, id, amount))
 			touched = true
@@ -101,6 +124,32 @@ func (s *Shake) Handle(b event.Batch) {
 		s.jp.Publish()
 		s.gauges()
 	}
+}
+
+// replayed answers a SHAKE with request id req from the answers kept, if
+// its id is outside the window or has an answer, and reports whether it
+// did. A repeated answer is not counted got again (Status is not ShakeGot),
+// and waits, as the first did, until what the stage journalled is durable.
+func (s *Shake) replayed(ev *event.Event, req uint64) bool {
+	if !s.ans.on() {
+		return false
+	}
+	status, env, amount := proto.ShakeExpired, uint64(0), uint32(0)
+	switch e := s.ans.get(ev.User, req); {
+	case s.ans.outside(req, ev.RecvNs/1e9) || e != nil && e.typ != proto.Shake:
+		s.c.Expired.Add(1)
+	case e != nil:
+		status, env, amount = e.status, e.env, e.amount
+		s.c.Replayed.Add(1)
+		if s.jp != nil {
+			ev.JPID, ev.JPos = s.jp.ID(), s.jp.Pos()
+		}
+	default:
+		return false
+	}
+	ev.Status = proto.ShakeNothing
+	ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], ev.Stamp, status, env, amount))
+	return true
 }
 
 func (s *Shake) gauges() {
@@ -151,6 +200,22 @@ func (s *Shake) Restore(r journal.Record, egress *ledger.EgressCounters) error {
 		s.c.PoppedAmount.Add(uint64(amount))
 		egress.Got.Add(1)
 		egress.GotAmount.Add(uint64(amount))
+	case RecPopReq: // a RecPop · user u32 · req u64
+		if len(p) != 12+4+8 {
+			return recordError(r, "pop of a broken length")
+		}
+		if err := s.Restore(journal.Record{Type: RecPop, PID: r.PID, Payload: p[:12]}, egress); err != nil {
+			return err
+		}
+		e := answer{req: binary.BigEndian.Uint64(p[16:]), env: binary.BigEndian.Uint64(p), user: binary.BigEndian.Uint32(p[12:]),
+			amount: binary.BigEndian.Uint32(p[8:]), typ: proto.Shake, status: proto.ShakeGot}
+		if s.ans.on() {
+			if e.req == 0 || s.ans.get(e.user, e.req) != nil {
+				return recordError(r, fmt.Sprintf("user %d's request %#x answered twice", e.user, e.req))
+			}
+			s.ans.put(e, 0)
+			s.c.RequestIDs.Store(int64(s.ans.len()))
+		}
 	case RecReturn:
 		if len(p) != 12 {
 			return recordError(r, "return of a broken length")

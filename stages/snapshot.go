@@ -189,6 +189,7 @@ func (s *Shake) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	s.pool.Each(func(id uint64, amount uint32) {
 		b = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, id), amount)
 	})
+	b = s.ans.appendTo(b)
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
 	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
@@ -207,6 +208,12 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 			return fmt.Errorf("stages: shake snapshot envelope %#x of %d fen: not a shake envelope: %w", id, amount, errRecord)
 		}
 		s.pool.Push(id, amount)
+	}
+	if len(r.b) > 0 { // absent from an earlier version's part
+		if err := s.ans.loadOrSkip(r); err != nil {
+			return err
+		}
+		s.c.RequestIDs.Store(int64(s.ans.len()))
 	}
 	if err := r.done(); err != nil {
 		return err
@@ -264,6 +271,8 @@ func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	if n != len(s.groups) {
 		panic(fmt.Sprintf("BUG: stages: %d group envelopes held, %d in the expiry queue", len(s.groups), n))
 	}
+	b = binary.BigEndian.AppendUint32(b, answersTag)
+	b = s.ans.appendTo(b)
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
 	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
@@ -307,7 +316,14 @@ func (s *Split) Load(data []byte, now int64) error {
 			s.spent = append(s.spent, expiring{id, g.retained})
 		}
 	}
-	if len(r.b) > 0 { // an earlier version's part: its crossings
+	switch {
+	case len(r.b) >= 4 && binary.BigEndian.Uint32(r.b) == answersTag:
+		r.u32()
+		if err := s.ans.loadOrSkip(r); err != nil {
+			return err
+		}
+		s.c.RequestIDs.Store(int64(s.ans.len()))
+	case len(r.b) > 0: // an earlier version's part: its crossings
 		skipCrossed(r)
 	}
 	if err := r.done(); err != nil {
@@ -364,6 +380,11 @@ func (s *Split) checkPart(id uint64, sender, total uint32, rcpt []byte, shares [
 	}
 	return nil
 }
+
+// answersTag starts the answers kept for request ids in a split part, where
+// an earlier version's part had its crossings (a count that never comes
+// near it).
+const answersTag = 0xffff_ffff
 
 // skipCrossed reads past the crossings an earlier version kept after the
 // envelopes (which crossings told each share, to take shares back at a

@@ -42,6 +42,22 @@ type Limits struct {
 	// delivered, and answered CHAT_ACK 2, so that chats alone never get a
 	// recipient cut off. 0: no limit.
 	ChatBacklog int
+	// RequestWindow is how long the first money answer to a request id is
+	// kept for a retry with the same id (docs/PROTOCOL.md, Request ids);
+	// 0: DefaultRequestWindow; negative: ids are not kept, every request is
+	// served as new.
+	RequestWindow time.Duration
+}
+
+// window is the request window l asks for, in whole seconds.
+func (l Limits) window() time.Duration {
+	switch {
+	case l.RequestWindow == 0:
+		return DefaultRequestWindow
+	case l.RequestWindow < 0:
+		return 0
+	}
+	return max(l.RequestWindow, time.Second)
 }
 
 // group is one group envelope, owned by the split stage of its SET. Its
@@ -85,6 +101,7 @@ type Split struct {
 	jp      *journal.Producer // nil: the journal is off
 	rec     []byte            // a record's payload, reused
 	camps   tallies           // created (or skipped) for each send campaign
+	ans     answers           // SEND and OPEN money answers to request ids, for their retries
 	snapOut func(Part)
 }
 
@@ -104,7 +121,7 @@ func NewSplit(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, now func() 
 	}
 	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
 		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group),
-		senders: newSenders(lim, &l.Split), camps: tallies{}}, nil
+		senders: newSenders(lim, &l.Split), camps: tallies{}, ans: newAnswers(lim.window())}, nil
 }
 
 // Handle implements ring.Handler.
@@ -123,7 +140,7 @@ func (s *Split) Handle(b event.Batch) {
 			created := false
 			if ev.N > 0 && !s.jp.Failed() {
 				if s.room(now) {
-					s.create(0, ev.Peer, ev.Total, ev.Buf.B[:4*int(ev.N)], now)
+					s.create(0, ev.Peer, ev.Total, ev.Buf.B[:4*int(ev.N)], now, 0)
 					created = true
 				} else {
 					s.c.SystemOverBudget.Add(1)
@@ -161,6 +178,10 @@ func (s *Split) release(ev *event.Event) {
 
 func (s *Split) send(ev *event.Event, now int64) {
 	defer s.release(ev)
+	req := ev.Req()
+	if req != 0 && s.replayed(ev, req, proto.Send) {
+		return
+	}
 	rcpt := ev.Buf.B[:4*int(ev.N)]
 	if !s.valid(ev.User, ev.Total, rcpt) {
 		s.c.SendInvalid.Add(1)
@@ -176,9 +197,63 @@ func (s *Split) send(ev *event.Event, now int64) {
 		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendLimited, 0))
 		return
 	}
-	id := s.create(ev.User, 0, ev.Total, rcpt, now)
+	id := s.create(ev.User, 0, ev.Total, rcpt, now, req)
 	s.gate(ev)
 	ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, proto.SendOK, id))
+}
+
+// replayed answers a SEND or OPEN (typ) with request id req from the
+// answers kept, if its id is outside the window or has an answer, and
+// reports whether it did. The repeated answer waits, as the first did, until
+// what the stage journalled is durable.
+func (s *Split) replayed(ev *event.Event, req uint64, typ proto.Type) bool {
+	if !s.ans.on() {
+		return false
+	}
+	var a answer
+	if s.ans.outside(req, ev.RecvNs/1e9) {
+		a = answer{typ: typ, status: proto.SendExpired, env: 0}
+		if typ == proto.Open {
+			a.status, a.env = proto.OpenExpired, ev.Env
+			s.c.OpenExpired.Add(1)
+		} else {
+			s.c.SendExpired.Add(1)
+		}
+	} else if e := s.ans.get(ev.User, req); e != nil && e.typ == typ && (typ != proto.Open || e.env == ev.Env) {
+		a = *e
+		if typ == proto.Open {
+			s.c.OpenReplayed.Add(1)
+		} else {
+			s.c.SendReplayed.Add(1)
+		}
+		s.gate(ev)
+	} else if e != nil { // the id named another request
+		a = answer{typ: typ, status: proto.SendExpired}
+		if typ == proto.Open {
+			a.status, a.env = proto.OpenExpired, ev.Env
+			s.c.OpenExpired.Add(1)
+		} else {
+			s.c.SendExpired.Add(1)
+		}
+	} else {
+		return false
+	}
+	if typ == proto.Send {
+		ev.SetFrame(proto.AppendSendAck(ev.Out[:0], ev.Stamp, a.status, a.env))
+		return true
+	}
+	Answer(s.bus, s.out, s.set, ev, func(dst []byte) []byte {
+		return proto.AppendOpenResult(dst, ev.Stamp, a.status, a.env, a.amount)
+	})
+	return true
+}
+
+// keep records the money answer a to user's request req, for its retries.
+func (s *Split) keep(a answer) {
+	if s.ans.on() {
+		s.ans.put(a, s.at/1e9)
+		s.c.RequestIDs.Store(int64(s.ans.len()))
+	}
 }
 
 // limited returns the counter of the first limit a valid SEND from sender
@@ -259,17 +334,27 @@ func (s *Split) valid(sender, total uint32, rcpt []byte) bool {
 
 // create records a group envelope and pushes ENVELOPE to each recipient
 // through the recipient's SET.
-func (s *Split) create(sender, campaign, total uint32, rcpt []byte, now int64) uint64 {
+// A user's SEND with request id req (0: none) keeps its answer in the same
+// record.
+func (s *Split) create(sender, campaign, total uint32, rcpt []byte, now int64, req uint64) uint64 {
 	id := s.ids.Next()
 	expires := now + int64(s.limits.TTL)
+	keep := req != 0 && s.ans.on()
 	if s.jp != nil {
-		b := binary.BigEndian.AppendUint64(s.rec[:0], id)
+		b, typ := s.rec[:0], RecCreate
+		if keep {
+			b, typ = binary.BigEndian.AppendUint64(b, req), RecCreateReq
+		}
+		b = binary.BigEndian.AppendUint64(b, id)
 		b = binary.BigEndian.AppendUint32(b, campaign)
 		b = binary.BigEndian.AppendUint32(b, sender)
 		b = binary.BigEndian.AppendUint32(b, total)
 		b = binary.BigEndian.AppendUint64(b, uint64(expires))
 		s.rec = append(b, rcpt...)
-		s.jp.Append(RecCreate, s.rec)
+		s.jp.Append(typ, s.rec)
+	}
+	if keep {
+		s.keep(answer{req: req, env: id, user: sender, typ: proto.Send, status: proto.SendOK})
 	}
 	g := s.add(id, sender, total, expires, rcpt)
 	for _, r := range g.recipients {
@@ -348,13 +433,25 @@ func (s *Split) repush(id uint64, user uint32) {
 }
 
 func (s *Split) open(ev *event.Event, now int64) {
+	req := ev.Req()
+	if req != 0 && s.replayed(ev, req, proto.Open) {
+		return
+	}
 	status, share := proto.OpenOverloaded, uint32(0)
 	if !s.jp.Failed() { // else nothing would become durable: open nothing
 		status, share = s.draw(ev.Env, ev.User, now)
 	}
 	s.c.OpenStatus[status].Add(1)
+	keep := status == proto.OpenOK && req != 0 && s.ans.on()
+	if keep {
+		s.keep(answer{req: req, env: ev.Env, user: ev.User, amount: share, typ: proto.Open, status: proto.OpenOK})
+	}
 	switch {
 	case s.jp == nil:
+	case keep:
+		s.rec = binary.BigEndian.AppendUint64(appendID(s.rec[:0], ev.Env, ev.User, share), req)
+		s.jp.Append(RecDrawReq, s.rec)
+		s.gate(ev)
 	case status == proto.OpenOK:
 		s.jp.Append(RecDraw, appendID(s.rec[:0], ev.Env, ev.User, share))
 		s.gate(ev) // Answer carries it to the requester's SET
@@ -518,6 +615,26 @@ func dropHead(q []expiring, n int) []expiring {
 func (s *Split) Restore(r journal.Record, now int64) error {
 	s.at = now
 	p := r.Payload
+	switch r.Type {
+	case RecCreateReq: // req u64 · a RecCreate's payload
+		if len(p) < 8+28 {
+			return recordError(r, "create of a broken length")
+		}
+		req, id, sender := binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:]), binary.BigEndian.Uint32(p[8+12:])
+		if err := s.Restore(journal.Record{Type: RecCreate, PID: r.PID, Payload: p[8:]}, now); err != nil {
+			return err
+		}
+		return s.restoreAnswer(r, answer{req: req, env: id, user: sender, typ: proto.Send, status: proto.SendOK})
+	case RecDrawReq: // a RecDraw's payload · req u64
+		if len(p) != 16+8 {
+			return recordError(r, "share of a broken length")
+		}
+		if err := s.Restore(journal.Record{Type: RecDraw, PID: r.PID, Payload: p[:16]}, now); err != nil {
+			return err
+		}
+		return s.restoreAnswer(r, answer{req: binary.BigEndian.Uint64(p[16:]), env: binary.BigEndian.Uint64(p),
+			user: binary.BigEndian.Uint32(p[8:]), amount: binary.BigEndian.Uint32(p[12:]), typ: proto.Open, status: proto.OpenOK})
+	}
 	if len(p) < 8 {
 		return recordError(r, "no envelope id")
 	}
@@ -611,4 +728,18 @@ func (s *Split) forgetRestored(id uint64) {
 	s.jp = nil // replaying: nothing to journal again
 	s.forget(id, RecForget)
 	s.jp = jp
+}
+
+// restoreAnswer keeps the answer a record r carried, as the stage kept it
+// when it wrote r.
+func (s *Split) restoreAnswer(r journal.Record, a answer) error {
+	if !s.ans.on() {
+		return nil
+	}
+	if a.req == 0 || s.ans.get(a.user, a.req) != nil {
+		return recordError(r, fmt.Sprintf("user %d's request %#x answered twice", a.user, a.req))
+	}
+	s.ans.put(a, 0)
+	s.c.RequestIDs.Store(int64(s.ans.len()))
+	return nil
 }

@@ -43,8 +43,9 @@ func TestKillUnderLoad(t *testing.T) {
 	srv := startServer(t, bin, "-data", data, "-sets", fmt.Sprint(crashSets), "-snapshot-every", "300ms")
 
 	clients := make([]*sigClient, crashUsers)
+	idSec := time.Now().Unix()
 	for i := range clients {
-		clients[i] = &sigClient{user: uint32(i + 1)}
+		clients[i] = &sigClient{user: uint32(i + 1), idSec: idSec}
 		if err := clients[i].login(srv.listen); err != nil {
 			t.Fatalf("login: %v", err)
 		}
@@ -109,6 +110,23 @@ func TestKillUnderLoad(t *testing.T) {
 	if st.Shake.GotAmount < gotSum || st.Envelopes.OpenedAmount < openSum {
 		t.Fatalf("after the restart: got_amount %d, opened_amount %d; the clients read %d and %d", st.Shake.GotAmount, st.Envelopes.OpenedAmount, gotSum, openSum)
 	}
+	// The requests the kill left unanswered, sent again with their ids: what
+	// the server counted is what the clients were told, exactly.
+	var retried int
+	for _, c := range clients {
+		retried += len(c.pending)
+		shakeSum, openS, err := c.retry(srv.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotSum += shakeSum
+		openSum += openS
+	}
+	getJSON(t, srv, "/stats", &st)
+	if st.Shake.GotAmount != gotSum || st.Envelopes.OpenedAmount != openSum {
+		t.Fatalf("after %d retries: got_amount %d, opened_amount %d; the clients were told %d and %d", retried, st.Shake.GotAmount, st.Envelopes.OpenedAmount, gotSum, openSum)
+	}
+	t.Logf("%d requests retried with their ids: told == counted, %d SHAKE fen and %d OPEN fen", retried, gotSum, openSum)
 
 	// Every share a client opened is still its own: OPEN again answers 1
 	// with the same amount.

@@ -335,9 +335,11 @@ type sigClient struct {
 	pushes   map[uint64]push
 	pending  map[uint64]bool // stamps sent and not answered
 	next     uint64
-	errCode  uint8 // the ERROR received; 0: none
-	end      error // how the reading ended after the ERROR: nil for EOF (or reset) right after it
-	protoErr error // an answer to nothing, a frame that breaks the protocol
+	idSec    int64             // with a request id on every SHAKE and OPEN, first sent in this unix second; 0: none
+	openEnvs map[uint64]uint64 // with ids: the envelope of each OPEN, by stamp, to send it again
+	errCode  uint8             // the ERROR received; 0: none
+	end      error             // how the reading ended after the ERROR: nil for EOF (or reset) right after it
+	protoErr error             // an answer to nothing, a frame that breaks the protocol
 }
 
 func (c *sigClient) login(addr string) error {
@@ -347,6 +349,9 @@ func (c *sigClient) login(addr string) error {
 	}
 	c.nc = nc
 	c.pushes, c.pending = map[uint64]push{}, map[uint64]bool{}
+	if c.openEnvs == nil {
+		c.openEnvs = map[uint64]uint64{}
+	}
 	if _, err := nc.Write(proto.AppendLogin(nil, 1, c.user, nil)); err != nil {
 		return err
 	}
@@ -383,11 +388,61 @@ func (c *sigClient) nextFrame() (proto.Frame, error) {
 	}
 }
 
+// reqID is the request id of the client's n-th request, 0 without ids.
+func (c *sigClient) reqID(n uint64) uint64 {
+	if c.idSec == 0 {
+		return 0
+	}
+	return proto.NewRequestID(c.idSec, uint32(n))
+}
+
+// retry sends every request still unanswered again, with its request id, on
+// a new connection to addr, and returns what the answers told: the SHAKE
+// and OPEN money.
+func (c *sigClient) retry(addr string) (shakeSum, openSum uint64, err error) {
+	left := c.pending
+	if err := c.login(addr); err != nil {
+		return 0, 0, err
+	}
+	defer c.nc.Close()
+	var out []byte
+	for stamp := range left {
+		if stamp >= sigStamp0 {
+			out = proto.AppendShakeID(out, stamp, c.reqID(stamp-sigStamp0))
+		} else {
+			out = proto.AppendOpenID(out, stamp, c.openEnvs[stamp], c.reqID(stamp))
+		}
+	}
+	if _, err := c.nc.Write(out); err != nil {
+		return 0, 0, err
+	}
+	for n := 0; n < len(left); {
+		f, err := c.nextFrame()
+		if err != nil {
+			return 0, 0, fmt.Errorf("user %d: %d of %d retries answered: %w", c.user, n, len(left), err)
+		}
+		switch f.Type {
+		case proto.ShakeResult:
+			if st, _, amount := f.ShakeResult(); st == proto.ShakeGot {
+				shakeSum += uint64(amount)
+			}
+		case proto.OpenResult:
+			if st, _, amount := f.OpenResult(); st == proto.OpenOK {
+				openSum += uint64(amount)
+			}
+		default:
+			continue // ENVELOPE pushes
+		}
+		n++
+	}
+	return shakeSum, openSum, nil
+}
+
 func (c *sigClient) shake(r *sigRun) {
 	c.next++
 	stamp := sigStamp0 + c.next
 	c.pending[stamp] = true
-	c.out = proto.AppendShake(c.out, stamp)
+	c.out = proto.AppendShakeID(c.out, stamp, c.reqID(c.next))
 	c.outEnds = append(c.outEnds, sent{stamp, len(c.out)})
 	r.sent.Add(1)
 }
@@ -439,7 +494,10 @@ func (c *sigClient) run(r *sigRun) {
 			c.pushes[env] = push{total, shares}
 			c.next++
 			c.pending[c.next] = true
-			c.out = proto.AppendOpen(c.out, c.next, env)
+			c.out = proto.AppendOpenID(c.out, c.next, env, c.reqID(c.next))
+			if c.idSec != 0 {
+				c.openEnvs[c.next] = env
+			}
 			c.outEnds = append(c.outEnds, sent{c.next, len(c.out)})
 		case proto.ShakeResult, proto.OpenResult:
 			if !c.pending[f.Stamp] || (f.Type == proto.ShakeResult) != (f.Stamp >= sigStamp0) {
