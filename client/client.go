@@ -22,13 +22,19 @@
 // would replace each other for ever. The Client then stops, and every
 // request fails with that *ServerError.
 //
-// A request in flight when its connection ends is not sent again: it may
-// or may not have been carried out (a SHAKE's envelope may be counted as
-// taken), so the caller decides. Its error is ErrConnLost for errors.Is
-// whatever ended the connection, and, when an ERROR frame did, that
-// *ServerError too (errors.Is(err, ErrMoved) holds as well). A request
-// whose connection ended before it was written waits for the next login
-// and is sent there.
+// Shake, Open and Send carry a request id of their own (docs/PROTOCOL.md,
+// Request ids). One in flight when its connection ends is sent again with
+// the same id on the next login's connection, as often as it takes: the
+// server answers the retry as it answered the first, so it is carried out
+// once, and its caller sees only the answer. It fails with ErrConnLost only
+// when the Client cannot log in again (it stopped, or NoReconnect), and
+// with its context's error when that ends first; then it may or may not
+// have been carried out, and the same call made later cannot tell (a new
+// call is a new id). A Chat or Ping in flight when its connection ends is
+// not sent again: its error is ErrConnLost for errors.Is whatever ended the
+// connection, and, when an ERROR frame did, that *ServerError too
+// (errors.Is(err, ErrMoved) holds as well). A request whose connection
+// ended before it was written waits for the next login and is sent there.
 //
 // Every refusal is an error with a kind to test with errors.Is: a status
 // (*StatusError: ErrEmpty, ErrOverloaded…) or an ERROR frame
@@ -153,6 +159,7 @@ type Push struct {
 // Stats counts what a Client went through.
 type Stats struct {
 	Reconnects    uint64 // logins after a lost connection
+	Resent        uint64 // SHAKEs, OPENs and SENDs sent again with their request id after their connection ended
 	Redirects     uint64 // LOGIN_ACK 3 followed
 	NoOwner       uint64 // LOGIN_ACK 3 with no address: the user's SET had no gateway
 	DialErrors    uint64 // connects that failed
@@ -193,8 +200,9 @@ type Client struct {
 	callbacks []func()
 	wake      chan struct{} // a callback queued: capacity 1
 
-	reconnects, redirects, noOwner, dialErrors, stale, shuns, dropped atomic.Uint64
-	droppedLogged                                                     atomic.Int64 // when a dropped push was last logged (unix ns)
+	reconnects, redirects, noOwner, dialErrors, stale, shuns, dropped, resent atomic.Uint64
+	reqs                                                                      atomic.Uint32 // request ids given in this process, for their low 32 bits
+	droppedLogged                                                             atomic.Int64  // when a dropped push was last logged (unix ns)
 }
 
 // Dial connects to the first of addrs that answers (host:port each): every
@@ -242,7 +250,7 @@ func (c *Client) Pushes() <-chan Push { return c.pushes }
 
 // Stats returns the Client's counters.
 func (c *Client) Stats() Stats {
-	return Stats{Reconnects: c.reconnects.Load(), Redirects: c.redirects.Load(), NoOwner: c.noOwner.Load(),
+	return Stats{Reconnects: c.reconnects.Load(), Resent: c.resent.Load(), Redirects: c.redirects.Load(), NoOwner: c.noOwner.Load(),
 		DialErrors: c.dialErrors.Load(), Stale: c.stale.Load(), Shunned: c.shuns.Load(), DroppedPushes: c.dropped.Load()}
 }
 
@@ -289,17 +297,17 @@ func (c *Client) Login(ctx context.Context, user uint32, token []byte) error {
 // Shake asks for a shake envelope: its id and amount (fen). ErrEmpty: the
 // pool is empty; ErrOverloaded: try later.
 func (c *Client) Shake(ctx context.Context) (env uint64, amount uint32, err error) {
-	a, err := c.do(ctx, proto.ShakeResult, func(b []byte, stamp uint64) []byte { return proto.AppendShake(b, stamp) })
+	a, err := c.money(ctx, proto.ShakeResult, func(b []byte, stamp, id uint64) []byte { return proto.AppendShakeID(b, stamp, id) })
 	return a.env, a.amount, err
 }
 
 // Open opens group envelope env: the user's share (fen). With
 // ErrAlreadyOpened the amount is the share drawn earlier. A share once
-// drawn is the user's: an Open that ends with ErrOverloaded or ErrConnLost
-// may have drawn it, and Open again (on this Client, or any) answers
-// ErrAlreadyOpened with it, never a second share.
+// drawn is the user's: an Open that ends with ErrOverloaded (or its
+// context's error) may have drawn it, and Open again (on this Client, or
+// any) answers ErrAlreadyOpened with it, never a second share.
 func (c *Client) Open(ctx context.Context, env uint64) (amount uint32, err error) {
-	a, err := c.do(ctx, proto.OpenResult, func(b []byte, stamp uint64) []byte { return proto.AppendOpen(b, stamp, env) })
+	a, err := c.money(ctx, proto.OpenResult, func(b []byte, stamp, id uint64) []byte { return proto.AppendOpenID(b, stamp, env, id) })
 	return a.amount, err
 }
 
@@ -309,7 +317,9 @@ func (c *Client) Send(ctx context.Context, total uint32, recipients []uint32) (e
 	if len(recipients) > proto.MaxSendRecipients {
 		return 0, fmt.Errorf("hongbao: SEND to %d recipients: a frame holds at most %d", len(recipients), proto.MaxSendRecipients)
 	}
-	a, err := c.do(ctx, proto.SendAck, func(b []byte, stamp uint64) []byte { return proto.AppendSend(b, stamp, total, recipients) })
+	a, err := c.money(ctx, proto.SendAck, func(b []byte, stamp, id uint64) []byte {
+		return proto.AppendSendID(b, stamp, total, recipients, id)
+	})
 	return a.env, err
 }
 
@@ -382,6 +392,20 @@ func (c *Client) do(ctx context.Context, want proto.Type, build func([]byte, uin
 		return a, fmt.Errorf("hongbao: %s answered by %s", want, a.t)
 	}
 	return a, statusError(a.t, a.status)
+}
+
+// money sends a request that moves money with a request id of its own,
+// and sends it again with the same id, on the next login's connection, each
+// time its connection ends before the answer (see the package doc).
+func (c *Client) money(ctx context.Context, want proto.Type, build func(b []byte, stamp, id uint64) []byte) (answer, error) {
+	id := proto.NewRequestID(time.Now().Unix(), c.reqs.Add(1))
+	for {
+		a, err := c.do(ctx, want, func(b []byte, stamp uint64) []byte { return build(b, stamp, id) })
+		if !errors.Is(err, ErrConnLost) || !c.o.reconnect || ctx.Err() != nil {
+			return a, err
+		}
+		c.resent.Add(1)
+	}
 }
 
 // session returns the logged-in connection, waiting while there is none.

@@ -653,3 +653,79 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.w.Write(p)
 }
+
+// TestMoneyResentWithItsID: a SHAKE, an OPEN and a SEND in flight when the
+// connection drops (or the gateway sends ERROR 9) are sent again, with the
+// same request id, on the next login's connection, and their callers get
+// the answer to the retry, never ErrConnLost; each request of the caller
+// has an id of its own. A CHAT in flight is not sent again.
+func TestMoneyResentWithItsID(t *testing.T) {
+	var mu sync.Mutex
+	ids := map[proto.Type][]uint64{}
+	var drops atomic.Int64
+	g := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		switch f.Type {
+		case proto.Shake, proto.Open, proto.Send:
+			mu.Lock()
+			ids[f.Type] = append(ids[f.Type], f.RequestID())
+			first := len(ids[f.Type]) == 1
+			mu.Unlock()
+			if first { // the first of each: no answer, the connection goes
+				if drops.Add(1) == 2 {
+					c.Write(proto.AppendError(nil, 0, proto.ErrCodeMoved))
+				}
+				c.Close()
+				return nil
+			}
+		}
+		switch f.Type {
+		case proto.Open:
+			return proto.AppendOpenResult(nil, f.Stamp, proto.OpenOK, f.Open(), 9)
+		case proto.Send:
+			return proto.AppendSendAck(nil, f.Stamp, proto.SendOK, 77)
+		case proto.Chat:
+			c.Close()
+			return nil
+		}
+		return owner(g, c, f)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{g.addr()}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, amount, err := c.Shake(ctx); err != nil || amount != 7 {
+		t.Fatalf("Shake across a dropped connection: %d, %v; want the retry's answer", amount, err)
+	}
+	if amount, err := c.Open(ctx, 1<<40|3); err != nil || amount != 9 {
+		t.Fatalf("Open across ERROR 9: %d, %v; want the retry's answer", amount, err)
+	}
+	if env, err := c.Send(ctx, 100, []uint32{6, 7}); err != nil || env != 77 {
+		t.Fatalf("Send across a dropped connection: %#x, %v; want the retry's answer", env, err)
+	}
+	if _, _, err := c.Shake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Chat(ctx, 6, []byte("hi")); !errors.Is(err, client.ErrConnLost) {
+		t.Fatalf("a Chat in flight when the connection dropped: %v; want ErrConnLost", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for typ, want := range map[proto.Type]int{proto.Shake: 3, proto.Open: 2, proto.Send: 2} {
+		got := ids[typ]
+		if len(got) != want || got[0] == 0 || got[0] != got[1] {
+			t.Errorf("%v: request ids %#x; want %d, the first two the same", typ, got, want)
+		}
+	}
+	if s := ids[proto.Shake]; len(s) == 3 && s[2] == s[0] {
+		t.Errorf("two Shake calls sent the same request id %#x", s[0])
+	}
+	if st := c.Stats(); st.Resent != 3 || st.Reconnects < 3 {
+		t.Errorf("stats %+v; want 3 requests resent, a reconnect for each", st)
+	}
+}

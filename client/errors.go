@@ -31,6 +31,10 @@ var (
 	// ErrLimited: SEND_ACK 3 or CHAT_ACK 3, over a rate or a budget: try
 	// later.
 	ErrLimited = errors.New("over a limit: try later")
+	// ErrRequestExpired: SHAKE_RESULT 3, OPEN_RESULT 6, SEND_ACK 4: the
+	// request id was outside the server's window (a retry too late, or a
+	// clock far from the server's); nothing was done.
+	ErrRequestExpired = errors.New("request id outside the server's window: nothing done")
 	// ErrOffline: CHAT_ACK 1, the recipient is not connected.
 	ErrOffline = errors.New("recipient not connected")
 	// ErrBadToken: LOGIN_ACK 1.
@@ -60,9 +64,9 @@ func (e *StatusError) Unwrap() error { return e.Kind }
 // statusKinds maps each answer's statuses to their kinds; success is nil.
 var statusKinds = map[proto.Type][]error{
 	proto.LoginAck:    {nil, ErrBadToken, ErrInvalidUser, ErrNoOwner},
-	proto.ShakeResult: {ErrEmpty, nil, ErrOverloaded},
-	proto.OpenResult:  {nil, ErrAlreadyOpened, ErrNotRecipient, ErrNoEnvelope, ErrNoShares, ErrOverloaded},
-	proto.SendAck:     {nil, ErrInvalid, ErrOverloaded, ErrLimited},
+	proto.ShakeResult: {ErrEmpty, nil, ErrOverloaded, ErrRequestExpired},
+	proto.OpenResult:  {nil, ErrAlreadyOpened, ErrNotRecipient, ErrNoEnvelope, ErrNoShares, ErrOverloaded, ErrRequestExpired},
+	proto.SendAck:     {nil, ErrInvalid, ErrOverloaded, ErrLimited, ErrRequestExpired},
 	proto.ChatAck:     {nil, ErrOffline, ErrOverloaded, ErrLimited},
 }
 
@@ -120,10 +124,10 @@ func serverError(code uint8) *ServerError {
 	return &ServerError{Code: code, Kind: kind}
 }
 
-// ErrConnLost: the connection went away before the request was answered.
-// The request may or may not have been carried out (a SHAKE's envelope may
-// be counted as taken): the Client reconnects, and the caller decides
-// whether to ask again. When an ERROR ended the connection, the request's
+// ErrConnLost: the connection went away before the request was answered,
+// and the Client does not send it again: a Chat or a Ping, or any request
+// once the Client cannot log in again. The request may or may not have been
+// carried out (a SHAKE's envelope may be counted as taken). When an ERROR ended the connection, the request's
 // error is its *ServerError too: errors.Is(err, ErrMoved) holds as well.
 var ErrConnLost = errors.New("hongbao: connection lost before the answer")
 
