@@ -85,6 +85,20 @@ func allocsPerRequest(t *testing.T, journalled bool, runs int) {
 	}
 	f("SHAKE", func() { a.shake(3) })
 	f("OPEN across SETs", func() { a.request(event.KOpen, 0, 4, func(ev *event.Event) { ev.Env = env }) })
+	// With request ids: each SHAKE's answer kept (the table sized by the
+	// warm-up's growth), then one retried, answered from it.
+	sec, n := time.Now().Unix(), uint32(0)
+	for range 2 * runs { // the table grows to hold the runs' answers before they are measured
+		n++
+		a.request(event.KShake, -1, 5, func(ev *event.Event) { ev.SetReq(proto.NewRequestID(sec, n)) })
+	}
+	f("SHAKE with a request id", func() {
+		n++
+		a.request(event.KShake, -1, 5, func(ev *event.Event) { ev.SetReq(proto.NewRequestID(sec, n)) })
+	})
+	f("SHAKE retried with its id", func() {
+		a.request(event.KShake, -1, 6, func(ev *event.Event) { ev.SetReq(proto.NewRequestID(sec, n)) })
+	})
 }
 
 // TestAllocsPerLimitedSend: the SENDs a flood is answered 3 for, over the
