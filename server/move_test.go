@@ -11,6 +11,7 @@ import (
 
 	hbclient "hongbao/client"
 	"hongbao/internal/embednats"
+	"hongbao/proto"
 	"hongbao/replicated"
 	"hongbao/server"
 )
@@ -109,6 +110,20 @@ func TestReplicatedMove(t *testing.T) {
 		})
 	}
 	moneyFrom(a.addr, "SET 0's users to get money at gateway 0")
+	// A SHAKE with a request id at gateway 0, retried with the id wherever
+	// SET 0 is: the same answer at each, one envelope taken.
+	shakeID := proto.NewRequestID(time.Now().Unix(), 1)
+	withID := func(ts *testServer) string {
+		t.Helper()
+		c := login(t, ts, 8) // SET 0, no shaker's
+		s := c.nextStamp()
+		c.send(proto.AppendShakeID(nil, s, shakeID))
+		return string(c.answer(s).Body)
+	}
+	first := withID(a)
+	if st, _, _ := parse(proto.ShakeResult, first).ShakeResult(); st != proto.ShakeGot {
+		t.Fatalf("a SHAKE with a request id answered %d", st)
+	}
 
 	move := func(via *testServer, to string, epoch uint64) replicated.MoveResult {
 		t.Helper()
@@ -128,6 +143,9 @@ func TestReplicatedMove(t *testing.T) {
 	}
 	move(a, "gw1", 2)
 	moneyFrom(b.addr, "SET 0's users to get money at gateway 1")
+	if again := withID(b); again != first {
+		t.Fatalf("the SHAKE retried with its id after the move: %x; first %x", again, first)
+	}
 	if m := runs(t, a); len(m[0]) != 1 || m[0][0] != 1 || len(m[1]) != 1 || m[1][0] != 0 {
 		t.Fatalf("SETs by gateway after the move %v; want SET 0 at gateway 1", m)
 	}
@@ -139,13 +157,17 @@ func TestReplicatedMove(t *testing.T) {
 	// Back, asked at the gateway that does not run it: its owner moves it.
 	move(a, "gw0", 3)
 	moneyFrom(a.addr, "SET 0's users to get money at gateway 0 again")
+	if again := withID(a); again != first {
+		t.Fatalf("the SHAKE retried with its id after the move back: %x; first %x", again, first)
+	}
 	for _, sh := range shakers {
 		sh.halt()
 		if p := sh.unexpected.Load(); p != nil {
 			t.Fatalf("a shaker: %v", *p)
 		}
 	}
-	var told, got uint64
+	_, _, amount := parse(proto.ShakeResult, first).ShakeResult()
+	told, got := uint64(amount), uint64(1) // the SHAKE with an id: one envelope, told three times
 	for _, sh := range shakers {
 		told, got = told+sh.told.Load(), got+sh.got.Load()
 	}
