@@ -100,7 +100,7 @@ million: build ## 1,000,000 connections: 56 servers + 56 load clients over 112 s
 
 CRASHFLAGS ?=
 .PHONY: crash
-crash: build ## 19,000 users at 30,000 SHAKE/s + SENDs + campaigns, kill -9 at 5 random moments, each a restart on the same -data and ports: money told ≤ counted per crash and overall, invariants, ids, shares, campaigns, recovery times; -single: one kill; -scale: 10M pooled + 1M live group envelopes recovered (CRASHFLAGS, e.g. -single, -scale)
+crash: build ## 19,000 users at 30,000 SHAKE/s + SENDs + campaigns, kill -9 at 5 random moments, each a restart on the same -data and ports: money told ≤ recovered per crash and == counted overall (what a kill left unanswered sent again with its request id), invariants, ids, shares, campaigns, recovery times; -single: one kill; -scale: 10M pooled + 1M live group envelopes recovered (CRASHFLAGS, e.g. -single, -scale)
 	$(GO) run ./perf/cmd/crash $(CRASHFLAGS)
 
 perf-open: ## serve the latest perf run's CPU profile in pprof's web UI on 127.0.0.1:8081 until Ctrl-C

@@ -37,6 +37,7 @@ type Config struct {
 	ChatRate       float64       // -chat-rate: CHATs a second, the whole run
 	ChatSize       int           // -chat-size: text bytes per CHAT
 	ChurnRate      float64       // -churn: reconnects a second, the whole run
+	RequestIDs     bool          // -request-ids: every SHAKE carries a request id, and one in flight when its connection ends is sent again with it
 	Control        string        // -control: HTTP address for /qps and /metrics; "" off
 	Admin          string        // -admin: the server's admin URLs for /stats, comma-separated, read in turn; "" no reconciliation
 	AdminToken     string        // -admin-token
@@ -355,6 +356,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	})
 	fs.Float64Var(&c.ChatRate, "chat-rate", 0, "CHATs a second (`rate`), the whole run, each from a random user to another random user of -users")
 	fs.IntVar(&c.ChatSize, "chat-size", DefaultChatSize, "text `bytes` of each CHAT, at most 1024")
+	fs.BoolVar(&c.RequestIDs, "request-ids", true, "give every SHAKE a request id (made of its stamp) and send a SHAKE in flight when its connection ended again, with the same id, once its user has logged in again: the server answers it as it answered the first, so an answer a fault cut off is told (docs/PROTOCOL.md, Request ids); false: a SHAKE in flight on a connection that ends is lost, its money counted by the server and never told (a server that does not know request ids would draw again)")
 	fs.Float64Var(&c.ChurnRate, "churn", 0, "connection churn: reconnects a second (`rate`), the whole run, each a random logged-in user with nothing in flight closing its connection and connecting again at once (within -connect-rate); not errors, and the reconciliation stays exact")
 	fs.StringVar(&c.Control, "control", "", "HTTP `address` serving GET /qps?set=N (change the rate at the next whole second) and /metrics; empty: off")
 	fs.StringVar(&c.Admin, "admin", DefaultAdmin, "the server's admin `URLs` (http://127.0.0.1:6060), comma-separated, for the reconciliation with GET /stats, read before the run and after it. Each read goes to the first that answers: list the admin URLs of several gateways, and one that died during the run does not stop the reconciliation")

@@ -103,6 +103,11 @@ type counters struct {
 	LearnedAmount uint64 // Σ their amounts (in OpenAmount)
 	OpenPending   int64  // opens without a final answer now: an OPEN in flight or to be sent again; after the run, unresolved
 
+	// SHAKEs sent again with their request id (resend_linux.go).
+	ShakeResent     uint64 // in Sent[reqShake]: in flight when their connection ended
+	ShakePending    int64  // waiting for their user's next login now
+	ShakeUnresolved uint64 // never sent again: the drain ended first, or they had left the FIFO
+
 	ShakeAmount uint64 // Σ SHAKE_RESULT status 1 amounts
 	OpenAmount  uint64 // Σ OPEN_RESULT status 0 amounts and the shares learned by a repeated OPEN: the OPEN money told
 	Errors      [nErr]uint64
@@ -144,6 +149,9 @@ func (c *counters) add(o *counters) {
 	c.Learned += o.Learned
 	c.LearnedAmount += o.LearnedAmount
 	c.OpenPending += o.OpenPending
+	c.ShakeResent += o.ShakeResent
+	c.ShakePending += o.ShakePending
+	c.ShakeUnresolved += o.ShakeUnresolved
 	c.ShakeAmount += o.ShakeAmount
 	c.OpenAmount += o.OpenAmount
 	for e := range nErr {

@@ -65,7 +65,7 @@ func (l *loop) connectDue() {
 	for l.connHead < len(l.connQ) && l.tokens >= 1 {
 		idx := l.connQ[l.connHead]
 		l.connHead++
-		if l.now >= l.endNs && !l.opens.has(idx) {
+		if l.now >= l.endNs && !l.opens.has(idx) && !l.resend.has(idx) {
 			continue
 		}
 		l.tokens--
@@ -155,7 +155,7 @@ func (l *loop) connected(c *uconn, idx uint32) {
 // back in the same millisecond. After the end of the sends only a user with opens under way
 // reconnects.
 func (l *loop) retry(c *uconn, idx uint32) {
-	if l.now >= l.endNs && !l.opens.has(idx) || c.state == stDead {
+	if l.now >= l.endNs && !l.opens.has(idx) && !l.resend.has(idx) || c.state == stDead {
 		return
 	}
 	d := min(backoffMin<<min(c.fails, 8), backoffMax)

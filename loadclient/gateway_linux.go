@@ -116,7 +116,7 @@ func (l *loop) redirect(c *uconn, idx uint32, addr []byte) {
 		l.retry(c, idx)
 		return
 	}
-	if l.now < l.endNs || l.opens.has(idx) {
+	if l.now < l.endNs || l.opens.has(idx) || l.resend.has(idx) {
 		l.dial(c, idx)
 	}
 }

@@ -65,7 +65,8 @@ type loop struct {
 	dialer // connects: the queue, the rate, the backoffs
 	sender // scheduled sends: the schedule and the pacers
 	bufPool
-	opens opens // OPENs without a final answer: in flight, or to be sent again
+	opens  opens   // OPENs without a final answer: in flight, or to be sent again
+	resend resends // SHAKEs sent, and the ones to send again
 
 	now, endNs int64
 	base       int64 // origin of the ms clock in uconn.since
@@ -111,6 +112,7 @@ func newLoop(id int, plan *runPlan, r Range) (*loop, error) {
 		live:   new(LatencyHistogram),
 		shared: shared{pubLive: new(LatencyHistogram)},
 		opens:  newOpens(),
+		resend: newResends(cfg.RequestIDs, int64(cfg.Timeout)),
 		ep:     -1, evfd: -1,
 	}
 	for i := range l.hists {
@@ -290,6 +292,7 @@ func (l *loop) commands() {
 			l.publish()
 		case cmdSettle:
 			l.opens.settled = true
+			l.resend.settle(&l.c)
 		case cmdStop:
 			l.stopped = true
 		}
@@ -298,7 +301,7 @@ func (l *loop) commands() {
 
 // publish hands copies of the counters and the latest latencies to the engine.
 func (l *loop) publish() {
-	l.c.Up, l.c.Connecting, l.c.OpenPending = l.up, l.connecting, l.opens.n
+	l.c.Up, l.c.Connecting, l.c.OpenPending, l.c.ShakePending = l.up, l.connecting, l.opens.n, l.resend.pending
 	l.mu.Lock()
 	l.pub = l.c
 	l.pubLive.Merge(l.live)

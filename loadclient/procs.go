@@ -234,6 +234,7 @@ func childArgs(cfg *Config, i, n int, part Range, startNs int64) []string {
 		"-chat-rate", strconv.FormatFloat(cfg.ChatRate, 'g', -1, 64),
 		"-chat-size", strconv.Itoa(cfg.ChatSize),
 		"-churn", strconv.FormatFloat(cfg.ChurnRate, 'g', -1, 64),
+		"-request-ids=" + strconv.FormatBool(cfg.RequestIDs),
 		"-grace", cfg.Grace.String(),
 		"-reconcile", "off",
 		"-sched", cfg.Sched,

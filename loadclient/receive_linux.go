@@ -186,6 +186,9 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 		if l.opens.n != 0 {
 			l.openAgain(c, idx) // the OPENs its last connection left unsettled
 		}
+		if l.resend.pending != 0 {
+			l.shakeAgain(c, idx) // the SHAKEs its last connection left in flight
+		}
 	case reqShake:
 		if st == proto.ShakeGot {
 			_, _, amount := f.ShakeResult()

@@ -38,7 +38,9 @@ type Report struct {
 	OpenResent        uint64                    `json:"open_resent"`  // OPENs sent again (in requests.OPEN.sent): answered 5, or in flight when their connection ended
 	OpenLearned       uint64                    `json:"open_learned"` // shares learned by a repeated OPEN: a re-sent OPEN answered 1
 	OpenLearnedAmount uint64                    `json:"open_learned_amount"`
-	OpenUnresolved    int64                     `json:"open_unresolved"` // opens without a final answer when the run closed: each may hold a share drawn, never told
+	OpenUnresolved    int64                     `json:"open_unresolved"`  // opens without a final answer when the run closed: each may hold a share drawn, never told
+	ShakeResent       uint64                    `json:"shake_resent"`     // SHAKEs sent again with their request id (in requests.SHAKE.sent): in flight when their connection ended
+	ShakeUnresolved   uint64                    `json:"shake_unresolved"` // SHAKEs in flight when their connection ended and never sent again: each may hold an envelope got, never told
 	Skipped           uint64                    `json:"skipped_not_connected"`
 	Backlog           uint64                    `json:"dropped_backlog"`
 	Errors            map[string]uint64         `json:"errors"`           // connect, reset, timeout, protocol, overload
@@ -113,6 +115,8 @@ func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileRepo
 		OpenLearned:       c.Learned,
 		OpenLearnedAmount: c.LearnedAmount,
 		OpenUnresolved:    c.OpenPending,
+		ShakeResent:       c.ShakeResent,
+		ShakeUnresolved:   c.ShakeUnresolved + uint64(max(c.ShakePending, 0)),
 		Skipped:           c.Skipped,
 		Backlog:           c.Backlog,
 		Errors:            map[string]uint64{},
@@ -191,6 +195,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		pushes = " (not opened: " + strings.Join(unopened, ", ") + ")"
 	}
 	fmt.Fprintf(w, "pushes: ENVELOPE %d%s, CHAT_DELIVER %d\n", r.Pushes["ENVELOPE"], pushes, r.Pushes["CHAT_DELIVER"])
+	if r.ShakeResent > 0 || r.ShakeUnresolved > 0 {
+		fmt.Fprintf(w, "SHAKE sent again with its request id %d times (in flight when the connection ended); %d never sent again\n", r.ShakeResent, r.ShakeUnresolved)
+	}
 	if r.OpenResent > 0 || r.OpenUnresolved > 0 {
 		fmt.Fprintf(w, "OPEN sent again %d times (answered 5, or in flight when the connection ended): %d shares learned by a repeated OPEN, %d fen; %d opens without a final answer at the end\n",
 			r.OpenResent, r.OpenLearned, r.OpenLearnedAmount, r.OpenUnresolved)

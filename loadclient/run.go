@@ -192,7 +192,7 @@ func drainLocal(eng engine, deadline int64) (cur counters, drained bool) {
 		eng.poll(&cur, new(LatencyHistogram))
 		now := time.Now().UnixNano()
 		held := cur.Holding == loops
-		if !held || cur.inflightAll() != 0 || cur.OpenPending != 0 {
+		if !held || cur.inflightAll() != 0 || cur.OpenPending != 0 || cur.ShakePending != 0 {
 			quietSince = now
 		}
 		if now-quietSince >= int64(quietFor) {

@@ -89,8 +89,9 @@ func (l *loop) sendDue() {
 			continue
 		}
 		if b := l.outBuf(c, idx); b != nil {
-			*b = proto.AppendShake(*b, uint64(l.pendAt))
+			*b = proto.AppendShakeID(*b, uint64(l.pendAt), l.resend.shakeID(l.pendAt))
 			l.sent(c, reqShake)
+			l.sentShake(idx, l.pendAt)
 		}
 	}
 	l.sendPaced(&l.sendP, reqSend)

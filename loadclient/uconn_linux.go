@@ -130,6 +130,9 @@ func (l *loop) closeConn(c *uconn, count *[nReq]uint64) {
 	if l.opens.n != 0 {
 		l.openLost(c.user - l.first)
 	}
+	if k := c.inflight[reqShake]; k > 0 {
+		l.shakesLost(c.user-l.first, int(k))
+	}
 	for r, n := range c.inflight {
 		count[r] += uint64(n)
 		c.inflight[r] = 0

@@ -1,8 +1,10 @@
 // Command crash is `make crash`: the durability contract on the real
 // binaries. Under one load client run and a probe of its own it kills the
 // server with SIGKILL at -crashes random moments (-seed), restarts it on the
-// same -data and ports, and checks per crash and at the end that the money
-// the clients were told is counted, that no envelope id or share is handed
+// same -data and ports, and checks per crash that the money the clients
+// were told is counted and at the end that it is exactly the money counted
+// (the clients send what a kill left unanswered again, with its request
+// id), that no envelope id or share is handed
 // out twice and that every campaign ends at its total. -single kills once
 // under a stopped load client; -scale recovers 10M pooled and 1M live group
 // envelopes. perf/README.md has the steps; -help lists the flags.
@@ -68,7 +70,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	harness.Usage(fs, `Runs bin/server with a -data directory of its own, campaigns, a probe and bin/loadclient
 for -duration, kills the server with SIGKILL -crashes times at random moments (-seed) and
 restarts it on the same -data and ports while the clients reconnect. Per crash: money told
-against what the restart recovered, its times; at the end: money told ≤ counted, both
+against what the restart recovered, its times; at the end: money told == counted (the
+requests a kill left unanswered sent again with their request ids), both
 ledger invariants, no envelope id or share twice, every campaign at exactly its total.
 -single: one kill, the load client stopped at it, a restart on new ports (2,000 users,
 2,000 SHAKE/s unless -users, -qps). -scale: the recovery of 10M pooled shake envelopes

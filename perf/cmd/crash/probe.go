@@ -14,7 +14,10 @@ import (
 // probe is a few users of the tool's own, each on one connection, that SHAKE
 // one request at a time, now and then SEND a group envelope and OPEN every
 // envelope they are pushed, recording every envelope id they are handed, the
-// shares they drew and the money they are told.
+// shares they drew and the money they are told. Every request carries a
+// request id, and the one in flight when a connection ended is sent again
+// with it after the reconnect: the money the server counted is then the
+// money the probe was told.
 type probe struct {
 	mu       sync.Mutex
 	shakeIDs map[uint64]bool  // SHAKE_RESULT 1
@@ -27,6 +30,26 @@ type probe struct {
 	badOpen  []string         // re-OPENs answered otherwise
 	errs     []error          // anything but the end of the connection
 	killed   atomic.Bool      // the server is being killed: a connection's end is expected
+	reqs     atomic.Uint32    // request ids given
+	resent   atomic.Int64     // requests sent again with their id after a reconnect
+}
+
+// request is a probe user's request: what it asks and its request id.
+type request struct {
+	typ proto.Type
+	env uint64 // OPEN
+	id  uint64
+}
+
+// frame appends r with stamp, to recipient for a SEND.
+func (r request) frame(b []byte, stamp uint64, recipient uint32) []byte {
+	switch r.typ {
+	case proto.Open:
+		return proto.AppendOpenID(b, stamp, r.env, r.id)
+	case proto.Send:
+		return proto.AppendSendID(b, stamp, 30, []uint32{recipient}, r.id)
+	}
+	return proto.AppendShakeID(b, stamp, r.id)
 }
 
 func newProbe() *probe {
@@ -64,9 +87,10 @@ func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{
 			if recipient == u {
 				recipient = recipients[1%len(recipients)]
 			}
-			var mine []uint64 // the envelopes u opened, oldest first
+			var mine []uint64     // the envelopes u opened, oldest first
+			var inFlight *request // the request a connection's end left unanswered
 			for {
-				err := p.user(addr, u, recipient, stop, &mine)
+				err := p.user(addr, u, recipient, stop, &mine, &inFlight)
 				if !reconnect {
 					if err != nil {
 						p.mu.Lock()
@@ -86,13 +110,13 @@ func (p *probe) run(addr string, users, recipients []uint32, stop <-chan struct{
 	wg.Wait()
 }
 
-func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, mine *[]uint64) error {
+func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, mine *[]uint64, inFlight **request) error {
 	c, err := wire.DialLogin(addr, user)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	go func() { <-stop; c.SetDeadline(time.Now()) }()
+	go func() { <-stop; c.SetDeadline(time.Now().Add(5 * time.Second)) }() // the request in flight is answered first
 	var out []byte
 	again := (*mine)[max(0, len(*mine)-reopenMax):] // OPENed before: answered 1 with the same share
 	var opening uint64                              // the envelope of the OPEN in flight
@@ -103,18 +127,26 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, 
 		default:
 		}
 		opening = 0
+		var r request
 		switch {
+		case *inFlight != nil: // sent again with its id: answered as it was, if it was
+			r = **inFlight
+			p.resent.Add(1)
 		case len(again) > 0:
-			opening, again = again[0], again[1:]
-			out = proto.AppendOpen(out[:0], i, opening)
+			r.typ, r.env, again = proto.Open, again[0], again[1:]
 		case len(c.Pushed) > 0:
-			opening, c.Pushed = c.Pushed[0], c.Pushed[1:]
-			out = proto.AppendOpen(out[:0], i, opening)
+			r.typ, r.env, c.Pushed = proto.Open, c.Pushed[0], c.Pushed[1:]
 		case i%50 == 0:
-			out = proto.AppendSend(out[:0], i, 30, []uint32{recipient})
+			r.typ = proto.Send
 		default:
-			out = proto.AppendShake(out[:0], i)
+			r.typ = proto.Shake
 		}
+		if r.id == 0 {
+			r.id = proto.NewRequestID(time.Now().Unix(), p.reqs.Add(1))
+		}
+		opening = r.env
+		*inFlight = &r
+		out = r.frame(out[:0], i, recipient)
 		if _, err := c.Write(out); err != nil {
 			return p.ended(err, stop)
 		}
@@ -122,6 +154,7 @@ func (p *probe) user(addr string, user, recipient uint32, stop <-chan struct{}, 
 		if err != nil {
 			return p.ended(err, stop)
 		}
+		*inFlight = nil
 		p.mu.Lock()
 		switch f.Type {
 		case proto.ShakeResult:
