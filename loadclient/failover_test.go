@@ -212,3 +212,42 @@ func TestFailoverKilled(t *testing.T) {
 		t.Errorf("summary %q; want it to start %q", rec.Summary(), want)
 	}
 }
+
+// TestShakeResentWithItsID: a gateway counts the first SHAKE of 10 users and closes their
+// connections before the answer, as a kill after the money was made durable. Each of those
+// SHAKEs is sent again after the user's next login, with the same request id, and answered as
+// the gateway answered it: the money told is the money counted, exactly (-reconcile strict).
+func TestShakeResentWithItsID(t *testing.T) {
+	t.Parallel() // it waits on the server and the clock, not on the CPU
+	s := newFakeServer(t, 0)
+	const drops = 10
+	s.mu.Lock()
+	s.dropShakes = drops
+	s.mu.Unlock()
+	cfg := config(t, "-server", s.addr(), "-users", "1-20", "-qps", "200", "-duration", "3s", "-loops", "2",
+		"-admin", s.admin.URL, "-reconcile", "strict", "-restarts")
+	r, err := startRun(cfg).wait(t, 30*time.Second)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkAccounts(t, r)
+	if r.ShakeResent < drops || r.ShakeUnresolved != 0 {
+		t.Errorf("SHAKEs sent again %d, never sent again %d; want at least %d and 0", r.ShakeResent, r.ShakeUnresolved, drops)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.replayed < drops {
+		t.Errorf("%d SHAKEs answered from a kept answer; want at least the %d dropped", s.replayed, drops)
+	}
+	for u := range s.dropped {
+		if ids := s.shakeIDs[u]; len(ids) < 2 || ids[0] != ids[1] || ids[0] == 0 {
+			t.Errorf("user %d: request ids %#x; want the dropped SHAKE's id again next", u, ids[:min(3, len(ids))])
+		}
+	}
+	if rec := r.Reconcile; rec == nil || !rec.OK || rec.Mode == loadclient.ReconcileAtLeast {
+		t.Errorf("reconcile %+v; want strict and ok: every SHAKE counted was told", rec)
+	}
+	if told := r.ShakeAmount; int64(told) != s.shakeAmount {
+		t.Errorf("told %d fen of SHAKEs; the gateway counted %d", told, s.shakeAmount)
+	}
+}

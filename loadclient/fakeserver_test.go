@@ -59,6 +59,15 @@ type fakeServer struct {
 	logins       int64
 	killed       bool
 	peers        map[string]int // connections by the client's IP
+
+	// Request ids, as the server keeps them: a SHAKE with the id of one answered before
+	// gets that answer again, counted once. dropShakes: the first SHAKE of that many users
+	// is counted and its connection closed before the answer, as by a kill.
+	shakeIDs   map[uint32][]uint64     // the request ids of each user's SHAKEs, in order
+	kept       map[[2]uint64][2]uint64 // (user, id) → (envelope, amount)
+	dropShakes int
+	dropped    map[uint32]bool
+	replayed   int
 }
 
 const openAmount = 3
@@ -102,6 +111,7 @@ func newFakeServer(t *testing.T, pushEvery int) *fakeServer {
 		openedAt: map[[2]uint64][]time.Time{}, drawn: map[[2]uint64]bool{},
 		peers: map[string]int{}, redirected: map[uint32]int{}, loggedIn: map[uint32]int{},
 		shakesBy: map[uint32]int{},
+		shakeIDs: map[uint32][]uint64{}, kept: map[[2]uint64][2]uint64{}, dropped: map[uint32]bool{},
 	}
 	s.admin = httptest.NewServer(http.HandlerFunc(s.stats))
 	go s.accept()
@@ -404,6 +414,16 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 	defer s.mu.Unlock()
 	switch f.Type {
 	case proto.Shake:
+		id := f.RequestID()
+		key := [2]uint64{uint64(user), id}
+		if id != 0 {
+			s.shakeIDs[user] = append(s.shakeIDs[user], id)
+			if a, ok := s.kept[key]; ok {
+				s.replayed++
+				out = proto.AppendShakeResult(out, f.Stamp, proto.ShakeGot, a[0], uint32(a[1]))
+				break
+			}
+		}
 		s.shakes++
 		s.nextEnv++
 		amount := uint32(1 + s.shakes%97)
@@ -411,6 +431,14 @@ func (s *fakeServer) request(c *fakeConn, user uint32, f proto.Frame, out []byte
 		s.byStampSec[int64(f.Stamp/1e9)]++
 		s.shakesBy[user]++
 		s.lastShake = time.Now()
+		if id != 0 {
+			s.kept[key] = [2]uint64{s.nextEnv, uint64(amount)}
+		}
+		if s.dropShakes > 0 && !s.dropped[user] {
+			s.dropShakes--
+			s.dropped[user] = true
+			return out, dropClose // counted, never told: a retry with the id is
+		}
 		out = proto.AppendShakeResult(out, f.Stamp, proto.ShakeGot, s.nextEnv, amount)
 		if s.pushEvery > 0 && s.shakes%int64(s.pushEvery) == 0 {
 			s.nextEnv++
