@@ -29,8 +29,8 @@
 // once, and its caller sees only the answer. It fails with ErrConnLost only
 // when the Client cannot log in again (it stopped, or NoReconnect), and
 // with its context's error when that ends first; then it may or may not
-// have been carried out, and the same call made later cannot tell (a new
-// call is a new id). A Chat or Ping in flight when its connection ends is
+// have been carried out: a call made with WithRequestID and the same id
+// learns which. A Chat or Ping in flight when its connection ends is
 // not sent again: its error is ErrConnLost for errors.Is whatever ended the
 // connection, and, when an ERROR frame did, that *ServerError too
 // (errors.Is(err, ErrMoved) holds as well). A request whose connection
@@ -201,7 +201,6 @@ type Client struct {
 	wake      chan struct{} // a callback queued: capacity 1
 
 	reconnects, redirects, noOwner, dialErrors, stale, shuns, dropped, resent atomic.Uint64
-	reqs                                                                      atomic.Uint32 // request ids given in this process, for their low 32 bits
 	droppedLogged                                                             atomic.Int64  // when a dropped push was last logged (unix ns)
 }
 
@@ -398,7 +397,10 @@ func (c *Client) do(ctx context.Context, want proto.Type, build func([]byte, uin
 // and sends it again with the same id, on the next login's connection, each
 // time its connection ends before the answer (see the package doc).
 func (c *Client) money(ctx context.Context, want proto.Type, build func(b []byte, stamp, id uint64) []byte) (answer, error) {
-	id := proto.NewRequestID(time.Now().Unix(), c.reqs.Add(1))
+	id, _ := ctx.Value(requestIDKey{}).(uint64)
+	if id == 0 {
+		id = NewRequestID()
+	}
 	for {
 		a, err := c.do(ctx, want, func(b []byte, stamp uint64) []byte { return build(b, stamp, id) })
 		if !errors.Is(err, ErrConnLost) || !c.o.reconnect || ctx.Err() != nil {
@@ -406,6 +408,26 @@ func (c *Client) money(ctx context.Context, want proto.Type, build func(b []byte
 		}
 		c.resent.Add(1)
 	}
+}
+
+// reqs numbers the request ids this process gives, for their low 32 bits.
+var reqs atomic.Uint32
+
+// NewRequestID returns a request id no other of this process's requests
+// has (docs/PROTOCOL.md, Request ids): now's second, and a counter.
+func NewRequestID() uint64 { return proto.NewRequestID(time.Now().Unix(), reqs.Add(1)) }
+
+type requestIDKey struct{}
+
+// WithRequestID returns a copy of ctx with which a Shake, Open or Send
+// carries request id id (from NewRequestID) instead of one of its own. A
+// caller whose call ended with its context's error, before the answer,
+// calls again with the same id to learn what the first call did: the
+// server answers it as it answered the first, or carries it out now if
+// the first never reached it. Give each request its own id, and call again
+// within the server's window (-request-window, 10 min by default).
+func WithRequestID(ctx context.Context, id uint64) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
 }
 
 // session returns the logged-in connection, waiting while there is none.

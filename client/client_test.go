@@ -729,3 +729,49 @@ func TestMoneyResentWithItsID(t *testing.T) {
 		t.Errorf("stats %+v; want 3 requests resent, a reconnect for each", st)
 	}
 }
+
+// TestWithRequestID: a Shake whose context ends before the answer is called
+// again with WithRequestID and the same id; the gateway sees that id both
+// times, and without WithRequestID each call has an id of its own.
+func TestWithRequestID(t *testing.T) {
+	var mu sync.Mutex
+	var ids []uint64
+	g := newGateway(t, func(g *gateway, c net.Conn, f proto.Frame) []byte {
+		if f.Type == proto.Shake {
+			mu.Lock()
+			ids = append(ids, f.RequestID())
+			first := len(ids) == 1
+			mu.Unlock()
+			if first {
+				return nil // no answer: the caller's context ends
+			}
+		}
+		return owner(g, c, f)
+	})
+	ctx := context.Background()
+	c, err := client.Dial(ctx, []string{g.addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	id := client.NewRequestID()
+	short, cancel := context.WithTimeout(client.WithRequestID(ctx, id), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.Shake(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a Shake with no answer: %v; want its context's deadline", err)
+	}
+	if _, amount, err := c.Shake(client.WithRequestID(ctx, id)); err != nil || amount != 7 {
+		t.Fatalf("the Shake called again with its id: %d, %v", amount, err)
+	}
+	if _, _, err := c.Shake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 3 || ids[0] != id || ids[1] != id || ids[2] == id || ids[2] == 0 {
+		t.Fatalf("request ids %#x; want %#x twice, then another", ids, id)
+	}
+}

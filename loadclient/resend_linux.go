@@ -14,32 +14,41 @@ import (
 // Request ids), and a SHAKE_RESULT 1 the fault cut off is told by it. A retry keeps its stamp,
 // so its latency counts the outage.
 //
-// The answers to one connection's SHAKEs come in the order they were sent (docs/PROTOCOL.md,
-// Ordering and stamps), so the SHAKEs in flight on a connection that ends are the last ones it
-// sent. The loop keeps every SHAKE it sent in a FIFO for as long as one can be in flight
-// (-timeout and a margin) and finds them there from its end; the ones to send again wait in a
-// map by connection index, their slices reused. Steady state allocates nothing.
+// Which SHAKEs were in flight: a money answer waits for its change to be durable and may be
+// overtaken by a later empty or overloaded one (docs/PROTOCOL.md, Ordering and stamps), so the
+// loop keeps every SHAKE it sent, for as long as one can be in flight (-timeout and a margin),
+// in a FIFO in the order of their stamps (the schedule's), and marks each answered, found by
+// its stamp with a binary search. The ones to send again, and in flight again, wait in a map
+// by connection index, their slices reused. Steady state allocates nothing.
 
 // sentShake is a SHAKE as the FIFO keeps it.
 type sentShake struct {
-	stamp int64
-	idx   uint32
+	stamp    int64
+	idx      uint32
+	answered bool
 }
 
-// resends are a loop's SHAKEs to send again.
+// againShake is a SHAKE to send again, or sent again and not answered yet.
+type againShake struct {
+	stamp    int64
+	inFlight bool
+}
+
+// resends are a loop's SHAKEs sent, and those to send again.
 type resends struct {
 	on      bool
 	keep    int64       // ns a sent SHAKE stays in the FIFO
-	fifo    []sentShake // a ring, its length a power of two
+	fifo    []sentShake // a ring, its length a power of two, in stamp order
 	head, n int
-	byConn  map[uint32][]int64 // stamps to send again, by connection index
-	free    [][]int64
-	pending int64 // stamps in byConn
+	byConn  map[uint32][]againShake // by connection index
+	free    [][]againShake
+	pending int64 // SHAKEs waiting to be sent again
+	again   int64 // SHAKEs sent again and not answered
 	settled bool  // the drain is over: nothing is sent again
 }
 
 func newResends(on bool, timeoutNs int64) resends {
-	return resends{on: on, keep: 2*timeoutNs + 1e9, byConn: map[uint32][]int64{}}
+	return resends{on: on, keep: 2*timeoutNs + 1e9, byConn: map[uint32][]againShake{}}
 }
 
 // shakeID is the request id of the SHAKE stamped stamp (0 without ids).
@@ -50,7 +59,9 @@ func (r *resends) shakeID(stamp int64) uint64 {
 	return proto.NewRequestID(stamp/1e9, uint32(stamp))
 }
 
-// sentShake notes a SHAKE sent on the connection of idx.
+func (r *resends) at(i int) *sentShake { return &r.fifo[(r.head+i)&(len(r.fifo)-1)] }
+
+// sentShake notes a SHAKE the schedule sent on the connection of idx.
 func (l *loop) sentShake(idx uint32, stamp int64) {
 	r := &l.resend
 	if !r.on {
@@ -63,39 +74,94 @@ func (l *loop) sentShake(idx uint32, stamp int64) {
 	if r.n == len(r.fifo) {
 		grown := make([]sentShake, max(1024, 2*len(r.fifo)))
 		for i := range r.n {
-			grown[i] = r.fifo[(r.head+i)&(len(r.fifo)-1)]
+			grown[i] = *r.at(i)
 		}
 		r.fifo, r.head = grown, 0
 	}
-	r.fifo[(r.head+r.n)&(len(r.fifo)-1)] = sentShake{stamp, idx}
+	r.fifo[(r.head+r.n)&(len(r.fifo)-1)] = sentShake{stamp: stamp, idx: idx}
 	r.n++
 }
 
-// shakesLost marks the last k SHAKEs sent on the connection of idx, which ended with them in
-// flight, to be sent again once its user has logged in again.
+// shakeAnswered marks the SHAKE stamped stamp on the connection of idx answered.
+func (l *loop) shakeAnswered(idx uint32, stamp int64) {
+	r := &l.resend
+	if !r.on {
+		return
+	}
+	if r.again > 0 {
+		if as, ok := r.byConn[idx]; ok {
+			for i := range as {
+				if as[i].inFlight && as[i].stamp == stamp {
+					r.again--
+					as[i] = as[len(as)-1]
+					r.setConn(idx, as[:len(as)-1])
+					return
+				}
+			}
+		}
+	}
+	lo, hi := 0, r.n // the first entry stamped stamp or later
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); r.at(m).stamp < stamp {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	for i := lo; i < r.n && r.at(i).stamp == stamp; i++ {
+		if e := r.at(i); e.idx == idx {
+			e.answered = true
+			return
+		}
+	}
+}
+
+// setConn stores idx's SHAKEs to send again, returning an emptied slice for reuse.
+func (r *resends) setConn(idx uint32, as []againShake) {
+	if len(as) > 0 {
+		r.byConn[idx] = as
+		return
+	}
+	delete(r.byConn, idx)
+	if cap(as) <= keepOpens {
+		r.free = append(r.free, as)
+	}
+}
+
+// shakesLost marks the k SHAKEs in flight on the connection of idx, which ended, to be sent
+// again once its user has logged in again.
 func (l *loop) shakesLost(idx uint32, k int) {
 	r := &l.resend
 	if !r.on || r.settled {
 		return
 	}
-	stamps := r.byConn[idx]
-	if stamps == nil && len(r.free) > 0 {
-		stamps, r.free = r.free[len(r.free)-1], r.free[:len(r.free)-1]
-	}
-	at := len(stamps)
-	for i := r.n - 1; i >= 0 && k > 0; i-- {
-		if e := r.fifo[(r.head+i)&(len(r.fifo)-1)]; e.idx == idx {
-			stamps = append(stamps, e.stamp)
+	as := r.byConn[idx]
+	for i := range as {
+		if as[i].inFlight && k > 0 {
+			as[i].inFlight = false
+			r.again--
+			r.pending++
 			k--
 		}
 	}
-	for i, j := at, len(stamps)-1; i < j; i, j = i+1, j-1 { // oldest first
-		stamps[i], stamps[j] = stamps[j], stamps[i]
+	if as == nil && k > 0 && len(r.free) > 0 {
+		as, r.free = r.free[len(r.free)-1], r.free[:len(r.free)-1]
 	}
+	at := len(as)
+	for i := r.n - 1; i >= 0 && k > 0; i-- {
+		if e := r.at(i); e.idx == idx && !e.answered {
+			e.answered = true // the retry is counted in byConn from now on
+			as = append(as, againShake{stamp: e.stamp})
+			k--
+		}
+	}
+	for i, j := at, len(as)-1; i < j; i, j = i+1, j-1 { // oldest first
+		as[i], as[j] = as[j], as[i]
+	}
+	r.pending += int64(len(as) - at)
 	l.c.ShakeUnresolved += uint64(k) // older than the FIFO keeps: cannot be sent again
-	if len(stamps) > 0 {
-		r.pending += int64(len(stamps) - at)
-		r.byConn[idx] = stamps
+	if len(as) > 0 {
+		r.byConn[idx] = as
 	}
 }
 
@@ -112,37 +178,30 @@ func (r *resends) has(idx uint32) bool {
 // flight.
 func (l *loop) shakeAgain(c *uconn, idx uint32) {
 	r := &l.resend
-	stamps, ok := r.byConn[idx]
+	as, ok := r.byConn[idx]
 	if !ok || r.settled {
 		return
 	}
-	sent := 0
-	for _, stamp := range stamps {
+	for i := range as {
+		if as[i].inFlight {
+			continue
+		}
 		b := l.outBuf(c, idx)
 		if b == nil {
-			break // the output is over its limit (counted as dropped): the rest wait for the next login
+			return // the output is over its limit (counted as dropped): the rest wait for the next login
 		}
-		*b = proto.AppendShakeID(*b, uint64(stamp), r.shakeID(stamp))
+		*b = proto.AppendShakeID(*b, uint64(as[i].stamp), r.shakeID(as[i].stamp))
 		l.sent(c, reqShake)
-		l.sentShake(idx, stamp)
-		sent++
-	}
-	l.c.ShakeResent += uint64(sent)
-	r.pending -= int64(sent)
-	if sent < len(stamps) {
-		r.byConn[idx] = stamps[:copy(stamps, stamps[sent:])]
-		return
-	}
-	delete(r.byConn, idx)
-	if cap(stamps) <= keepOpens {
-		r.free = append(r.free, stamps[:0])
+		as[i].inFlight = true
+		r.pending--
+		r.again++
+		l.c.ShakeResent++
 	}
 }
 
-// settle ends the resends: the SHAKEs still waiting are unresolved.
+// settle ends the resends: the SHAKEs still waiting to be sent again are unresolved.
 func (r *resends) settle(c *counters) {
 	r.settled = true
 	c.ShakeUnresolved += uint64(r.pending)
 	r.pending = 0
-	clear(r.byConn)
 }

@@ -142,11 +142,18 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 		}
 	}()
 	var seen client.Stats // the client's counters already added to this window's
+	var pending uint64    // the request id of a SHAKE whose bound ran out before its answer
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			if pending != 0 && c != nil { // its answer, whatever the first call did
+				rctx, cancel := context.WithTimeout(client.WithRequestID(context.Background(), pending), 10*time.Second)
+				_, amount, err := c.Shake(rctx)
+				cancel()
+				p.told(amount, err)
+			}
 			return
 		case <-t.C:
 		}
@@ -168,23 +175,41 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 				continue
 			}
 		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		// A SHAKE its bound cut short is asked again with its request id
+		// before any new one: it may have been carried out, and only its id
+		// tells the money it made.
+		if pending == 0 {
+			pending = client.NewRequestID()
+		}
+		sctx, cancel := context.WithTimeout(client.WithRequestID(ctx, pending), time.Second)
 		_, amount, err := c.Shake(sctx)
 		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			pending = 0
+		}
 		p.count(c, &seen)
 		p.mu.Lock()
-		switch {
-		case err == nil:
+		if err == nil {
 			p.money = append(p.money, answer{time.Now(), time.Unix(0, login.Load())})
-			p.amount += int64(amount)
-			p.got++
-		case errors.Is(err, client.ErrEmpty):
-			p.empty++
 		}
 		p.mu.Unlock()
+		p.told(amount, err)
 		for len(c.Pushes()) > 0 { // a send campaign's pushes: not opened
 			<-c.Pushes()
 		}
+	}
+}
+
+// told counts the answer to a SHAKE: amount fen got, or err.
+func (p *probe) told(amount uint32, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case err == nil:
+		p.amount += int64(amount)
+		p.got++
+	case errors.Is(err, client.ErrEmpty):
+		p.empty++
 	}
 }
 
