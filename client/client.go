@@ -201,7 +201,7 @@ type Client struct {
 	wake      chan struct{} // a callback queued: capacity 1
 
 	reconnects, redirects, noOwner, dialErrors, stale, shuns, dropped, resent atomic.Uint64
-	droppedLogged                                                             atomic.Int64  // when a dropped push was last logged (unix ns)
+	droppedLogged                                                             atomic.Int64 // when a dropped push was last logged (unix ns)
 }
 
 // Dial connects to the first of addrs that answers (host:port each): every
