@@ -278,7 +278,7 @@ func (e *Egress) refuse(ev *event.Event) {
 	}
 	switch f.Type {
 	case proto.ShakeResult:
-		if ev.Kind == event.KShake {
+		if ev.Kind == event.KShake && ev.Status == proto.ShakeGot { // not a repeated answer: it took nothing
 			e.giveBack(ev.Env, ev.Amount)
 		}
 		ev.SetFrame(proto.AppendShakeResult(ev.Out[:0], f.Stamp, proto.ShakeOverloaded, 0, 0))

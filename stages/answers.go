@@ -195,3 +195,17 @@ func (a *answers) loadOrSkip(r *reader) error {
 	skip := answers{window: 1}
 	return skip.load(r)
 }
+
+// returned rewrites the answer that named shake envelope env, if one does,
+// as the refusal its client was told instead: the envelope went back to the
+// pool (its answer refused "overloaded" when its record was lost), so a
+// retry of that request is told "overloaded" again, never the envelope. A
+// scan: envelopes go back only when their answer could not be given.
+func (a *answers) returned(env uint64) {
+	for q := a.head; q < a.head+a.n; q++ {
+		if e := &a.fifo[q&uint64(len(a.fifo)-1)]; e.env == env && e.typ == proto.Shake && e.status == proto.ShakeGot {
+			e.status, e.env, e.amount = proto.ShakeOverloaded, 0, 0
+			return
+		}
+	}
+}

@@ -98,3 +98,20 @@ func TestAnswersAllocs(t *testing.T) {
 		t.Errorf("%.2f allocations per put and get; want 0", allocs)
 	}
 }
+
+// TestAnswersReturned: an envelope back in the pool is no longer the answer
+// kept for the request that took it: a retry is told "overloaded", as the
+// request was.
+func TestAnswersReturned(t *testing.T) {
+	a := newAnswers(time.Minute)
+	id := proto.NewRequestID(1_800_000_000, 1)
+	a.put(answer{req: id, user: 3, env: 1<<63 | 7, amount: 50, typ: proto.Shake, status: proto.ShakeGot}, 0)
+	a.returned(1<<63 | 8) // another envelope: nothing
+	if e := a.get(3, id); e == nil || e.status != proto.ShakeGot {
+		t.Fatalf("after another envelope's return: %+v", e)
+	}
+	a.returned(1<<63 | 7)
+	if e := a.get(3, id); e == nil || e.status != proto.ShakeOverloaded || e.env != 0 || e.amount != 0 {
+		t.Fatalf("after its envelope's return: %+v; want overloaded, no envelope", e)
+	}
+}

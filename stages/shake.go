@@ -115,6 +115,7 @@ func (s *Shake) Handle(b event.Batch) {
 				s.jp.Append(RecReturn, s.rec)
 			}
 			s.pool.Push(ev.Env, ev.Amount)
+			s.ans.returned(ev.Env)
 			s.c.Returned.Add(1)
 			s.c.ReturnedAmount.Add(uint64(ev.Amount))
 			touched = true
@@ -222,6 +223,7 @@ func (s *Shake) Restore(r journal.Record, egress *ledger.EgressCounters) error {
 		}
 		id, amount := binary.BigEndian.Uint64(p), binary.BigEndian.Uint32(p[8:])
 		s.pool.Push(id, amount)
+		s.ans.returned(id)
 		s.c.Returned.Add(1)
 		s.c.ReturnedAmount.Add(uint64(amount))
 		egress.Got.Add(^uint64(0))
