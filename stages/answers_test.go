@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"hongbao/proto"
 )
@@ -113,5 +114,21 @@ func TestAnswersReturned(t *testing.T) {
 	a.returned(1<<63 | 7)
 	if e := a.get(3, id); e == nil || e.status != proto.ShakeOverloaded || e.env != 0 || e.amount != 0 {
 		t.Fatalf("after its envelope's return: %+v; want overloaded, no envelope", e)
+	}
+}
+
+// TestAnswersBoundsMemory: the table's arrays per answer kept, at 100,000
+// answers: at most 96 bytes (48 per slot, and a table that doubles).
+func TestAnswersBoundsMemory(t *testing.T) {
+	a := newAnswers(time.Minute)
+	const n = 100_000
+	for i := range n {
+		a.put(answer{req: proto.NewRequestID(1_800_000_000, uint32(i)), user: uint32(i%1000 + 1)}, 0)
+	}
+	bytes := cap(a.fifo)*int(unsafe.Sizeof(answer{})) + cap(a.index)*int(unsafe.Sizeof(uint64(0)))
+	per := float64(bytes) / n
+	t.Logf("%d answers: %d B, %.1f B an answer", n, bytes, per)
+	if per > 96 {
+		t.Errorf("%.1f B an answer; want at most 96", per)
 	}
 }
