@@ -184,7 +184,7 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 		sctx, cancel := context.WithTimeout(client.WithRequestID(ctx, pending), time.Second)
 		_, amount, err := c.Shake(sctx)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		if se := new(client.StatusError); err == nil || errors.As(err, &se) { // an answer: the id is done with
 			pending = 0
 		}
 		p.count(c, &seen)
