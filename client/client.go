@@ -26,7 +26,8 @@
 // Request ids). One in flight when its connection ends is sent again with
 // the same id on the next login's connection, as often as it takes: the
 // server answers the retry as it answered the first, so it is carried out
-// once, and its caller sees only the answer. It fails with ErrConnLost only
+// once, and its caller sees only the answer ("overloaded" to a retry, which
+// says nothing of the first, is asked again after a wait). It fails with ErrConnLost only
 // when the Client cannot log in again (it stopped, or NoReconnect), and
 // with its context's error when that ends first; then it may or may not
 // have been carried out: a call made with WithRequestID and the same id
@@ -159,7 +160,7 @@ type Push struct {
 // Stats counts what a Client went through.
 type Stats struct {
 	Reconnects    uint64 // logins after a lost connection
-	Resent        uint64 // SHAKEs, OPENs and SENDs sent again with their request id after their connection ended
+	Resent        uint64 // SHAKEs, OPENs and SENDs sent again with their request id: after their connection ended, or refused at the door when sent again
 	Redirects     uint64 // LOGIN_ACK 3 followed
 	NoOwner       uint64 // LOGIN_ACK 3 with no address: the user's SET had no gateway
 	DialErrors    uint64 // connects that failed
@@ -401,11 +402,24 @@ func (c *Client) money(ctx context.Context, want proto.Type, build func(b []byte
 	if id == 0 {
 		id = NewRequestID()
 	}
+	resent := false
 	for {
 		a, err := c.do(ctx, want, func(b []byte, stamp uint64) []byte { return build(b, stamp, id) })
-		if !errors.Is(err, ErrConnLost) || !c.o.reconnect || ctx.Err() != nil {
+		switch {
+		case resent && errors.Is(err, ErrOverloaded):
+			// The retry was refused at the door; the first may still be held
+			// for its journal (a stall): ask again, later, until an answer.
+			t := time.NewTimer(c.o.minWait + rand.N(c.o.minWait))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return a, err
+			}
+		case !errors.Is(err, ErrConnLost) || !c.o.reconnect || ctx.Err() != nil:
 			return a, err
 		}
+		resent = true
 		c.resent.Add(1)
 	}
 }

@@ -180,6 +180,9 @@ func (l *loop) openDue() {
 		idx := l.opens.due.pop().idx
 		if c := &l.conns[idx]; c.state == stReady {
 			l.openAgain(c, idx)
+			if l.resend.pending != 0 {
+				l.shakeAgain(c, idx) // a SHAKE sent again and refused at the door
+			}
 		}
 	}
 }

@@ -190,7 +190,7 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 			l.shakeAgain(c, idx) // the SHAKEs its last connection left in flight
 		}
 	case reqShake:
-		l.shakeAnswered(idx, int64(f.Stamp))
+		l.shakeAnswered(idx, int64(f.Stamp), st)
 		if st == proto.ShakeGot {
 			_, _, amount := f.ShakeResult()
 			l.c.ShakeAmount += uint64(amount)

@@ -82,8 +82,11 @@ func (l *loop) sentShake(idx uint32, stamp int64) {
 	r.n++
 }
 
-// shakeAnswered marks the SHAKE stamped stamp on the connection of idx answered.
-func (l *loop) shakeAnswered(idx uint32, stamp int64) {
+// shakeAnswered marks the SHAKE stamped stamp on the connection of idx answered st. A SHAKE
+// sent again and answered "overloaded" is sent again after a wait, as an OPEN answered 5:
+// that answer says only that the retry was refused at the door, while the first SHAKE with its
+// id may still be on its way to an answer (held for its journal during a stall).
+func (l *loop) shakeAnswered(idx uint32, stamp int64, st uint8) {
 	r := &l.resend
 	if !r.on {
 		return
@@ -93,6 +96,12 @@ func (l *loop) shakeAnswered(idx uint32, stamp int64) {
 			for i := range as {
 				if as[i].inFlight && as[i].stamp == stamp {
 					r.again--
+					if st == proto.ShakeOverloaded && !r.settled {
+						as[i].inFlight = false
+						r.pending++
+						l.opens.due.push(retryAt{l.now + int64(openRetryMin) + l.rng.Int64N(int64(openRetryJitter)+1), idx})
+						return
+					}
 					as[i] = as[len(as)-1]
 					r.setConn(idx, as[:len(as)-1])
 					return

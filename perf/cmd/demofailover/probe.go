@@ -178,13 +178,17 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 		// A SHAKE its bound cut short is asked again with its request id
 		// before any new one: it may have been carried out, and only its id
 		// tells the money it made.
-		if pending == 0 {
+		again := pending != 0
+		if !again {
 			pending = client.NewRequestID()
 		}
 		sctx, cancel := context.WithTimeout(client.WithRequestID(ctx, pending), time.Second)
 		_, amount, err := c.Shake(sctx)
 		cancel()
-		if se := new(client.StatusError); err == nil || errors.As(err, &se) { // an answer: the id is done with
+		// An answer ends the id, but "overloaded" to a SHAKE asked again: that
+		// one was refused at the door while the first may still be held for
+		// its journal.
+		if se := new(client.StatusError); err == nil || errors.As(err, &se) && !(again && errors.Is(err, client.ErrOverloaded)) {
 			pending = 0
 		}
 		p.count(c, &seen)
