@@ -4,8 +4,10 @@
 // it must exit 3), a NATS server of the three killed — each restarted as a
 // supervisor would. For every fault it measures with probe connections how
 // long each moved SET went without a money answer, and checks that no
-// money told before the fault is missing after it; at the end, the load
-// client's reconciliation with /cluster/stats, the cluster's ledger, and
+// money told before the fault is missing after it; at the end, the money
+// the load client and the probes were told equal to the money counted
+// (every request a fault left unanswered sent again with its request id),
+// the load client's reconciliation with /cluster/stats, the cluster's ledger, and
 // in JetStream that no fenced gateway's answer was ever appended after a
 // claim. perf/README.md has the steps; -help lists the flags.
 package main

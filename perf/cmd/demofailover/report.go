@@ -116,7 +116,7 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 		told += int64(c.ShakeAmount + c.OpenAmount)
 	}
 	p("\nmoney over the run (/cluster/stats got_amount + opened_amount): %d counted since the baseline; told %d (probes %d fen in %d answers): %s",
-		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], harness.Verdict(told <= res.Final-res.Baseline))
+		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], harness.Verdict(told == res.Final-res.Baseline))
 	p("cluster ledger at the end (%d gateways answered, missing %v):", res.Cluster.Gateways, res.Cluster.Missing)
 	for _, c := range res.Checks {
 		p("  %s", c)

@@ -222,7 +222,7 @@ func (x *runner) campaigns(end time.Time, fail func(string, ...any)) {
 }
 
 // settle checks the run's money once the cluster settled: told by the
-// load client and the probes ≤ counted since the baseline.
+// load client and the probes == counted since the baseline.
 func (x *runner) settle(res *result, fail func(string, ...any)) {
 	if err := x.cl.WaitRunning(10 * time.Second); err != nil {
 		fail("at the end: %v", err)

@@ -303,7 +303,7 @@ func window(tl []runlog.Second, s0, s1 float64) (p99Ms float64, refused uint64) 
 }
 
 // settle checks the run's money once the cluster settled: told by the
-// load client ≤ counted since the baseline.
+// load client == counted since the baseline.
 func settle(cl *harness.Cluster, res *result, fail func(string, ...any)) {
 	var told int64
 	if c := res.Client; c != nil {

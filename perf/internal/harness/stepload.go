@@ -86,8 +86,9 @@ func (r *Run) StartStepClient(ctx context.Context, cl *Cluster, c StepLoad, rf R
 }
 
 // CheckMoney reads the cluster's money and ledger once settled (Settled)
-// and checks them: the ledger's invariants, and told ≤ counted since
-// baseline. What fails goes to fail.
+// and checks them: the ledger's invariants, and told == counted since
+// baseline, exactly: the clients send what a fault left unanswered again
+// with its request id, so every fen counted was told. What fails goes to fail.
 func (c *Cluster) CheckMoney(baseline, told int64, fail func(string, ...any)) (final int64, cs ClusterStats, checks []LedgerCheck) {
 	final, cs, checks, err := c.Settled()
 	if err != nil {
@@ -96,8 +97,8 @@ func (c *Cluster) CheckMoney(baseline, told int64, fail func(string, ...any)) (f
 	for _, b := range FailedChecks(checks) {
 		fail("cluster: %s", b)
 	}
-	if told > final-baseline {
-		fail("money told %d > counted %d since the baseline", told, final-baseline)
+	if told != final-baseline {
+		fail("money told %d, counted %d since the baseline: %d fen counted and never told", told, final-baseline, final-baseline-told)
 	}
 	return final, cs, checks
 }
