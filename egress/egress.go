@@ -271,30 +271,9 @@ func (e *Egress) ungate() (slowest int64) {
 // durable. The envelope popped goes back to the pool, as for an answer that
 // could not be written; a share drawn needs nothing: not durable, it is no
 // one's (a gateway whose journal failed serves its SETs no more).
-//
-// A SHAKE or SEND that carried a request id gets no answer instead: a round
-// this gateway counts lost may have landed where the SET's journal is read
-// next (an ack lost with a NATS server, a gateway fenced after its append),
-// so "nothing was done" could be false: its connection gets ERROR 9 (no
-// answer follows), and its client sends it again with its id wherever the
-// SET is served, and is told what was done. A SHAKE's envelope stays taken
-// meanwhile, as for an answer that could not be written.
 func (e *Egress) refuse(ev *event.Event) {
 	f, n, err := proto.NextResponse(ev.Frame())
 	if n == 0 || err != nil {
-		return
-	}
-	if (ev.Kind == event.KShake || ev.Kind == event.KSend) && ev.Req() != 0 {
-		if ev.Kind == event.KShake && ev.Status == proto.ShakeGot {
-			// Taken, as an answer that could not be written: the retry learns it.
-			e.c.Got.Add(1)
-			e.c.GotAmount.Add(uint64(ev.Amount))
-		}
-		e.c.Withheld.Add(1)
-		ev.OutLen = 0
-		if ev.Conn.Live() {
-			e.fatal(ev.Conn.C, proto.ErrCodeMoved) // no answer follows: the client sends it again, with its id
-		}
 		return
 	}
 	switch f.Type {

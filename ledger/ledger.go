@@ -82,7 +82,6 @@ type EgressCounters struct {
 	Returned       atomic.Uint64 // shake envelopes sent back to the pool by egress
 	OpenUntold     atomic.Uint64 // OPEN_RESULT 0 answers that never reached their connection: the share stays the opener's, told by a repeated OPEN
 	ShakeUntold    atomic.Uint64 // SHAKE_RESULT 1 answers to a request id that never reached their connection: the envelope stays got, told by a retry with the id
-	Withheld       atomic.Uint64 // money answers to SHAKEs and SENDs with a request id whose record the journal lost here: not answered, the retry with the id learns what was done
 	Frames         [16]atomic.Uint64
 	Bytes, Writes  atomic.Uint64
 	Dropped        atomic.Uint64 // frames for connections that were gone

@@ -33,12 +33,11 @@ func (s *Server) writeMetrics(w io.Writer) {
 	st, ist, ls := s.Stats(), s.ing.Stats(), s.ledgers()
 	var bytesOut, writes, dropped, cutOff uint64
 	var online, held, queued int64
-	var popped, returned, openOK, untold, shakeUntold, withheld uint64
+	var popped, returned, openOK, untold, shakeUntold uint64
 	var replays, expired [3]uint64 // shake, open, send
 	var kept int64
 	for _, l := range ls {
 		shakeUntold += l.Egress.ShakeUntold.Load()
-		withheld += l.Egress.Withheld.Load()
 		replays[0] += l.Shake.Replayed.Load()
 		replays[1] += l.Split.OpenReplayed.Load()
 		replays[2] += l.Split.SendReplayed.Load()
@@ -101,7 +100,6 @@ func (s *Server) writeMetrics(w io.Writer) {
 	e.Counter("hongbao_envelopes_opened_total", "Shares of group envelopes drawn by an OPEN (since the start: /stats envelopes.opened, which a restart keeps, is this plus what was opened before it).", openOK)
 	e.Counter("hongbao_open_untold_total", "OPEN_RESULT 0 answers that never reached their opener (its connection went first): the share stays drawn and counted, the opener's, and a repeated OPEN answers 1 with it.", untold)
 	e.Counter("hongbao_shake_untold_total", "SHAKE_RESULT 1 answers to a request with a request id that never reached their client (its connection went first): the envelope stays got, the user's, and a retry with the same id is told it.", shakeUntold)
-	e.Counter("hongbao_answers_withheld_total", "Money answers to SHAKEs and SENDs with a request id whose journal record this gateway lost (its journal failed, or a SET's round was fenced or cut off by a stall): not answered, since the record may have landed where the SET is served next; the retry with the id is told what was done.", withheld)
 	e.Family("hongbao_request_replays_total", "counter", "Requests with a request id answered again with the money answer kept for that id (a retry), by type: no second draw, no second envelope.")
 	e.Family("hongbao_request_ids_expired_total", "counter", "Requests refused (SHAKE_RESULT 3, OPEN_RESULT 6, SEND_ACK 4) because their request id was outside -request-window or named another request, by type.")
 	for i, name := range []string{"shake", "open", "send"} {
