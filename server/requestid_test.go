@@ -86,6 +86,12 @@ func TestRequestIDs(t *testing.T) {
 		t.Errorf("carol's OPEN with an id alice gave her SEND: status %d; want %d (ids are the user's)", status, proto.OpenOK)
 	}
 
+	s = bob.nextStamp()
+	bob.send(proto.AppendSendID(nil, s, 100, []uint32{3}, openID))
+	if status, _ := bob.answer(s).SendAck(); status != proto.SendExpired {
+		t.Errorf("bob's SEND with the id of his OPEN: status %d; want %d (the id named another request)", status, proto.SendExpired)
+	}
+
 	// Outside the window: refused, nothing taken.
 	pool := a.stats().Shake.Pool
 	alice := login(t, a, 1)

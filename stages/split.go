@@ -210,32 +210,25 @@ func (s *Split) replayed(ev *event.Event, req uint64, typ proto.Type) bool {
 	if !s.ans.on() {
 		return false
 	}
+	replays, expired := &s.c.SendReplayed, &s.c.SendExpired
+	if typ == proto.Open {
+		replays, expired = &s.c.OpenReplayed, &s.c.OpenExpired
+	}
+	e := s.ans.get(ev.User, req)
 	var a answer
-	if s.ans.outside(req, ev.RecvNs/1e9) {
-		a = answer{typ: typ, status: proto.SendExpired, env: 0}
+	switch {
+	case s.ans.outside(req, ev.RecvNs/1e9) || e != nil && (e.typ != typ || typ == proto.Open && e.env != ev.Env):
+		// Too old or too far ahead, or the id named another request.
+		a.status = proto.SendExpired
 		if typ == proto.Open {
 			a.status, a.env = proto.OpenExpired, ev.Env
-			s.c.OpenExpired.Add(1)
-		} else {
-			s.c.SendExpired.Add(1)
 		}
-	} else if e := s.ans.get(ev.User, req); e != nil && e.typ == typ && (typ != proto.Open || e.env == ev.Env) {
+		expired.Add(1)
+	case e != nil:
 		a = *e
-		if typ == proto.Open {
-			s.c.OpenReplayed.Add(1)
-		} else {
-			s.c.SendReplayed.Add(1)
-		}
+		replays.Add(1)
 		s.gate(ev)
-	} else if e != nil { // the id named another request
-		a = answer{typ: typ, status: proto.SendExpired}
-		if typ == proto.Open {
-			a.status, a.env = proto.OpenExpired, ev.Env
-			s.c.OpenExpired.Add(1)
-		} else {
-			s.c.SendExpired.Add(1)
-		}
-	} else {
+	default:
 		return false
 	}
 	if typ == proto.Send {
