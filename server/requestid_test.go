@@ -86,15 +86,20 @@ func TestRequestIDs(t *testing.T) {
 		t.Errorf("carol's OPEN with an id alice gave her SEND: status %d; want %d (ids are the user's)", status, proto.OpenOK)
 	}
 
+	// bob's OPEN of another envelope of the same SET with his first OPEN's
+	// id: refused, nothing drawn.
+	alice := login(t, a, 1)
+	s = alice.nextStamp()
+	alice.send(proto.AppendSend(nil, s, 300, []uint32{2}))
+	_, env2 := alice.answer(s).SendAck()
 	s = bob.nextStamp()
-	bob.send(proto.AppendSendID(nil, s, 100, []uint32{3}, openID))
-	if status, _ := bob.answer(s).SendAck(); status != proto.SendExpired {
-		t.Errorf("bob's SEND with the id of his OPEN: status %d; want %d (the id named another request)", status, proto.SendExpired)
+	bob.send(proto.AppendOpenID(nil, s, env2, openID))
+	if status, got, amount := bob.answer(s).OpenResult(); status != proto.OpenExpired || got != env2 || amount != 0 {
+		t.Errorf("bob's OPEN of another envelope with his first OPEN's id: status %d, %#x, %d fen; want %d (the id named another request)", status, got, amount, proto.OpenExpired)
 	}
 
 	// Outside the window: refused, nothing taken.
 	pool := a.stats().Shake.Pool
-	alice := login(t, a, 1)
 	for _, old := range []uint64{proto.NewRequestID(now-int64(stagesWindow/time.Second)-1, 9), proto.NewRequestID(now+int64(stagesWindow/time.Second)+60, 9)} {
 		s = alice.nextStamp()
 		alice.send(proto.AppendShakeID(nil, s, old))
