@@ -44,6 +44,10 @@ type answer struct {
 
 const answerLen = 8 + 8 + 4 + 4 + 1 + 1 // in a snapshot part
 
+// gone is the status of an answer forgotten before its time (returned): it
+// stays in the FIFO until its turn, found by no lookup.
+const gone uint8 = 0xff
+
 // DefaultRequestWindow is how long a request id is kept by default: past a
 // failover (seconds), a move and a client's reconnect backoff, with room
 // for a client that retries for minutes.
@@ -74,7 +78,7 @@ func (a *answers) get(user uint32, req uint64) *answer {
 	mask := uint64(len(a.index) - 1)
 	for i := hashAnswer(user, req) & mask; a.index[i] != 0; i = (i + 1) & mask {
 		e := &a.fifo[(a.index[i]-1)&uint64(len(a.fifo)-1)]
-		if e.user == user && e.req == req {
+		if e.user == user && e.req == req && e.status != gone {
 			return e
 		}
 	}
@@ -157,15 +161,22 @@ func (a *answers) len() int { return int(a.n) }
 
 // appendTo appends the entries, oldest first, for a snapshot part.
 func (a *answers) appendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(a.n))
+	at := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0) // the count, once known
+	n := uint32(0)
 	for q := a.head; q < a.head+a.n; q++ {
 		e := &a.fifo[q&uint64(len(a.fifo)-1)]
+		if e.status == gone {
+			continue
+		}
+		n++
 		b = binary.BigEndian.AppendUint64(b, e.req)
 		b = binary.BigEndian.AppendUint64(b, e.env)
 		b = binary.BigEndian.AppendUint32(b, e.user)
 		b = binary.BigEndian.AppendUint32(b, e.amount)
 		b = append(b, byte(e.typ), e.status)
 	}
+	binary.BigEndian.PutUint32(b[at:], n)
 	return b
 }
 
@@ -196,15 +207,16 @@ func (a *answers) loadOrSkip(r *reader) error {
 	return skip.load(r)
 }
 
-// returned rewrites the answer that named shake envelope env, if one does,
-// as the refusal its client was told instead: the envelope went back to the
-// pool (its answer refused "overloaded" when its record was lost), so a
-// retry of that request is told "overloaded" again, never the envelope. A
-// scan: envelopes go back only when their answer could not be given.
+// returned forgets the answer that named shake envelope env, if one does:
+// the envelope went back to the pool (its answer was refused "overloaded"
+// when its record was lost, or never left the connection's output), so that
+// request did nothing, and a retry with its id is served as new, never told
+// the envelope. A scan: envelopes go back only when their answer could not
+// be given.
 func (a *answers) returned(env uint64) {
 	for q := a.head; q < a.head+a.n; q++ {
 		if e := &a.fifo[q&uint64(len(a.fifo)-1)]; e.env == env && e.typ == proto.Shake && e.status == proto.ShakeGot {
-			e.status, e.env, e.amount = proto.ShakeOverloaded, 0, 0
+			e.status = gone
 			return
 		}
 	}

@@ -101,8 +101,9 @@ func TestAnswersAllocs(t *testing.T) {
 }
 
 // TestAnswersReturned: an envelope back in the pool is no longer the answer
-// kept for the request that took it: a retry is told "overloaded", as the
-// request was.
+// kept for the request that took it: a retry finds none and is served as
+// new, its new answer kept; the forgotten one leaves snapshots and, in its
+// turn, the FIFO.
 func TestAnswersReturned(t *testing.T) {
 	a := newAnswers(time.Minute)
 	id := proto.NewRequestID(1_800_000_000, 1)
@@ -112,8 +113,22 @@ func TestAnswersReturned(t *testing.T) {
 		t.Fatalf("after another envelope's return: %+v", e)
 	}
 	a.returned(1<<63 | 7)
-	if e := a.get(3, id); e == nil || e.status != proto.ShakeOverloaded || e.env != 0 || e.amount != 0 {
-		t.Fatalf("after its envelope's return: %+v; want overloaded, no envelope", e)
+	if e := a.get(3, id); e != nil {
+		t.Fatalf("after its envelope's return: %+v; want none", e)
+	}
+	a.put(answer{req: id, user: 3, env: 1<<63 | 9, amount: 60, typ: proto.Shake, status: proto.ShakeGot}, 0)
+	if e := a.get(3, id); e == nil || e.env != 1<<63|9 {
+		t.Fatalf("the retry's answer: %+v", e)
+	}
+	var b answers = newAnswers(time.Minute)
+	if err := b.load(&reader{b: a.appendTo(nil)}); err != nil || b.len() != 1 {
+		t.Fatalf("a snapshot of it: %d answers, %v; want the retry's alone", b.len(), err)
+	}
+	for a.len() > 0 { // both leave in their turn: the index stays whole
+		a.drop()
+	}
+	if e := a.get(3, id); e != nil {
+		t.Fatalf("after both left: %+v", e)
 	}
 }
 
