@@ -131,14 +131,24 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // do makes an admin request and returns the status code and body.
 func (ts *testServer) do(method, path, token string) (int, []byte) {
 	ts.t.Helper()
-	req, err := http.NewRequest(method, ts.admin+path, nil)
-	if err != nil {
-		ts.t.Fatal(err)
+	send := func() (*http.Response, error) {
+		req, err := http.NewRequest(method, ts.admin+path, nil)
+		if err != nil {
+			ts.t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return ts.hc.Do(req)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := send()
+	if errors.Is(err, io.EOF) {
+		// A kept-alive connection the server closed (a shutdown closes its
+		// idle ones) as the request went out on it: never read. Once more,
+		// on a new one.
+		ts.hc.CloseIdleConnections()
+		resp, err = send()
 	}
-	resp, err := ts.hc.Do(req)
 	if err != nil {
 		ts.t.Fatalf("%s %s: %v", method, path, err)
 	}
