@@ -113,6 +113,23 @@ func owner(g *gateway, c net.Conn, f proto.Frame) []byte {
 	return proto.AppendError(nil, 0, proto.ErrCodeUnknownType)
 }
 
+// dialLogin dials addr, reconnecting within 1–10 ms, and logs user 5 in;
+// the Client and the context, of 20 s, end with the test.
+func dialLogin(t *testing.T, addr string) (*client.Client, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	c, err := client.Dial(ctx, []string{addr}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Login(ctx, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
+}
+
 // TestPipelined: many requests in flight on one connection, answered out
 // of order, each gets its own answer; a push with a stamp that is also a
 // request's goes to Pushes, not to the request.
@@ -189,16 +206,7 @@ func TestRedirectAndMove(t *testing.T) {
 		}
 		return nil
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, []string{a.addr()}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Login(ctx, 5, nil); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := dialLogin(t, a.addr())
 	if c.Addr() != b.addr() {
 		t.Fatalf("logged in at %s; want the owner %s", c.Addr(), b.addr())
 	}
@@ -689,16 +697,7 @@ func TestMoneyResentWithItsID(t *testing.T) {
 		}
 		return owner(g, c, f)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, []string{g.addr()}, client.ReconnectWait(time.Millisecond, 10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Login(ctx, 5, nil); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := dialLogin(t, g.addr())
 	if _, amount, err := c.Shake(ctx); err != nil || amount != 7 {
 		t.Fatalf("Shake across a dropped connection: %d, %v; want the retry's answer", amount, err)
 	}
@@ -748,15 +747,7 @@ func TestWithRequestID(t *testing.T) {
 		}
 		return owner(g, c, f)
 	})
-	ctx := context.Background()
-	c, err := client.Dial(ctx, []string{g.addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Login(ctx, 5, nil); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := dialLogin(t, g.addr())
 	id := client.NewRequestID()
 	short, cancel := context.WithTimeout(client.WithRequestID(ctx, id), 50*time.Millisecond)
 	defer cancel()
