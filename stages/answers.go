@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"hongbao/proto"
@@ -25,11 +26,12 @@ import (
 // bytes per answer in the window and nothing per user; it allocates only to
 // grow past the most answers it ever held. Owned by its stage's goroutine.
 type answers struct {
-	window int64    // seconds; 0: ids are not kept, every request is served as new
-	fifo   []answer // a ring, its length a power of two
-	head   uint64   // the sequence number of the oldest entry; entry q is fifo[q&(len-1)]
-	n      uint64   // entries
-	index  []uint64 // q+1 of an entry, 0: free; its length a power of two, twice the ring's
+	window int64         // seconds; 0: ids are not kept, every request is served as new
+	fifo   []answer      // a ring, its length a power of two
+	head   uint64        // the sequence number of the oldest entry; entry q is fifo[q&(len-1)]
+	n      uint64        // entries
+	index  []uint64      // q+1 of an entry, 0: free; its length a power of two, twice the ring's
+	kept   *atomic.Int64 // the ledger's gauge of the answers kept, or nil
 }
 
 // answer is the money answer given to one request with an id.
@@ -53,7 +55,16 @@ const gone uint8 = 0xff
 // for a client that retries for minutes.
 const DefaultRequestWindow = 10 * time.Minute
 
-func newAnswers(window time.Duration) answers { return answers{window: int64(window / time.Second)} }
+func newAnswers(window time.Duration, kept *atomic.Int64) answers {
+	return answers{window: int64(window / time.Second), kept: kept}
+}
+
+// gauge shows the count in the ledger.
+func (a *answers) gauge() {
+	if a.kept != nil {
+		a.kept.Store(int64(a.n))
+	}
+}
 
 // on reports whether ids are kept at all.
 func (a *answers) on() bool { return a.window > 0 }
@@ -99,6 +110,7 @@ func (a *answers) put(e answer, now int64) {
 	a.fifo[q&uint64(len(a.fifo)-1)] = e
 	a.n++
 	a.link(q)
+	a.gauge()
 }
 
 // link enters entry q in the index.
@@ -130,6 +142,7 @@ func (a *answers) drop() {
 			if a.index[j] == 0 {
 				a.head++
 				a.n--
+				a.gauge()
 				return
 			}
 			o := &a.fifo[(a.index[j]-1)&uint64(len(a.fifo)-1)]
@@ -195,6 +208,19 @@ func (a *answers) load(r *reader) error {
 		a.put(e, 0)
 	}
 	return r.err
+}
+
+// restore keeps e, read from a journal record: an answer without an id,
+// or a second one to the same request, is an error.
+func (a *answers) restore(e answer) error {
+	if !a.on() {
+		return nil
+	}
+	if e.req == 0 || a.get(e.user, e.req) != nil {
+		return fmt.Errorf("user %d's request %#x answered twice", e.user, e.req)
+	}
+	a.put(e, 0)
+	return nil
 }
 
 // loadOrSkip loads the entries of a snapshot part, or reads past them when

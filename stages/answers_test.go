@@ -18,7 +18,7 @@ import (
 func TestAnswersAgainstAMap(t *testing.T) {
 	const window = 5 // seconds
 	rnd := rand.New(rand.NewPCG(1, 2))
-	a := newAnswers(window * time.Second)
+	a := newAnswers(window*time.Second, nil)
 	type key struct {
 		user uint32
 		req  uint64
@@ -62,12 +62,12 @@ func TestAnswersAgainstAMap(t *testing.T) {
 // TestAnswersSnapshotRoundTrip: what appendTo writes, load reads back, in
 // order; a part that repeats an answer is refused.
 func TestAnswersSnapshotRoundTrip(t *testing.T) {
-	a := newAnswers(time.Minute)
+	a := newAnswers(time.Minute, nil)
 	for i := range 100 {
 		a.put(answer{req: proto.NewRequestID(1_800_000_000, uint32(i)), user: uint32(i%7 + 1), env: uint64(i), amount: uint32(i), typ: proto.Open}, 0)
 	}
 	b := a.appendTo(nil)
-	var c answers = newAnswers(time.Minute)
+	var c answers = newAnswers(time.Minute, nil)
 	if err := c.load(&reader{b: b}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestAnswersSnapshotRoundTrip(t *testing.T) {
 // TestAnswersAllocs: in steady state, a put that forgets as many answers
 // as it keeps allocates nothing.
 func TestAnswersAllocs(t *testing.T) {
-	a := newAnswers(2 * time.Second)
+	a := newAnswers(2*time.Second, nil)
 	now, n := int64(1_800_000_000), uint32(0)
 	step := func() {
 		n++
@@ -105,7 +105,7 @@ func TestAnswersAllocs(t *testing.T) {
 // new, its new answer kept; the forgotten one leaves snapshots and, in its
 // turn, the FIFO.
 func TestAnswersReturned(t *testing.T) {
-	a := newAnswers(time.Minute)
+	a := newAnswers(time.Minute, nil)
 	id := proto.NewRequestID(1_800_000_000, 1)
 	a.put(answer{req: id, user: 3, env: 1<<63 | 7, amount: 50, typ: proto.Shake, status: proto.ShakeGot}, 0)
 	a.returned(1<<63 | 8) // another envelope: nothing
@@ -120,7 +120,7 @@ func TestAnswersReturned(t *testing.T) {
 	if e := a.get(3, id); e == nil || e.env != 1<<63|9 {
 		t.Fatalf("the retry's answer: %+v", e)
 	}
-	var b answers = newAnswers(time.Minute)
+	var b answers = newAnswers(time.Minute, nil)
 	if err := b.load(&reader{b: a.appendTo(nil)}); err != nil || b.len() != 1 {
 		t.Fatalf("a snapshot of it: %d answers, %v; want the retry's alone", b.len(), err)
 	}
@@ -135,7 +135,7 @@ func TestAnswersReturned(t *testing.T) {
 // TestAnswersBoundsMemory: the table's arrays per answer kept, at 100,000
 // answers: at most 96 bytes (48 per slot, and a table that doubles).
 func TestAnswersBoundsMemory(t *testing.T) {
-	a := newAnswers(time.Minute)
+	a := newAnswers(time.Minute, nil)
 	const n = 100_000
 	for i := range n {
 		a.put(answer{req: proto.NewRequestID(1_800_000_000, uint32(i)), user: uint32(i%1000 + 1)}, 0)

@@ -33,12 +33,14 @@ type Shake struct {
 // NewShake returns the shake stage of a SET, which keeps request ids for
 // DefaultRequestWindow.
 func NewShake(l *ledger.Ledger) *Shake {
-	return &Shake{c: &l.Shake, camps: tallies{}, ans: newAnswers(DefaultRequestWindow)}
+	return &Shake{c: &l.Shake, camps: tallies{}, ans: newAnswers(DefaultRequestWindow, &l.Shake.RequestIDs)}
 }
 
 // RequestWindow sets how long the stage keeps request ids, as
 // Limits.RequestWindow says; call it before the SET runs.
-func (s *Shake) RequestWindow(d time.Duration) { s.ans = newAnswers(Limits{RequestWindow: d}.window()) }
+func (s *Shake) RequestWindow(d time.Duration) {
+	s.ans = newAnswers(Limits{RequestWindow: d}.window(), &s.c.RequestIDs)
+}
 
 // Journal makes the stage journal its changes to jp; nil leaves it off.
 func (s *Shake) Journal(jp *journal.Producer) {
@@ -73,7 +75,6 @@ func (s *Shake) Handle(b event.Batch) {
 			keep := req != 0 && s.ans.on()
 			if keep {
 				s.ans.put(answer{req: req, env: id, user: ev.User, amount: amount, typ: proto.Shake, status: proto.ShakeGot}, ev.RecvNs/1e9)
-				s.c.RequestIDs.Store(int64(s.ans.len()))
 			}
 			if s.jp != nil {
 				typ := RecPop
@@ -210,12 +211,8 @@ func (s *Shake) Restore(r journal.Record, egress *ledger.EgressCounters) error {
 		}
 		e := answer{req: binary.BigEndian.Uint64(p[16:]), env: binary.BigEndian.Uint64(p), user: binary.BigEndian.Uint32(p[12:]),
 			amount: binary.BigEndian.Uint32(p[8:]), typ: proto.Shake, status: proto.ShakeGot}
-		if s.ans.on() {
-			if e.req == 0 || s.ans.get(e.user, e.req) != nil {
-				return recordError(r, fmt.Sprintf("user %d's request %#x answered twice", e.user, e.req))
-			}
-			s.ans.put(e, 0)
-			s.c.RequestIDs.Store(int64(s.ans.len()))
+		if err := s.ans.restore(e); err != nil {
+			return recordError(r, err.Error())
 		}
 	case RecReturn:
 		if len(p) != 12 {

@@ -213,7 +213,6 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 		if err := s.ans.loadOrSkip(r); err != nil {
 			return err
 		}
-		s.c.RequestIDs.Store(int64(s.ans.len()))
 	}
 	if err := r.done(); err != nil {
 		return err
@@ -322,7 +321,6 @@ func (s *Split) Load(data []byte, now int64) error {
 		if err := s.ans.loadOrSkip(r); err != nil {
 			return err
 		}
-		s.c.RequestIDs.Store(int64(s.ans.len()))
 	case len(r.b) > 0: // an earlier version's part: its crossings
 		skipCrossed(r)
 	}

@@ -121,7 +121,7 @@ func NewSplit(set int, bus *event.Bus, l *ledger.Ledger, lim Limits, now func() 
 	}
 	return &Split{set: set, bus: bus, out: event.NewOutbox(bus, set), c: &l.Split, limits: lim,
 		now: now, ids: ids, rnd: envelope.NewRand(seed), groups: make(map[uint64]*group),
-		senders: newSenders(lim, &l.Split), camps: tallies{}, ans: newAnswers(lim.window())}, nil
+		senders: newSenders(lim, &l.Split), camps: tallies{}, ans: newAnswers(lim.window(), &l.Split.RequestIDs)}, nil
 }
 
 // Handle implements ring.Handler.
@@ -245,7 +245,6 @@ func (s *Split) replayed(ev *event.Event, req uint64, typ proto.Type) bool {
 func (s *Split) keep(a answer) {
 	if s.ans.on() {
 		s.ans.put(a, s.at/1e9)
-		s.c.RequestIDs.Store(int64(s.ans.len()))
 	}
 }
 
@@ -726,13 +725,8 @@ func (s *Split) forgetRestored(id uint64) {
 // restoreAnswer keeps the answer a record r carried, as the stage kept it
 // when it wrote r.
 func (s *Split) restoreAnswer(r journal.Record, a answer) error {
-	if !s.ans.on() {
-		return nil
+	if err := s.ans.restore(a); err != nil {
+		return recordError(r, err.Error())
 	}
-	if a.req == 0 || s.ans.get(a.user, a.req) != nil {
-		return recordError(r, fmt.Sprintf("user %d's request %#x answered twice", a.user, a.req))
-	}
-	s.ans.put(a, 0)
-	s.c.RequestIDs.Store(int64(s.ans.len()))
 	return nil
 }
