@@ -80,6 +80,8 @@ type Machine struct {
 	// claimFrom: no claims before it (joining, a pause, not current);
 	// lastTick, to see a pause; lastMove, the last rebalancing move.
 	claimFrom, lastTick, lastMove time.Time
+	// moves numbers the moves out.
+	moves uint64
 
 	ready Ready
 }
@@ -203,17 +205,26 @@ type MoveOut struct {
 	Now     time.Time
 }
 
-// MovePhase: a move out of Set reached Phase (Cutting, Switching).
+// MovePhase: the move out Move of Set reached Phase (Cutting, Switching).
 type MovePhase struct {
 	Set   int
+	Move  uint64
 	Phase Phase
 }
 
-// Cut: a move out stopped Set here; its money is told here no more.
-type Cut struct{ Set int }
+// Cut: the move out Move stopped Set here; its money is told here no more.
+type Cut struct {
+	Set  int
+	Move uint64
+}
 
-// MoveEnded: a move out of Set ended, done or not.
-type MoveEnded struct{ Set int }
+// MoveEnded: the move out Move of Set ended, done or not. A move's events
+// name it (SET.Move), for a move that waited on its target while the SET
+// was taken back and moved again must not end the next one.
+type MoveEnded struct {
+	Set  int
+	Move uint64
+}
 
 // PrepareIn: gateway From asks this one to follow Set, which From runs
 // (by Owner, its last claim), to take it over.
@@ -328,16 +339,16 @@ func (m *Machine) Step(ev Event) error {
 	case MoveOut:
 		return m.moveOut(ev)
 	case MovePhase:
-		if st := &m.sets[ev.Set]; st.Role == MovingOut {
+		if st := &m.sets[ev.Set]; st.Role == MovingOut && st.Move == ev.Move {
 			st.Phase = ev.Phase
 		}
 	case Cut:
-		if st := &m.sets[ev.Set]; st.Role == MovingOut {
+		if st := &m.sets[ev.Set]; st.Role == MovingOut && st.Move == ev.Move {
 			st.Cut = true
 		}
 	case MoveEnded:
 		st := &m.sets[ev.Set]
-		if st.Role != MovingOut {
+		if st.Role != MovingOut || st.Move != ev.Move {
 			return nil
 		}
 		if st.Phase >= Cutting {
@@ -560,7 +571,8 @@ func (m *Machine) moveOut(ev MoveOut) error {
 	case !ev.Taker:
 		return fmt.Errorf("gateway %s: %w (leaving, or not ready)", ev.ToName, ErrNotTaker)
 	}
-	st.Role, st.Phase, st.Since, st.Peer, st.PeerName, st.Cut = MovingOut, Preparing, ev.Now, ev.To, ev.ToName, false
+	m.moves++
+	st.Role, st.Phase, st.Since, st.Peer, st.PeerName, st.Cut, st.Move = MovingOut, Preparing, ev.Now, ev.To, ev.ToName, false, m.moves
 	return nil
 }
 

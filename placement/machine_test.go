@@ -172,12 +172,19 @@ func TestMachineTransitions(t *testing.T) {
 		{name: "a move out to no gateway", given: serving, ev: MoveOut{Set: 0, To: -1, ToName: "gw9"}, role: Serving, tells: true, err: ErrNoGateway},
 		{name: "a move out to itself", given: serving, ev: MoveOut{Set: 0, To: 0, Taker: true}, role: Serving, tells: true, err: ErrThere},
 		{name: "a move out to a gateway that takes none", given: serving, ev: MoveOut{Set: 0, To: 1}, role: Serving, tells: true, err: ErrNotTaker},
-		{name: "a move out cutting", given: movingOut, ev: MovePhase{Set: 0, Phase: Cutting}, role: MovingOut, phase: Cutting, tells: true},
-		{name: "a move out cut: told here no more", given: append(movingOut[:3:3], MovePhase{Set: 0, Phase: Cutting}), ev: Cut{Set: 0}, role: MovingOut, phase: Cutting},
-		{name: "a move out ended after the cut", given: append(movingOut[:3:3], MovePhase{Set: 0, Phase: Cutting}, Cut{Set: 0}, MovePhase{Set: 0, Phase: Switching}),
-			ev: MoveEnded{Set: 0}},
-		{name: "a move out failed before the cut: served on", given: movingOut, ev: MoveEnded{Set: 0}, role: Serving, tells: true},
-		{name: "a claim by another during a cut move: no loss", given: append(movingOut[:3:3], Cut{Set: 0}), ev: ClaimHeard{Set: 0, Now: Owner{Node: 1, Epoch: 3}},
+		{name: "a move out cutting", given: movingOut, ev: MovePhase{Set: 0, Move: 1, Phase: Cutting}, role: MovingOut, phase: Cutting, tells: true},
+		{name: "a move out cut: told here no more", given: append(movingOut[:3:3], MovePhase{Set: 0, Move: 1, Phase: Cutting}), ev: Cut{Set: 0, Move: 1}, role: MovingOut, phase: Cutting},
+		{name: "a move out ended after the cut", given: append(movingOut[:3:3], MovePhase{Set: 0, Move: 1, Phase: Cutting}, Cut{Set: 0, Move: 1}, MovePhase{Set: 0, Move: 1, Phase: Switching}),
+			ev: MoveEnded{Set: 0, Move: 1}},
+		{name: "a move out failed before the cut: served on", given: movingOut, ev: MoveEnded{Set: 0, Move: 1}, role: Serving, tells: true},
+		// Move 1 waited on its target while the SET was taken back here
+		// (the target unheard) and moved again: its end, late, is not
+		// move 2's, which goes on (its cut would otherwise leave the SET
+		// "serving" with nothing running it).
+		{name: "a stale move's end leaves the next move be", given: cat(movingOut, []Event{MovePhase{Set: 0, Move: 1, Phase: Cutting}, Cut{Set: 0, Move: 1},
+			MovePhase{Set: 0, Move: 1, Phase: Switching}, Claimed{Set: 0, Epoch: 3}, Served{Set: 0}, MoveOut{Set: 0, To: 1, ToName: "gw1", Taker: true, Now: at(0)}}),
+			ev: MoveEnded{Set: 0, Move: 1}, role: MovingOut, phase: Preparing, tells: true},
+		{name: "a claim by another during a cut move: no loss", given: append(movingOut[:3:3], Cut{Set: 0, Move: 1}), ev: ClaimHeard{Set: 0, Now: Owner{Node: 1, Epoch: 3}},
 			role: MovingOut, phase: Preparing, ready: Ready{Route: []Route{{0, 1}}}},
 
 		// Moves in.
@@ -299,14 +306,14 @@ func TestMachineOneTeller(t *testing.T) {
 	step(a, MoveOut{Set: 1, To: 1, ToName: "gw1", Taker: true})
 	step(b, PrepareIn{Set: 1, From: 0, Owner: 0})
 	step(b, CaughtUp{Set: 1})
-	step(a, MovePhase{Set: 1, Phase: Cutting})
-	step(a, Cut{Set: 1})
-	step(a, MovePhase{Set: 1, Phase: Switching})
+	step(a, MovePhase{Set: 1, Move: 1, Phase: Cutting})
+	step(a, Cut{Set: 1, Move: 1})
+	step(a, MovePhase{Set: 1, Move: 1, Phase: Switching})
 	step(b, SwitchIn{Set: 1, From: 0})
 	step(b, Claimed{Set: 1, Epoch: 2})
 	step(a, ClaimHeard{Set: 1, Now: Owner{Node: 1, Epoch: 2}})
 	step(b, Served{Set: 1})
-	step(a, MoveEnded{Set: 1})
+	step(a, MoveEnded{Set: 1, Move: 1})
 	step(b, InEnded{Set: 1})
 	if a.Lost() != nil || b.Lost() != nil || !a.SET(0).Tells() || !b.SET(1).Tells() {
 		t.Fatalf("after the move: %v, %v; want SET 0 on gateway 0, SET 1 on 1, none lost", a.Sets(), b.Sets())

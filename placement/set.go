@@ -97,6 +97,8 @@ type SET struct {
 	// source of a move in; PeerName the target's name.
 	Peer     int
 	PeerName string
+	// Move numbers the move out under way (MovingOut): its events name it.
+	Move uint64
 	// Since is when the role or the phase began.
 	Since time.Time
 	// Used: the SET's state object ran, loaded or followed here; it is

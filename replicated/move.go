@@ -232,8 +232,9 @@ func (r *SETs) Move(ctx context.Context, set int, to string) (MoveResult, error)
 	default:
 		return res, badMove(409, "gateway %s takes no SETs now (leaving, or not ready)", to)
 	}
-	defer r.step(placement.MoveEnded{Set: set})
-	phase := func(p placement.Phase) { r.step(placement.MovePhase{Set: set, Phase: p}) }
+	id := r.state(set).Move
+	defer r.step(placement.MoveEnded{Set: set, Move: id})
+	phase := func(p placement.Phase) { r.step(placement.MovePhase{Set: set, Move: id, Phase: p}) }
 	fail := func(err error) (MoveResult, error) {
 		r.moveFailures.Add(1)
 		r.cfg.Log.Warn("moving a SET failed", "set", set, "to", to, "err", err)
@@ -250,7 +251,7 @@ func (r *SETs) Move(ctx context.Context, set int, to string) (MoveResult, error)
 	cut := time.Now()
 	res.PrepareMs = ms(cut.Sub(start))
 	phase(placement.Cutting)
-	last, err := r.cut(set)
+	last, err := r.cut(set, id)
 	res.LastSeq = last
 	if err != nil {
 		// Its state may hold what never became durable: it is taken again
@@ -287,7 +288,7 @@ const connsGone = 5 * time.Second
 
 // cut stops SET set here and makes its last round durable: the SET's last
 // message on JetStream, final. Its connections get ERROR 9.
-func (r *SETs) cut(set int) (uint64, error) {
+func (r *SETs) cut(set int, move uint64) (uint64, error) {
 	st := r.host.SET(set)
 	rg := st.Transport()
 	r.host.Bus().SetLeaving(set)
@@ -312,7 +313,7 @@ func (r *SETs) cut(set int) (uint64, error) {
 			break
 		}
 	}
-	r.step(placement.Cut{Set: set}) // the record changes next: no loss
+	r.step(placement.Cut{Set: set, Move: move}) // the record changes next: no loss
 	r.host.Bus().Route(set, event.NewNowhere(rg.Size()), true)
 	if err := rg.Close(); err != nil { // every event it took, applied and journaled
 		return 0, err
