@@ -18,7 +18,7 @@ SOAKFLAGS ?=
 PINGCOUNT ?= 3
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-failover test-short bench bench-ring lint fuzz clean demo demo-cluster connmem pingbench perf perf-open perf-compare soak
+.PHONY: help build test test-failover test-short sim bench bench-ring lint fuzz clean demo demo-cluster connmem pingbench perf perf-open perf-compare soak
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,9 +42,15 @@ test: lint ## what CI runs: vet, gofmt, every test under -race, fuzz seeds inclu
 	$(GO) test -count=1 -run 'Alloc|BoundsMemory' $(ALLOCPKGS)
 	@# The detector's cost blurs latency too: under -race these tests check what the ledger and the answers say, and only here judge their latencies (a p99 against the baseline's, a probe served during a blast, a refused connection closed at once).
 	$(GO) test -count=1 -run '$(JUDGED)' ./server/
+	@# The simulation runs on one goroutine, where the detector finds nothing and costs twelvefold: its seeds run here.
+	$(GO) test -count=1 -run 'TestSeeds' ./sim/
 
 test-failover: ## the failover scenario's own test, alone: NATS, 3 gateways and a load client under -race for ~30 s
 	HONGBAO_FAILOVER_TEST=1 $(GO) test -race -count=1 -run TestFailover ./perf/cmd/demofailover/
+
+SEEDS ?= 10000
+sim: ## the seeded simulation of a replicated cluster under faults, SEEDS seeds on every core: seeds/s, faults by kind, transitions reached, each failing seed's replay command (SEEDS, SIMFLAGS)
+	$(GO) run ./cmd/sim -seeds $(SEEDS) $(SIMFLAGS)
 
 test-short: ## quick tests without -race
 	$(GO) test -short -count=1 $(PKGS)
