@@ -1,19 +1,13 @@
-// Command benchring runs the ring benchmarks — our ring beside go-disruptor
-// and a buffered channel, the wake-up latency of a parked consumer and the
-// idle cost of parked stages — in one `go test` process, keeps its raw output
-// in a file and prints the medians over -count runs as a Markdown table,
-// checked against the ring's targets (shapeTargets and the bounds beside them).
-//
-// Run it from the module root: go run ./perf/cmd/benchring -count 5 -benchtime 1s
-// (make bench-ring). One benchmark process at a time: the numbers are only
-// meaningful on an otherwise idle machine.
+// Command benchring (make bench-ring) runs the ring benchmarks — our ring
+// beside go-disruptor and a buffered channel, the wake-up latency of a parked
+// consumer, the idle cost of parked stages — in one `go test` process and
+// prints the medians against the ring's targets (shapeTargets and the bounds
+// beside them). One benchmark process at a time, on an otherwise idle machine.
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,52 +27,31 @@ import (
 const benchPattern = "BenchmarkRing|BenchmarkWakeLatency|BenchmarkIdleCost"
 
 type config struct {
-	count     int
-	benchtime string
-	out       string
+	count          int
+	benchtime, out string
 }
 
-// parseFlags parses args into a config; it reports every bad value.
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var c config
 	fs.IntVar(&c.count, "count", 5, "run each benchmark `n` times; the table shows the medians")
 	fs.StringVar(&c.benchtime, "benchtime", "1s", "go test -benchtime: run each benchmark for `d` (a duration, or Nx iterations)")
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the raw benchmark output and the table into `dir`")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: benchring [flags]\n\n"+
-			"Runs go test -run '^$' -bench '%s' -benchmem ./ring/ once,\n"+
-			"streams its output to DIR/bench-ring-<time>.txt and to stderr, and prints the\n"+
-			"medians as a Markdown table with the targets (also written to DIR/bench-ring-<time>.md).\n"+
-			"Run it from the module root.\n\nflags:\n", benchPattern)
-		fs.PrintDefaults()
-	}
+	harness.Usage(fs, fmt.Sprintf("Runs go test -run '^$' -bench '%s' -benchmem ./ring/ once,\n"+
+		"streams its output to DIR/bench-ring-<time>.txt and to stderr, and prints the\n"+
+		"medians as a Markdown table with the targets (also written to DIR/bench-ring-<time>.md).\n"+
+		"Run it from the module root.\n", benchPattern))
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var bad harness.Problems
 	bad.If(c.count < 1, "-count=%d: want at least 1", c.count)
-	if err := checkBenchtime(c.benchtime); err != nil {
-		bad.Add(err)
-	}
-	if c.out == "" {
-		bad.Add(errors.New("-out: want a directory"))
-	}
+	// What go test -benchtime accepts: a positive duration, or Nx.
+	n, isN := strings.CutSuffix(c.benchtime, "x")
+	v, errN := strconv.Atoi(n)
+	d, errD := time.ParseDuration(c.benchtime)
+	bad.If(isN && (errN != nil || v < 1) || !isN && (errD != nil || d <= 0), "-benchtime=%q: want a positive duration such as 1s, or Nx", c.benchtime)
+	bad.If(c.out == "", "-out: want a directory")
 	return c, bad.Err()
-}
-
-// checkBenchtime accepts what go test -benchtime accepts: a positive duration
-// or a positive iteration count followed by x.
-func checkBenchtime(s string) error {
-	if n, ok := strings.CutSuffix(s, "x"); ok {
-		if v, err := strconv.Atoi(n); err != nil || v < 1 {
-			return fmt.Errorf("-benchtime=%q: want a positive iteration count before x", s)
-		}
-		return nil
-	}
-	if d, err := time.ParseDuration(s); err != nil || d <= 0 {
-		return fmt.Errorf("-benchtime=%q: want a positive duration such as 1s, or Nx", s)
-	}
-	return nil
 }
 
 func main() {
@@ -94,79 +67,62 @@ func run(c config, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
-	stamp := time.Now().Format("20060102-150405")
-	rawPath := filepath.Join(c.out, "bench-ring-"+stamp+".txt")
+	rawPath := filepath.Join(c.out, "bench-ring-"+time.Now().Format("20060102-150405")+".txt")
 	raw, err := os.Create(rawPath)
 	if err != nil {
 		return err
 	}
 	defer raw.Close()
 
-	// -timeout: -count 5 of every row takes several minutes, past go test's
-	// default of 10.
+	// -timeout: -count 5 of every row takes longer than go test's default.
 	args := []string{"test", "-run", "^$", "-bench", benchPattern, "-benchmem",
 		"-count", strconv.Itoa(c.count), "-benchtime", c.benchtime, "-timeout", "60m", "./ring/"}
-	fmt.Fprintf(stderr, "benchring: go %s\nbenchring: raw output → %s\n", shellQuote(args), rawPath)
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = harness.ShellQuote(a)
+	}
+	command := "go " + strings.Join(quoted, " ")
+	fmt.Fprintf(stderr, "benchring: %s\nbenchring: raw output → %s\n", command, rawPath)
 	var parsed bytes.Buffer
 	cmd := exec.Command("go", args...)
 	cmd.Stdout = io.MultiWriter(raw, stderr, &parsed)
 	cmd.Stderr = io.MultiWriter(raw, stderr)
-	before, loadErr := snapshot()
-	runErr := cmd.Run()
-	after, _ := snapshot()
-	load := "load of other processes unknown"
-	if loadErr == nil {
-		load = othersLoad(before, after, runtime.NumCPU())
-	}
-
-	results, err := parse(&parsed)
+	load, runErr := runMeasured(cmd)
+	sum, err := summarize(&parsed)
 	if err != nil {
 		return err
 	}
-	var table bytes.Buffer
-	writeReport(&table, summarize(results), meta{
-		machine: machine(),
-		load:    load,
-		command: fmt.Sprintf("`go run ./perf/cmd/benchring -count %d -benchtime %s`, which runs `go %s` (raw output: %s)",
-			c.count, c.benchtime, shellQuote(args), rawPath),
-	})
-	if _, err := stdout.Write(table.Bytes()); err != nil {
-		return err
-	}
-	mdPath := strings.TrimSuffix(rawPath, ".txt") + ".md"
-	if err := os.WriteFile(mdPath, table.Bytes(), 0o644); err != nil {
-		return err
-	}
+	md := report(sum, harness.Para(fmt.Sprintf("Machine: %d CPUs (nproc), %s, %s %s/%s, GOMAXPROCS %s.",
+		runtime.NumCPU(), sum.cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH, sum.procs)),
+		harness.Para("Load: "+load+"."),
+		harness.Para(fmt.Sprintf("Command: `go run ./perf/cmd/benchring -count %d -benchtime %s`, which runs `%s` (raw output: %s).",
+			c.count, c.benchtime, command, rawPath))).Markdown()
+	fmt.Fprint(stdout, md)
+	err = os.WriteFile(strings.TrimSuffix(rawPath, ".txt")+".md", []byte(md), 0o644)
 	if runErr != nil {
 		return fmt.Errorf("go test: %w (see %s)", runErr, rawPath)
 	}
-	return nil
+	return err
 }
 
-// machine describes this machine: CPUs, CPU model and Go version.
-func machine() string {
-	model := "unknown CPU"
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
+// runMeasured runs cmd and says how much CPU other processes took
+// meanwhile: the machine's busy time less cmd's and its children's, in % of
+// the machine, with the load average at the start.
+func runMeasured(cmd *exec.Cmd) (string, error) {
+	loadavg := "unknown"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil && len(strings.Fields(string(b))) >= 3 {
+		loadavg = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
-	return fmt.Sprintf("%d CPUs (nproc), %s, %s %s/%s", runtime.NumCPU(), model, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
-
-// shellQuote renders args as a shell would need them.
-func shellQuote(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, " |^$*'\"\\") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		q[i] = a
+	start := time.Now()
+	busy0, err0 := harness.MachineBusy()
+	err := cmd.Run()
+	busy1, err1 := harness.MachineBusy()
+	if err0 != nil || err1 != nil || cmd.ProcessState == nil {
+		return "load of other processes unknown", err
 	}
-	return strings.Join(q, " ")
+	// wait4's usage of go test includes the processes it waited for.
+	others := busy1 - busy0 - cmd.ProcessState.UserTime() - cmd.ProcessState.SystemTime()
+	cpus := runtime.NumCPU()
+	pct := 100 * others.Seconds() / (time.Since(start).Seconds() * float64(cpus))
+	return fmt.Sprintf("other processes used %.0f%% of the %d CPUs during the run (load average at the start: %s)", max(pct, 0), cpus, loadavg), err
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"io"
+	"maps"
 	"math"
 	"strings"
 	"testing"
+
+	"hongbao/perf/internal/harness"
 )
 
 // canned is go test -bench output as benchring gets it, cut down: three runs
@@ -40,69 +42,43 @@ ok  	hongbao/ring	9.314s
 `
 
 func TestParseLine(t *testing.T) {
-	f := func(line, wantName string, wantProcs int, wantIters int64, wantMetrics map[string]float64) {
+	f := func(line, wantName string, wantProcs int, wantMetrics map[string]float64) {
 		t.Helper()
-		got, ok := parseLine(line)
+		name, procs, metrics, ok := parseLine(line)
 		if wantName == "" {
 			if ok {
-				t.Errorf("parseLine(%q) = %+v; want no result", line, got)
+				t.Errorf("parseLine(%q) = %s %d %v; want no result", line, name, procs, metrics)
 			}
 			return
 		}
-		if !ok || got.name != wantName || got.procs != wantProcs || got.iters != wantIters || len(got.metrics) != len(wantMetrics) {
-			t.Fatalf("parseLine(%q) = %+v, %v; want %s procs %d iters %d metrics %v", line, got, ok, wantName, wantProcs, wantIters, wantMetrics)
-		}
-		for u, v := range wantMetrics {
-			if got.metrics[u] != v {
-				t.Errorf("parseLine(%q) %s = %v; want %v", line, u, got.metrics[u], v)
-			}
+		if !ok || name != wantName || procs != wantProcs || !maps.Equal(metrics, wantMetrics) {
+			t.Fatalf("parseLine(%q) = %s %d %v %v; want %s procs %d metrics %v", line, name, procs, metrics, ok, wantName, wantProcs, wantMetrics)
 		}
 	}
 	f("BenchmarkRing/shape=1to1-claim16/impl=ring-spin-2 \t 6885981\t 19.45 ns/op\t 27.93 events/batch\t 0 B/op\t 0 allocs/op",
-		"BenchmarkRing/shape=1to1-claim16/impl=ring-spin", 2, 6885981,
+		"BenchmarkRing/shape=1to1-claim16/impl=ring-spin", 2,
 		map[string]float64{"ns/op": 19.45, "events/batch": 27.93, "B/op": 0, "allocs/op": 0})
 	f("BenchmarkRing/shape=pipeline3/impl=ring \t 10\t 5 ns/op", // GOMAXPROCS=1: no suffix
-		"BenchmarkRing/shape=pipeline3/impl=ring", 0, 10, map[string]float64{"ns/op": 5})
-	f("BenchmarkIdleCost/impl=ring-8 \t 1\t 0.04 %cpu", "BenchmarkIdleCost/impl=ring", 8, 1, map[string]float64{"%cpu": 0.04})
-	f("BenchmarkBroken-2 \t notanumber\t 1 ns/op", "", 0, 0, nil)
-	f("BenchmarkOdd-2 \t 10\t 1 ns/op\t 2", "", 0, 0, nil)
-	f("--- BENCH: BenchmarkRing/shape=4to1-claim1/impl=chan-2", "", 0, 0, nil)
-	f("goos: linux", "", 0, 0, nil)
-}
-
-func TestMedian(t *testing.T) {
-	f := func(xs []float64, want float64) {
-		t.Helper()
-		if got := median(xs); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
-			t.Errorf("median(%v) = %v; want %v", xs, got, want)
-		}
-	}
-	f([]float64{3, 1, 2}, 2)
-	f([]float64{4, 1, 3, 2}, 2.5)
-	f([]float64{7}, 7)
-	f(nil, math.NaN())
-	xs := []float64{3, 1, 2}
-	median(xs)
-	if xs[0] != 3 {
-		t.Errorf("median sorted its argument: %v", xs)
-	}
+		"BenchmarkRing/shape=pipeline3/impl=ring", 0, map[string]float64{"ns/op": 5})
+	f("BenchmarkIdleCost/impl=ring-8 \t 1\t 0.04 %cpu", "BenchmarkIdleCost/impl=ring", 8, map[string]float64{"%cpu": 0.04})
+	f("BenchmarkBroken-2 \t notanumber\t 1 ns/op", "", 0, nil)
+	f("BenchmarkOdd-2 \t 10\t 1 ns/op\t 2", "", 0, nil)
+	f("--- BENCH: BenchmarkRing/shape=4to1-claim1/impl=chan-2", "", 0, nil)
+	f("goos: linux", "", 0, nil)
 }
 
 func TestReport(t *testing.T) {
-	rs, err := parse(strings.NewReader(canned))
+	s, err := summarize(strings.NewReader(canned))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 16 {
-		t.Fatalf("parsed %d results; want 16", len(rs))
+	if s.runs != 3 || s.procs != "2" || s.cpu != "Intel(R) Xeon(R) Processor" {
+		t.Fatalf("summary: %d runs, GOMAXPROCS %s, cpu %q; want 3, 2, the cpu: line", s.runs, s.procs, s.cpu)
 	}
-	s := summarize(rs)
-	if st, _ := s.get("BenchmarkRing/shape=1to1-claim16/impl=ring", "ns/op"); st.median != 12 || st.n != 3 || math.Abs(st.spread-2.0/12) > 1e-9 {
+	if st := s.stats["BenchmarkRing/shape=1to1-claim16/impl=ring ns/op"]; st.median != 12 || st.n != 3 || math.Abs(st.spread-2.0/12) > 1e-9 {
 		t.Errorf("ring 1to1-claim16 ns/op %+v; want median 12 of 3 runs, spread 2/12", st)
 	}
-	var out bytes.Buffer
-	writeReport(&out, s, meta{machine: "2 CPUs (nproc), Test CPU, go1.26", load: "other processes used 3% of the 2 CPUs", command: "`go run ./perf/cmd/benchring`"})
-	got := out.String()
+	got := report(s, harness.Para("Load: other processes used 3% of the 2 CPUs.")).Markdown()
 	for _, want := range []string{
 		// chan 70 / ring 12 = 5.83× ≥ 5×; ring 12 / disruptor 10 = 1.2× ≤ 1.5×.
 		"| 1to1-claim16 (1 producer → 1 consumer, claim 16) | 12.0 ±17% | 10.0 ±0% | 70.0 ±14% | 19.4 | 5.83× (≥ 5×) PASS | 1.20× (≤ 1.5×) PASS | 0 PASS | 22.7 | PASS |",
@@ -113,7 +89,6 @@ func TestReport(t *testing.T) {
 		"| spins | ring | — | — | — | p99 < 50 µs | no data |",
 		"| ring (WaitPark) | 0.04 | < 1 % | PASS |",
 		"| go-disruptor (default wait: sleep-polls) | 68.54 | — | — |",
-		"Machine: 2 CPUs (nproc), Test CPU, go1.26, GOMAXPROCS 2.",
 		"Load: other processes used 3% of the 2 CPUs.",
 		"median of 3 runs",
 	} {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -37,12 +36,12 @@ var variants = []variant{
 	{"flightrec", []string{"-trace-slow=1h"}, "Go's flight recorder kept running, as -trace-slow does (with a bound no answer reaches: no file written): what the runtime trace costs"},
 }
 
-func variantNames() []string {
+func names(vs []variant) string {
 	var s []string
-	for _, v := range variants {
+	for _, v := range vs {
 		s = append(s, v.name)
 	}
-	return s
+	return strings.Join(s, ", ")
 }
 
 // config is one comparison run.
@@ -68,7 +67,7 @@ type config struct {
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{}
-	var names, steps string
+	var list, steps string
 	fs.IntVar(&c.users, "users", 19000, "users 1..`N`, each its own connection (N plus a margin must fit the open-files limit, 20,000 here)")
 	fs.DurationVar(&c.ramp, "ramp", 5*time.Second, "before each measurement: QPS 0 while the users connect and log in")
 	fs.DurationVar(&c.idle, "idle", 5*time.Second, "the server's idle CPU is measured over this long, with no client, before its first measurement")
@@ -81,15 +80,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.stepDur, "step-duration", 10*time.Second, "length of each throughput step")
 	fs.DurationVar(&c.maxP99, "max-p99", 10*time.Millisecond, "the throughput search's limit: the highest rate answered with p99 at most this")
 	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign during every measurement (not in bare mode, which has no stages): envelopes a second, 1..200 fen")
-	fs.StringVar(&names, "variants", strings.Join(variantNames(), ","), "comma-separated `variants` to compare, from: "+strings.Join(variantNames(), ", "))
+	fs.StringVar(&list, "variants", strings.ReplaceAll(names(variants), " ", ""), "comma-separated `variants` to compare, from: "+names(variants))
 	c.RunFlags.Add(fs, "compare", "compare-")
 	fs.IntVar(&c.noise, "noise", 0, "`goroutines` of this process kept busy for -noise-busy of every 100 ms during the whole run, each on a core\n"+
 		"when it can: CPU taken in bursts as by the other tenants of a shared machine, the same for every variant (0: none)")
 	fs.DurationVar(&c.noiseBusy, "noise-busy", 30*time.Millisecond, "-noise: how long of every 100 ms each goroutine is busy")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: compare [flags]
-
-Runs the same load against each server variant and prints one table of ratios.
+	var about strings.Builder
+	about.WriteString(`Runs the same load against each server variant and prints one table of ratios.
 For each phase (efficiency, latency, then the throughput steps) and each variant:
 
   bin/server -listen 127.0.0.1:0 -admin 127.0.0.1:0 -log-format json VARIANT-FLAGS
@@ -103,23 +100,19 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 (the QPS phase less its first and last second). Variants:
 
 `)
-		for _, v := range variants {
-			fmt.Fprintf(fs.Output(), "  %-11s %-22s %s\n", v.name, strings.Join(v.flags, " "), v.what)
-		}
-		fmt.Fprint(fs.Output(), "\nFlags:\n")
-		fs.PrintDefaults()
+	for _, v := range variants {
+		fmt.Fprintf(&about, "  %-11s %-22s %s\n", v.name, strings.Join(v.flags, " "), v.what)
 	}
+	harness.Usage(fs, about.String())
 	if err := harness.ParseArgs(fs, args); err != nil {
 		return c, err
 	}
 	var bad harness.Problems
-	for _, n := range strings.Split(names, ",") {
+	for _, n := range strings.Split(list, ",") {
 		i := slices.IndexFunc(variants, func(v variant) bool { return v.name == strings.TrimSpace(n) })
-		if i < 0 {
-			bad.Add(fmt.Errorf("-variants: unknown variant %q (want some of %s)", n, strings.Join(variantNames(), ", ")))
-			continue
+		if bad.If(i < 0, "-variants: unknown variant %q (want some of %s)", n, names(variants)); i >= 0 {
+			c.variants = append(c.variants, variants[i])
 		}
-		c.variants = append(c.variants, variants[i])
 	}
 	if steps != "" {
 		for _, s := range strings.Split(steps, ",") {
@@ -140,9 +133,7 @@ go_memstats_mallocs_total are read at the start and the end of the measured wind
 	}
 	bad.If(c.repeat < 1, "-repeat: %d is not positive", c.repeat)
 	bad.If(c.noise < 0 || c.noiseBusy < 0 || c.noiseBusy > noisePeriod, "-noise %d -noise-busy %v: want goroutines ≥ 0 and a busy time in 0..%v", c.noise, c.noiseBusy, noisePeriod)
-	if c.qps <= 0 || c.highQPS <= 0 || c.shakeRate < 0 {
-		bad.Add(errors.New("-qps and -high-qps must be positive, -shake-rate not negative"))
-	}
+	bad.If(c.qps <= 0 || c.highQPS <= 0 || c.shakeRate < 0, "-qps and -high-qps must be positive, -shake-rate not negative")
 	return c, bad.Err()
 }
 

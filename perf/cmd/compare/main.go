@@ -5,8 +5,38 @@
 // on all alike. -help lists the flags and the variants.
 package main
 
-import "hongbao/perf/internal/harness"
+import (
+	"context"
+	"time"
+
+	"hongbao/perf/internal/harness"
+)
 
 func main() {
 	harness.Main("perf-compare", parseFlags, config.bound, run)
+}
+
+// noisePeriod is the cycle of each -noise goroutine: busy for -noise-busy of
+// every noisePeriod.
+const noisePeriod = 100 * time.Millisecond
+
+// noise keeps n goroutines busy for busy of every noisePeriod until ctx
+// ends: CPU taken in bursts, as by the other tenants of a shared machine,
+// the same for every variant.
+func noise(ctx context.Context, n int, busy time.Duration) {
+	for range n {
+		go func() {
+			t := time.NewTicker(noisePeriod)
+			defer t.Stop()
+			for {
+				for end := time.Now().Add(busy); time.Now().Before(end); {
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
 }

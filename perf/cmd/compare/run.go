@@ -68,7 +68,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	dir, say := r.Dir, r.Say
 	say("%d users; variants %s; efficiency %d QPS × %v, latency %d QPS × %v × %d round(s), steps %v × %v; files in %s/",
-		cfg.users, strings.Join(names(cfg.variants), ", "), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, dir)
+		cfg.users, names(cfg.variants), cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.steps, cfg.stepDur, dir)
 	if cfg.noise > 0 {
 		say("noise: %d goroutines each busy %v of every %v, for the whole run", cfg.noise, cfg.noiseBusy, noisePeriod)
 		nctx, stop := context.WithCancel(ctx)
@@ -79,7 +79,10 @@ func run(ctx context.Context, cfg config) error {
 	// measure runs one measurement; phase also names its directory (latency2:
 	// the second round of the latency phase).
 	measure := func(v variant, phase string, qps int, dur time.Duration, idle bool) *measurement {
-		m := measureOne(ctx, &cfg, v, phase, qps, dur, idle, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps)))
+		m := &measurement{Variant: v.name, Phase: phase, Target: qps, Dir: filepath.Join(dir, fmt.Sprintf("%s-%s-%d", v.name, phase, qps))}
+		if err := measureInto(ctx, &cfg, v, qps, dur, idle, m); err != nil {
+			m.Err = err.Error()
+		}
 		all = append(all, m)
 		if m.ok() {
 			say("%-11s %-10s %6d QPS: answered %6.0f/s (lowest second %3.0f %%), server %5.1f µs/SHAKE, client %5.1f µs, p99 %6.2f ms, p99.9 %6.2f ms, worst second %6.2f ms, server p99 %5.2f ms (wait %5.2f), waiting for a CPU %s, %s",
@@ -136,7 +139,7 @@ func run(ctx context.Context, cfg config) error {
 	t := buildTable(&cfg, all)
 	b, _ := json.MarshalIndent(all, "", "  ")
 	errs := []error{os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644),
-		os.WriteFile(filepath.Join(dir, "report.md"), []byte(t.markdown(&cfg, dir)), 0o644)}
+		os.WriteFile(filepath.Join(dir, "report.md"), []byte(t.doc(dir).Markdown()), 0o644)}
 	fmt.Println()
 	fmt.Print(t.text())
 	say("report: %s (results.json and every run's logs beside it)", filepath.Join(dir, "report.md"))
@@ -152,12 +155,7 @@ func run(ctx context.Context, cfg config) error {
 // variant's successful latency runs (the lower middle of an even count), or
 // nil when none succeeded.
 func medianLatency(ms []*measurement) *measurement {
-	var ok []*measurement
-	for _, m := range ms {
-		if m.ok() {
-			ok = append(ok, m)
-		}
-	}
+	ok := slices.DeleteFunc(slices.Clone(ms), func(m *measurement) bool { return !m.ok() })
 	if len(ok) == 0 {
 		return nil
 	}
@@ -165,25 +163,10 @@ func medianLatency(ms []*measurement) *measurement {
 	return ok[(len(ok)-1)/2]
 }
 
-func names(vs []variant) []string {
-	var s []string
-	for _, v := range vs {
-		s = append(s, v.name)
-	}
-	return s
-}
-
-// measureOne starts a server of variant v, loads it at qps for dur after the
-// ramp and measures it; a failure is recorded in the measurement.
-func measureOne(ctx context.Context, cfg *config, v variant, phase string, qps int, dur time.Duration, idle bool, dir string) *measurement {
-	m := &measurement{Variant: v.name, Phase: phase, Target: qps, Dir: dir}
-	if err := measureInto(ctx, cfg, v, qps, dur, idle, dir, m); err != nil {
-		m.Err = err.Error()
-	}
-	return m
-}
-
-func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.Duration, idle bool, dir string, m *measurement) error {
+// measureInto starts a server of variant v, loads it at qps for dur after
+// the ramp and measures it into m.
+func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.Duration, idle bool, m *measurement) error {
+	dir := m.Dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -251,11 +234,8 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 		return fmt.Errorf("the load client ended before the window was measured (%v); see %s", cerr, client.Log)
 	}
 	rep, err := client.ReadReport()
-	if err != nil {
-		return err
-	}
-	rows, err := harness.ReadTimeline(client.Timeline)
-	if err != nil {
+	rows, err2 := harness.ReadTimeline(client.Timeline)
+	if err := errors.Join(err, err2); err != nil {
 		return err
 	}
 	win := runlog.Window(rows, from.Seconds(), to.Seconds())
@@ -276,19 +256,18 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	m.SrvP99 = serverP99(s0.Metrics, s1.Metrics, "hongbao_latency_seconds")
 	m.WaitP99 = serverP99(s0.Metrics, s1.Metrics, "hongbao_batch_wait_seconds")
 	m.ServerCores = (s1.CPU - s0.CPU).Seconds() / secs
-	m.ServerWait = waitRate(s0.serverWait, s1.serverWait, secs)
-	m.ClientWait = waitRate(s0.clientWait, s1.clientWait, secs)
+	m.ServerWait, m.ClientWait = -1, -1 // not measured, rather than the measurement failed
+	if s0.waitOK && s1.waitOK {
+		m.ServerWait, m.ClientWait = (s1.wait[0]-s0.wait[0]).Seconds()/secs, (s1.wait[1]-s0.wait[1]).Seconds()/secs
+	}
 	m.OtherCores = ((s1.Machine - s0.Machine) - (s1.CPU - s0.CPU) - (s1.Client - s0.Client)).Seconds() / secs
 	if sh := rep.Requests["SHAKE"]; sh != nil {
 		m.P50, m.P99, m.P999 = float64(sh.Latency.P50)/1e6, float64(sh.Latency.P99)/1e6, float64(sh.Latency.P999)/1e6
 		m.Overloaded = sh.Status["2"]
 	}
-	switch {
-	case rep.Reconcile == nil:
-		m.Reconc = "off"
-	case rep.Reconcile.OK:
+	if m.Reconc = "off"; rep.Reconcile != nil && rep.Reconcile.OK {
 		m.Reconc = "ok"
-	default:
+	} else if rep.Reconcile != nil {
 		m.Reconc = "MISMATCH: " + rep.Reconcile.Summary()
 	}
 	for kind, n := range rep.Errors {
@@ -308,17 +287,21 @@ func measureInto(ctx context.Context, cfg *config, v variant, qps int, dur time.
 	return errors.Join(errs...)
 }
 
-// sample is what the window's two ends read: the server's CPU, /metrics
-// and the machine's, the client's CPU, and how long their threads waited
-// for a CPU so far (-1: unknown).
+// sample is one end of the window: the server's, the client's and the
+// machine's CPU, /metrics, and how long the server's and the client's
+// threads have waited for a CPU (waitOK: the kernel keeps schedstat).
 type sample struct {
 	harness.Sample
-	serverWait, clientWait time.Duration
+	wait   [2]time.Duration
+	waitOK bool
 }
 
 func (s *sample) read(srv *harness.Server, clientPID int) error {
 	s.Sample = harness.ReadSample(srv, clientPID, harness.SampleOptions{})
-	s.serverWait, s.clientWait = cpuWait(srv.PID), cpuWait(clientPID)
+	var e0, e1 error
+	s.wait[0], e0 = harness.CPUWait(srv.PID)
+	s.wait[1], e1 = harness.CPUWait(clientPID)
+	s.waitOK = e0 == nil && e1 == nil
 	return s.Err
 }
 
@@ -331,23 +314,4 @@ func serverP99(m0, m1 map[string]float64, name string) float64 {
 		return 0
 	}
 	return runlog.Quantile(h, 0.99) * 1e3
-}
-
-// cpuWait is harness.CPUWait, or -1 where the kernel keeps no schedstat: the
-// figure is left out rather than the measurement failed.
-func cpuWait(pid int) time.Duration {
-	w, err := harness.CPUWait(pid)
-	if err != nil {
-		return -1
-	}
-	return w
-}
-
-// waitRate is how many threads waited for a CPU on average between two
-// readings over secs, or -1 when either is unknown.
-func waitRate(w0, w1 time.Duration, secs float64) float64 {
-	if w0 < 0 || w1 < 0 {
-		return -1
-	}
-	return (w1 - w0).Seconds() / secs
 }

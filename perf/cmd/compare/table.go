@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"hongbao/perf/internal/harness"
 	"strings"
 
+	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
 )
 
@@ -17,37 +17,11 @@ type summary struct {
 	maxQPS     float64 // the highest answered rate with p99 ≤ -max-p99; 0: none
 	maxAt      int     // its target rate
 	reconciled string  // ok: every measurement reconciled; off: none could (bare); else what failed
-	cpu        cpu     // server CPU per SHAKE at the efficiency phase's rate
-}
-
-// cpu is the median server CPU per SHAKE of a variant's measurements at the
-// efficiency phase's rate: the efficiency phase, and the latency rounds when
-// they run at the same rate (-high-qps equal to -qps). One phase ranks the
-// machine's noise as much as the variants; several interleaved ones less.
-type cpu struct {
-	us float64
-	n  int
-}
-
-func medianCPU(ms []*measurement, qps int) cpu {
-	var us []float64
-	for _, m := range ms {
-		if m != nil && m.ok() && m.Target == qps && m.ServerUS > 0 {
-			us = append(us, m.ServerUS)
-		}
-	}
-	return cpu{runlog.MedianOf(us), len(us)}
-}
-
-// cell is "µs (median of n)", or the one figure, or "–".
-func (c cpu) cell() string {
-	switch c.n {
-	case 0:
-		return "–"
-	case 1:
-		return fmt.Sprintf("%.1f", c.us)
-	}
-	return fmt.Sprintf("%.1f (median of %d)", c.us, c.n)
+	// Server CPU per SHAKE at -qps: the median of the efficiency phase and,
+	// when -high-qps is the same rate, the latency rounds (cpuN in all), so
+	// that one phase's noise does not rank the variants.
+	cpuUS float64
+	cpuN  int
 }
 
 // table is the comparison's result.
@@ -66,19 +40,17 @@ func buildTable(cfg *config, all []*measurement) *table {
 	}
 	for _, m := range all {
 		s := t.byVar[m.Variant]
-		if !m.ok() {
+		switch {
+		case !m.ok():
 			if s.reconciled != "MISMATCH" {
 				s.reconciled = "failed run"
 			}
 			continue
-		}
-		switch m.Phase {
-		case phaseEfficiency:
+		case m.Phase == phaseEfficiency:
 			s.eff = m
-		case phaseLatency: // the median of the rounds counts, below
+		case m.Phase == phaseLatency: // the median of the rounds counts, below
 			s.lats = append(s.lats, m)
-		}
-		if m.Phase == phaseStep {
+		case m.Phase == phaseStep:
 			s.held(m, cfg)
 		}
 		switch {
@@ -100,7 +72,13 @@ func buildTable(cfg *config, all []*measurement) *table {
 			s.held(s.eff, cfg)
 		}
 		s.rounds = overRounds(s.lats)
-		s.cpu = medianCPU(append([]*measurement{s.eff}, s.lats...), cfg.qps)
+		var us []float64
+		for _, m := range append([]*measurement{s.eff}, s.lats...) {
+			if m != nil && m.Target == cfg.qps && m.ServerUS > 0 {
+				us = append(us, m.ServerUS)
+			}
+		}
+		s.cpuUS, s.cpuN = runlog.MedianOf(us), len(us)
 	}
 	return t
 }
@@ -123,16 +101,11 @@ type rounds struct {
 func overRounds(ms []*measurement) rounds {
 	r := rounds{lowS: 1}
 	for _, m := range ms {
-		if !m.ok() {
-			continue
-		}
 		if r.n == 0 || m.P99 < r.p99Min {
 			r.p99Min = m.P99
 		}
 		r.n++
-		r.p99Max = max(r.p99Max, m.P99)
-		r.p999Max = max(r.p999Max, m.P999)
-		r.worstS = max(r.worstS, m.WorstS)
+		r.p99Max, r.p999Max, r.worstS = max(r.p99Max, m.P99), max(r.p999Max, m.P999), max(r.worstS, m.WorstS)
 		r.lowS = min(r.lowS, m.LowS)
 		if m.LowS < stallShare {
 			r.stalled++
@@ -148,12 +121,20 @@ func (s *summary) held(m *measurement, cfg *config) {
 	}
 }
 
-// figure formats f with format, or "–" when the measurement is missing.
-func figure(m *measurement, format string, f func(*measurement) float64) string {
-	if m == nil {
+// cell formats args, or is "–" when !ok: the figure is missing.
+func cell(ok bool, format string, args ...any) string {
+	if !ok {
 		return "–"
 	}
-	return fmt.Sprintf(format, f(m))
+	return fmt.Sprintf(format, args...)
+}
+
+// orNone is m, or a measurement with no figures for a missing one.
+func orNone(m *measurement) *measurement {
+	if m == nil {
+		return &measurement{ServerWait: -1, ClientWait: -1}
+	}
+	return m
 }
 
 func (t *table) figures() *harness.Table {
@@ -165,118 +146,61 @@ func (t *table) figures() *harness.Table {
 		"server p99 ms (decode → write; → batch start)", "threads waiting for a CPU (server; client)",
 		fmt.Sprintf("max QPS p99≤%v", c.maxP99), "other cores", "money"}}
 	for _, s := range t.sums {
-		maxQ := "–"
-		if s.maxQPS > 0 {
-			maxQ = fmt.Sprintf("%.0f (of %d)", s.maxQPS, s.maxAt)
+		e, l, r := orNone(s.eff), orNone(s.lat), s.rounds
+		eff := func(format string, v float64) string { return cell(s.eff != nil, format, v) }
+		cpu := cell(s.cpuN > 0, "%.1f", s.cpuUS)
+		if s.cpuN > 1 {
+			cpu = fmt.Sprintf("%.1f (median of %d)", s.cpuUS, s.cpuN)
 		}
-		g.Add(s.v.name,
-			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.IdleCPU }),
-			figure(s.eff, "%.0f", func(m *measurement) float64 { return m.ConnRSS }),
-			s.cpu.cell(),
-			figure(s.eff, "%.1f", func(m *measurement) float64 { return m.ClientUS }),
-			figure(s.eff, "%.3f", func(m *measurement) float64 { return m.Allocs }),
-			figure(s.eff, "%.2f", func(m *measurement) float64 { return m.P99 }),
-			figure(s.lat, "%.2f", func(m *measurement) float64 { return m.P99 }),
-			s.rounds.spread(),
-			figure(s.lat, "%.2f", func(m *measurement) float64 { return m.P999 }),
-			s.rounds.cell("%.2f", s.rounds.p999Max),
-			s.rounds.cell("%.2f", s.rounds.worstS),
-			s.rounds.cell("%.0f %% (%d)", 100*s.rounds.lowS, s.rounds.stalled),
-			serverP99s(s.lat),
-			cpuWaits(s.lat),
-			maxQ,
-			figure(s.eff, "%.2f", func(m *measurement) float64 { return m.OtherCores }),
-			s.reconciled)
+		g.Add(s.v.name, eff("%.3f", e.IdleCPU), eff("%.0f", e.ConnRSS), cpu, eff("%.1f", e.ClientUS), eff("%.3f", e.Allocs), eff("%.2f", e.P99),
+			cell(s.lat != nil, "%.2f", l.P99), cell(r.n > 0, "%.2f–%.2f (%d)", r.p99Min, r.p99Max, r.n),
+			cell(s.lat != nil, "%.2f", l.P999), cell(r.n > 0, "%.2f", r.p999Max), cell(r.n > 0, "%.2f", r.worstS),
+			cell(r.n > 0, "%.0f %% (%d)", 100*r.lowS, r.stalled),
+			cell(l.SrvP99 != 0, "≤ %.3f; ≤ %.3f", l.SrvP99, l.WaitP99), // none in bare mode: no stages to time
+			cpuWaits(l), cell(s.maxQPS > 0, "%.0f (of %d)", s.maxQPS, s.maxAt), eff("%.2f", e.OtherCores), s.reconciled)
 	}
 	return g
-}
-
-// serverP99s is the server's own SHAKE p99s of m ("≤": bucket bounds), or
-// "–" without them (bare I/O has no stages to time).
-func serverP99s(m *measurement) string {
-	if m == nil || m.SrvP99 == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("≤ %.3f; ≤ %.3f", m.SrvP99, m.WaitP99)
 }
 
 // cpuWaits is how many of the server's and the load client's threads waited
 // for a CPU on average in m's window, or "–" where it was not measured.
 func cpuWaits(m *measurement) string {
-	if m == nil || m.ServerWait < 0 || m.ClientWait < 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f; %.2f", m.ServerWait, m.ClientWait)
-}
-
-// spread is "min–max (n rounds)" of the rounds' p99s, or "–".
-func (r rounds) spread() string {
-	return r.cell("%.2f–%.2f (%d)", r.p99Min, r.p99Max, r.n)
-}
-
-// cell formats args with format, or is "–" when no round succeeded.
-func (r rounds) cell(format string, args ...any) string {
-	if r.n == 0 {
-		return "–"
-	}
-	return fmt.Sprintf(format, args...)
-}
-
-// ratio is a/b formatted, or "–".
-func ratio(a, b float64) string {
-	if a <= 0 || b <= 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f×", a/b)
+	return cell(m.ServerWait >= 0 && m.ClientWait >= 0, "%.2f; %.2f", m.ServerWait, m.ClientWait)
 }
 
 // ratios compares every variant with the default pipeline (ring).
 func (t *table) ratios() *harness.Table {
-	g := &harness.Table{Head: []string{"variant ÷ ring", "server CPU/SHAKE", "p99 @" + fmt.Sprint(t.cfg.highQPS/1000) + "k", "max QPS", "RSS/conn", "idle CPU"}}
+	g := &harness.Table{Head: []string{"variant ÷ ring", "server CPU/SHAKE", fmt.Sprintf("p99 @%dk", t.cfg.highQPS/1000), "max QPS", "RSS/conn", "idle CPU"}}
 	base := t.byVar["ring"]
 	if base == nil || base.eff == nil {
 		return g
 	}
+	ratio := func(a, b float64) string { return cell(a > 0 && b > 0, "%.2f×", a/b) }
 	for _, s := range t.sums {
-		if s == base || s.eff == nil {
-			continue
+		if s != base && s.eff != nil {
+			g.Add(s.v.name, ratio(s.cpuUS, base.cpuUS), ratio(orNone(s.lat).P99, orNone(base.lat).P99),
+				ratio(s.maxQPS, base.maxQPS), ratio(s.eff.ConnRSS, base.eff.ConnRSS), ratio(s.eff.IdleCPU, base.eff.IdleCPU))
 		}
-		lat := func(x *summary) float64 {
-			if x.lat == nil {
-				return 0
-			}
-			return x.lat.P99
-		}
-		g.Add(s.v.name, ratio(s.cpu.us, base.cpu.us), ratio(lat(s), lat(base)),
-			ratio(s.maxQPS, base.maxQPS), ratio(s.eff.ConnRSS, base.eff.ConnRSS), ratio(s.eff.IdleCPU, base.eff.IdleCPU))
 	}
 	return g
 }
 
 // targets checks the pipeline's performance targets that this run
-// measures: the ring server's CPU per SHAKE within 1.15× of bare I/O's, its
-// highest rate holding -max-p99 within 0.95× of bare's, p99 within 1.5× of
-// bare's and at most 10 ms, p99.9 at most 25 ms, no second's p99 over 50 ms,
-// at most 0.05 allocations per SHAKE, the load client's CPU per SHAKE at
-// most the server's, and at most 512 B of server RSS per idle connection.
+// measures, the ring server's against bare I/O's and absolute.
 func (t *table) targets() *harness.Table {
 	g := &harness.Table{Head: []string{"target", "measured", "verdict"}}
 	ring, bare := t.byVar["ring"], t.byVar["bare"]
 	check := func(name string, ok bool, measured string) {
-		verdict := "met"
-		if !ok {
-			verdict = "MISSED"
-		}
-		g.Add(name, measured, verdict)
+		g.Add(name, measured, map[bool]string{true: "met", false: "MISSED"}[ok])
 	}
 	if ring == nil || ring.eff == nil || ring.lat == nil {
 		return g
 	}
 	c := t.cfg
 	if bare != nil && bare.eff != nil && bare.lat != nil {
-		r := ring.cpu.us / bare.cpu.us
+		r := ring.cpuUS / bare.cpuUS
 		check(fmt.Sprintf("server CPU per SHAKE @%d ≤ 1.15× bare", c.qps), r <= 1.15,
-			fmt.Sprintf("%.1f µs vs %.1f µs: %.2f× (medians of %d and %d)", ring.cpu.us, bare.cpu.us, r, ring.cpu.n, bare.cpu.n))
+			fmt.Sprintf("%.1f µs vs %.1f µs: %.2f× (medians of %d and %d)", ring.cpuUS, bare.cpuUS, r, ring.cpuN, bare.cpuN))
 		if bare.maxQPS > 0 {
 			r = ring.maxQPS / bare.maxQPS
 			check(fmt.Sprintf("highest rate with p99 ≤ %v ≥ 0.95× bare", c.maxP99), r >= 0.95,
@@ -305,27 +229,25 @@ func (t *table) text() string {
 	return t.figures().Text() + "\n" + t.ratios().Text() + "\n" + t.targets().Text()
 }
 
-func (t *table) markdown(cfg *config, dir string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# perf-compare %s\n\n", dir)
-	fmt.Fprintf(&b, "%d users on loopback; every measurement a fresh server and load client: a %v ramp at QPS 0, "+
+// doc is report.md: how the run measured, the variants and the tables.
+func (t *table) doc(dir string) harness.Doc {
+	cfg := t.cfg
+	d := harness.Doc{harness.H1("perf-compare " + dir), harness.Para(fmt.Sprintf("%d users on loopback; every measurement a fresh server and load client: a %v ramp at QPS 0, "+
 		"then the rate; CPU, allocations and answers over the rate's phase less its first and last second. "+
 		"Every user sends (the load client's schedule spreads the rate over all of them). "+
 		"Efficiency %d QPS × %v, latency %d QPS × %v in %d round(s), the variants interleaved in each (p99 and p99.9: the round with the median p99; "+
 		"the spread: the lowest and highest round p99; worst second and lowest second: over every round; server CPU per SHAKE: the median of the measurements at %d QPS), throughput steps %v × %v (until p99 > %v; the highest rate held is the best of the steps, the median latency round and, at a rate with no rounds, the efficiency phase). Shake campaign %d/s except in bare mode. "+
 		"*other cores* is the machine's busy CPU that was neither the server nor the load client (noise); "+
 		"*threads waiting for a CPU* is how many of the server's and the load client's threads were runnable and not running, on average over the median round's window (run_delay in /proc/PID/task/*/schedstat): "+
-		"above zero the machine was short of CPU, and a tail there is a queue for the CPU as much as anything the server does. Raw figures: results.json; each run's logs and commands: its directory.\n\n",
-		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.qps, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate)
+		"above zero the machine was short of CPU, and a tail there is a queue for the CPU as much as anything the server does. Raw figures: results.json; each run's logs and commands: its directory.",
+		cfg.users, cfg.ramp, cfg.qps, cfg.qpsDur, cfg.highQPS, cfg.highDur, cfg.repeat, cfg.qps, cfg.steps, cfg.stepDur, cfg.maxP99, cfg.shakeRate))}
 	if cfg.noise > 0 {
-		fmt.Fprintf(&b, "Noise: %d goroutines of compare itself each busy %v of every %v for the whole run (counted in *other cores*).\n\n", cfg.noise, cfg.noiseBusy, noisePeriod)
+		d = append(d, harness.Para(fmt.Sprintf("Noise: %d goroutines of compare itself each busy %v of every %v for the whole run (counted in *other cores*).", cfg.noise, cfg.noiseBusy, noisePeriod)))
 	}
-	b.WriteString("## Variants\n\n")
+	vs := &harness.Table{Head: []string{"variant", "server flags", "what"}}
 	for _, v := range cfg.variants {
-		fmt.Fprintf(&b, "- **%s** `%s`: %s\n", v.name, strings.Join(v.flags, " "), v.what)
+		vs.Add("**"+v.name+"**", cell(v.flags != nil, "`%s`", strings.Join(v.flags, " ")), v.what)
 	}
-	b.WriteString("\n## Figures\n\n" + t.figures().Markdown())
-	b.WriteString("\n## Ratios to the default pipeline\n\n" + t.ratios().Markdown())
-	b.WriteString("\n## Targets\n\n" + t.targets().Markdown())
-	return b.String()
+	return append(d, harness.H2("Variants"), vs, harness.H2("Figures"), t.figures(),
+		harness.H2("Ratios to the default pipeline"), t.ratios(), harness.H2("Targets"), t.targets())
 }

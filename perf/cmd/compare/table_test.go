@@ -2,12 +2,13 @@ package main
 
 import (
 	"flag"
-	"hongbao/perf/internal/harness"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"hongbao/perf/internal/harness"
 )
 
 func testConfig() *config {
@@ -151,8 +152,8 @@ func TestLatencyRoundsMedian(t *testing.T) {
 		t.Errorf("highest rate held %.0f; want 30000: the median round (12 ms) is over 10 ms, a lucky 5 ms round does not count", s.maxQPS)
 	}
 	r := s.rounds
-	if r.n != 3 || r.spread() != "5.00–30.00 (3)" {
-		t.Errorf("rounds %+v, spread %q; want 3 rounds, 5.00–30.00", r, r.spread())
+	if r.n != 3 || r.p99Min != 5 || r.p99Max != 30 {
+		t.Errorf("rounds %+v; want 3 rounds, 5–30 ms", r)
 	}
 	if r.worstS != 80 || r.lowS != 0.5 {
 		t.Errorf("worst second %v ms, lowest second %v; want 80 ms and 0.5: the worst of every round, not the median round's", r.worstS, r.lowS)
@@ -161,7 +162,7 @@ func TestLatencyRoundsMedian(t *testing.T) {
 		t.Errorf("%d rounds with a second under 90 %%; want 2 (50 %% and 89 %%; not 100 %%, nor the failed round)", r.stalled)
 	}
 	fig := row(t, tb.figures(), "ring")
-	if !slices.Contains(fig, "50 % (2)") || !slices.Contains(fig, "0.85; 1.40") {
+	if !slices.Contains(fig, "50 % (2)") || !slices.Contains(fig, "0.85; 1.40") || !slices.Contains(fig, "5.00–30.00 (3)") {
 		t.Errorf("ring figures %q; want the lowest second with its count of stalled rounds, 50 %% (2), and the median round's CPU waits, 0.85; 1.40", fig)
 	}
 	if slices.Contains(row(t, tb.figures(), "bare"), "––") {
@@ -193,22 +194,13 @@ func TestCPUOverRounds(t *testing.T) {
 		{Variant: "ring", Phase: phaseStep, Target: 70000, ServerUS: 99, Reconc: "ok"}, // another rate: not counted
 	}
 	tb := buildTable(cfg, all)
-	if c := tb.byVar["ring"].cpu; c.us != 13 || c.n != 4 { // (12+14)/2
-		t.Errorf("ring CPU %+v; want the median 13 µs of 4", c)
+	if s := tb.byVar["ring"]; s.cpuUS != 13 || s.cpuN != 4 { // (12+14)/2
+		t.Errorf("ring CPU %v µs of %d; want the median 13 µs of 4", s.cpuUS, s.cpuN)
 	}
-	if c := tb.byVar["bare"].cpu; c.us != 10.5 || c.n != 4 {
-		t.Errorf("bare CPU %+v; want the median 10.5 µs of 4", c)
+	if s := tb.byVar["bare"]; s.cpuUS != 10.5 || s.cpuN != 4 {
+		t.Errorf("bare CPU %v µs of %d; want the median 10.5 µs of 4", s.cpuUS, s.cpuN)
 	}
 	if r := row(t, tb.targets(), "server CPU per SHAKE"); r[2] != "MISSED" || !strings.Contains(r[1], "1.24× (medians of 4 and 4)") {
 		t.Errorf("CPU target %q; want 1.24× MISSED", r)
-	}
-}
-
-func TestWaitRate(t *testing.T) {
-	if r := waitRate(time.Second, 3*time.Second, 2); r != 1 {
-		t.Errorf("2 s of waits over 2 s: %v threads, want 1", r)
-	}
-	if r := waitRate(-1, 3*time.Second, 2); r != -1 {
-		t.Errorf("unknown start: %v, want -1", r)
 	}
 }

@@ -2,47 +2,36 @@
 // binaries. Under one load client run and a probe of its own it kills the
 // server with SIGKILL at -crashes random moments (-seed), restarts it on the
 // same -data and ports, and checks per crash that the money the clients
-// were told is counted and at the end that it is exactly the money counted
-// (the clients send what a kill left unanswered again, with its request
-// id), that no envelope id or share is handed
-// out twice and that every campaign ends at its total. -single kills once
-// under a stopped load client; -scale recovers 10M pooled and 1M live group
-// envelopes. perf/README.md has the steps; -help lists the flags.
+// were told is counted, and at the end that it is exactly the money counted
+// (what a kill left unanswered is sent again with its request id), that no
+// envelope id or share is handed out twice and that every campaign ends at
+// its total. -single kills once under a stopped load client; -scale
+// recovers 10M pooled and 1M live group envelopes. -help lists the flags.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"hongbao/perf/internal/harness"
 )
 
-// config is one crash run.
+// config is one crash run; the flags say what each field is.
 type config struct {
-	users     int           // load client users 1..users
-	qps       int           // SHAKEs a second
-	sendRate  float64       // the load client's SENDs a second
-	killAfter time.Duration // -single: load before the kill
-	crashes   int           // kills under one load client run
-	duration  time.Duration // the load client's run, every crash within it
-	seed      uint64        // the crash moments' random source
-	single    bool          // one kill, the load client stopped at it
-	camps     harness.Campaigns
-	probes    int // probe users, after the load client's
-
-	scale        bool
-	scalePool    int
-	scaleGroups  int
-	scaleTimeout time.Duration
-
-	harness.RunFlags // -source, -bin, -out, -server-flags, -client-flags
+	users, qps, crashes, probes int
+	sendRate                    float64
+	killAfter, duration         time.Duration
+	seed                        uint64
+	single, scale               bool
+	camps                       harness.Campaigns
+	scalePool, scaleGroups      int
+	scaleTimeout                time.Duration
+	harness.RunFlags
 }
 
-// Defaults: the target load of the crash run, and the smaller one -single
-// keeps unless -users and -qps are given.
+// The crash run's target load, and the smaller one of -single.
 const (
 	defaultUsers       = 19000
 	defaultQPS         = 30000
@@ -106,22 +95,19 @@ Exit status: 0 when every check passed, 1 when one failed, 2 for a bad command l
 }
 
 func main() {
-	bound := func(c config) time.Duration {
+	// The run, and the bound of its length: its load and 4 minutes.
+	pick := func(c config) (func(context.Context, config) error, time.Duration) {
 		switch {
 		case c.scale:
-			return c.scaleTimeout + 4*time.Minute
+			return runScale, c.scaleTimeout
 		case c.single:
-			return c.killAfter + 4*time.Minute
+			return runSingle, c.killAfter
 		}
-		return c.duration + 4*time.Minute
+		return runCrashes, c.duration
 	}
+	bound := func(c config) time.Duration { _, d := pick(c); return d + 4*time.Minute }
 	harness.Main("crash", parseFlags, bound, func(ctx context.Context, c config) error {
-		switch {
-		case c.scale:
-			return runScale(ctx, c, os.Stdout, os.Stderr)
-		case c.single:
-			return runSingle(ctx, c, os.Stdout, os.Stderr)
-		}
-		return runCrashes(ctx, c, os.Stdout, os.Stderr)
+		run, _ := pick(c)
+		return run(ctx, c)
 	})
 }

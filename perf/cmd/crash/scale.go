@@ -16,23 +16,20 @@ import (
 	"hongbao/perf/internal/harness"
 )
 
-// scaleHolders is how many idle recipients per SET stay online while the
-// send campaign deals: a system envelope's recipients are picked among its
-// SET's online users. They read and drop their pushes and never OPEN, so
-// every group envelope stays live.
-const scaleHolders = 4
-
-// scaleSets is the server's -sets for -scale (its default).
-const scaleSets = 32
-
-// scaleTarget is the restart time the project aims at for this state.
-const scaleTarget = 5 * time.Second
+const (
+	// scaleHolders idle recipients per SET stay online while the send
+	// campaign deals (a system envelope goes to its SET's online users);
+	// they never OPEN, so every group envelope stays live.
+	scaleHolders = 4
+	scaleSets    = 32              // the server's -sets (its default)
+	scaleTarget  = 5 * time.Second // the restart time aimed at
+)
 
 // runScale builds -scale-pool pooled shake envelopes and -scale-groups live
 // group envelopes, kills the server with SIGKILL and starts it again on the
 // same -data: the recovery's time and the RSS it leaves.
-func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := newRun(&cfg, "crash-scale-", stdout, stderr)
+func runScale(ctx context.Context, cfg config) error {
+	r, err := newRun(&cfg, "crash-scale-", "crash -scale")
 	if err != nil {
 		return err
 	}
@@ -45,11 +42,11 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		"-max-pool", strconv.Itoa(cfg.scalePool + cfg.scalePool/8),
 		"-max-envelopes", strconv.Itoa(cfg.scaleGroups + cfg.scaleGroups/4)}
 	args = append(args, strings.Fields(cfg.ServerFlags)...)
-	srv, err := r.start(ctx, args)
-	if err != nil {
+	if _, err := r.start(ctx, "server-1.log", args, 0); err != nil {
 		return err
 	}
-	defer srv.Kill()
+	r.Printf("server: %s", r.srv.CommandLine())
+	srv := r.srv
 
 	for u := uint32(1); u <= scaleSets*scaleHolders; u++ {
 		c, err := wire.DialLogin(srv.Listen, u)
@@ -76,62 +73,43 @@ func runScale(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		r.Printf("POST /campaigns/%s?%s → campaign %d", p.kind, p.q.Encode(), c.ID)
 	}
-	var st harness.Stats
-	var live int64
-	for {
-		if time.Since(start) > cfg.scaleTimeout {
-			return fmt.Errorf("after %v: pool %d, live group envelopes %d; want %d and %d", cfg.scaleTimeout, st.Shake.Pool, live, cfg.scalePool, cfg.scaleGroups)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-		var raw []byte
-		st, raw, err = srv.Admin.Stats()
-		if err != nil {
-			return err
-		}
-		live = liveOf(raw)
-		if st.Shake.Pool >= int64(cfg.scalePool) && live+st.Envelopes.SystemSkipped >= int64(cfg.scaleGroups) {
-			break
-		}
-	}
-	if err := srv.Admin.WaitCampaigns(time.Minute); err != nil {
-		return err
+	if err := srv.Admin.WaitCampaigns(cfg.scaleTimeout); err != nil {
+		return fmt.Errorf("building the state: %w", err)
 	}
 	st, raw, err := srv.Admin.Stats()
 	if err != nil {
 		return err
 	}
-	live = liveOf(raw)
+	live := liveOf(raw)
 	os.WriteFile(r.Path("stats-before-kill.json"), raw, 0o644)
+	if st.Shake.Pool < int64(cfg.scalePool) || live+st.Envelopes.SystemSkipped < int64(cfg.scaleGroups) {
+		return fmt.Errorf("pool %d, live group envelopes %d (+%d skipped); want %d and %d", st.Shake.Pool, live, st.Envelopes.SystemSkipped, cfg.scalePool, cfg.scaleGroups)
+	}
 	rss1, _ := harness.RSS(srv.PID)
-	r.Printf("built in %v: pool %d envelopes (%d fen), live group envelopes %d (%d fen), skipped %d; RSS %.1f MiB",
-		time.Since(start).Round(100*time.Millisecond), st.Shake.Pool, st.Shake.PoolAmount, live, st.Envelopes.LiveAmount, st.Envelopes.SystemSkipped, mib(rss1))
+	r.Printf("built in %v: pool %d envelopes (%d fen), live group envelopes %d (%d fen), skipped %d; RSS %s",
+		time.Since(start).Round(100*time.Millisecond), st.Shake.Pool, st.Shake.PoolAmount, live, st.Envelopes.LiveAmount, st.Envelopes.SystemSkipped, harness.MiB(rss1))
 	du, _ := dirSize(r.data)
 	srv.Kill()
-	r.Printf("SIGKILL server pid %d at %s; -data holds %.1f MiB", srv.PID, time.Now().Format(time.RFC3339), mib(du))
+	r.Printf("SIGKILL server pid %d at %s; -data holds %s", srv.PID, time.Now().Format(time.RFC3339), harness.MiB(du))
 
-	srv2, serving, rec, err := r.restart(ctx, args, "server-2.log", 2*time.Minute)
+	serving, rec, err := r.restart(ctx, args, "server-2.log", 2*time.Minute)
 	if err != nil {
 		return err
 	}
-	defer srv2.Kill()
-	rss2, _ := harness.RSS(srv2.PID)
-	st2, raw2, err := srv2.Admin.Stats()
+	rss2, _ := harness.RSS(r.srv.PID)
+	st2, raw2, err := r.srv.Admin.Stats()
 	if err != nil {
 		return err
 	}
 	os.WriteFile(r.Path("stats-after-restart.json"), raw2, 0o644)
-	r.Printf("restart: serving %v after exec, RSS %.1f MiB; %s", serving.Round(time.Millisecond), mib(rss2), rec)
+	r.Printf("restart: serving %v after exec, RSS %s; %s", serving.Round(time.Millisecond), harness.MiB(rss2), rec)
 	r.Printf("\nchecks:")
 	r.check("the pools recovered whole", st2.Shake.Pool == st.Shake.Pool && st2.Shake.PoolAmount == st.Shake.PoolAmount,
 		"%d envelopes %d fen (before the kill %d, %d)", st2.Shake.Pool, st2.Shake.PoolAmount, st.Shake.Pool, st.Shake.PoolAmount)
 	r.check("the live group envelopes recovered whole", liveOf(raw2) == live && st2.Envelopes.LiveAmount == st.Envelopes.LiveAmount,
 		"%d envelopes %d fen (before the kill %d, %d)", liveOf(raw2), st2.Envelopes.LiveAmount, live, st.Envelopes.LiveAmount)
 	r.check(fmt.Sprintf("recovered within %v", scaleTarget), rec.took() <= scaleTarget, "%v (the log's took); serving %v after exec", rec.took().Round(time.Millisecond), serving.Round(time.Millisecond))
-	return r.finish(srv2, 2*time.Minute, "crash -scale")
+	return r.finish(2 * time.Minute)
 }
 
 // liveOf reads envelopes.live from /stats.
@@ -144,8 +122,6 @@ func liveOf(raw []byte) int64 {
 	json.Unmarshal(raw, &st)
 	return st.Envelopes.Live
 }
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // dirSize is the bytes of the files under dir.
 func dirSize(dir string) (int64, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"time"
@@ -13,8 +12,8 @@ import (
 
 // runSingle is the run with one kill: the load client stopped at it, the
 // restart on new ports; a nil error means every check passed.
-func runSingle(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := newRun(&cfg, "crash-", stdout, stderr)
+func runSingle(ctx context.Context, cfg config) error {
+	r, err := newRun(&cfg, "crash-", "crash")
 	if err != nil {
 		return err
 	}
@@ -22,36 +21,13 @@ func runSingle(ctx context.Context, cfg config, stdout, stderr io.Writer) error 
 	r.Printf("crash: %d users, %d SHAKE/s, %g SEND/s; campaigns %d + %d a second; SIGKILL after %v; -data %s; files in %s/",
 		cfg.users, cfg.qps, cfg.sendRate, cfg.camps.Shake, cfg.camps.Send, cfg.killAfter, r.data, r.Dir)
 	args := r.serverArgs()
-	srv, err := r.start(ctx, args)
-	if err != nil {
-		return err
-	}
-	defer srv.Kill()
-	client, err := r.StartClient(ctx, srv, harness.ClientConfig{
-		Bin: cfg.Client(), Users: harness.Users(cfg.users), Phases: fmt.Sprintf("%d@%v", cfg.qps, cfg.killAfter+time.Minute),
-		Flags:  []string{"-send-rate", fmt.Sprint(cfg.sendRate), "-send-recipients", "3", "-reconcile", "off", "-quiet", "-connect-timeout", "2s"},
-		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Aligned: true,
-	})
-	if err != nil {
-		return err
-	}
-	r.Printf("load client: %s", client.CommandLine())
-	if _, err := srv.Admin.WaitConnections(int64(cfg.users), true, 60*time.Second); err != nil {
-		return fmt.Errorf("before the campaigns: %w", err)
-	}
 	secs := int((cfg.killAfter + 5*time.Second) / time.Second)
-	camps, err := r.StartCampaigns(srv.Admin, cfg.camps, secs, "")
+	l, err := r.startLoad(ctx, args, fmt.Sprintf("%d@%v", cfg.qps, cfg.killAfter+time.Minute), []string{"-reconcile", "off"}, []uint32{1, 2}, false, secs)
 	if err != nil {
 		return err
 	}
-	pr := newProbe()
-	stopProbe := make(chan struct{})
-	probed := make(chan struct{})
-	go func() {
-		defer close(probed)
-		pr.run(srv.Listen, probeUsers(&cfg), []uint32{1, 2}, stopProbe, false)
-	}()
-
+	defer l.stop()
+	pr, client := l.pr, l.client
 	select {
 	case <-time.After(cfg.killAfter):
 	case <-ctx.Done():
@@ -59,12 +35,12 @@ func runSingle(ctx context.Context, cfg config, stdout, stderr io.Writer) error 
 	case <-client.Done():
 		return fmt.Errorf("the load client ended before the kill: %v", client.Wait())
 	}
-	before, _, _ := srv.Admin.Campaigns()
+	before, _, _ := r.srv.Admin.Campaigns()
 	pr.killed.Store(true)
 	killed := time.Now()
-	srv.Kill() // SIGKILL: no final round, no snapshot, no goodbye
-	r.Printf("\nSIGKILL server pid %d at %s; campaigns then: %s", srv.PID, killed.Format(time.RFC3339), harness.CampaignLine(before))
-	<-probed
+	r.srv.Kill() // SIGKILL: no final round, no snapshot, no goodbye
+	r.Printf("\nSIGKILL server pid %d at %s; campaigns then: %s", r.srv.PID, killed.Format(time.RFC3339), harness.CampaignLine(before))
+	l.stop()
 	client.Signal(syscall.SIGTERM) // it reports what it was told
 	if err := client.Wait(); err != nil {
 		r.Printf("load client: %v (expected: its server is gone)", err)
@@ -77,12 +53,11 @@ func runSingle(ctx context.Context, cfg config, stdout, stderr io.Writer) error 
 	r.Printf("told before the kill: SHAKE_RESULT 1 %d fen (load client %d, probe %d), OPEN_RESULT 0 %d fen (load client %d, probe %d)",
 		toldShake, lr.ShakeAmount, pr.shakeFen, toldOpen, lr.OpenAmount, pr.openFen)
 
-	srv2, startTook, rec, err := r.restart(ctx, args, "server-2.log", time.Minute)
+	startTook, rec, err := r.restart(ctx, args, "server-2.log", time.Minute)
 	if err != nil {
 		return err
 	}
-	defer srv2.Kill()
-	st, raw, err := srv2.Admin.Stats()
+	st, raw, err := r.srv.Admin.Stats()
 	if err != nil {
 		return err
 	}
@@ -99,16 +74,14 @@ func runSingle(ctx context.Context, cfg config, stdout, stderr io.Writer) error 
 	after := newProbe()
 	stop2 := make(chan struct{})
 	time.AfterFunc(2*time.Second, func() { close(stop2) })
-	after.run(srv2.Listen, probeUsers(&cfg), probeUsers(&cfg), stop2, false)
+	after.run(r.srv.Listen, probeUsers(&cfg), probeUsers(&cfg), stop2, false)
 	r.errs = append(r.errs, pr.err(), after.err())
 	reused := append(both(pr.shakeIDs, after.shakeIDs), both(pr.groupIDs, after.groupIDs)...)
 	reused = append(reused, append(pr.twice, after.twice...)...)
 	r.check("no envelope id handed out twice", len(reused) == 0, "%d shake + %d group ids before, %d + %d after the restart; %d reused %v",
 		len(pr.shakeIDs), len(pr.groupIDs), len(after.shakeIDs), len(after.groupIDs), len(reused), first(reused, 5))
 
-	_, checkCampaigns := r.campaigns(srv2, len(camps), time.Duration(secs)*time.Second+30*time.Second, "campaigns resumed, ended at their totals", "campaigns-after-restart.json", "after %v: %s")
-	checkCampaigns()
-	_, checks, bad := r.ledger(srv2)
-	r.check("ledger invariants after the campaigns", len(bad) == 0, "%d checks (both invariants, shake campaigns' amount), failing: %v", len(checks), bad)
-	return r.finish(srv2, 30*time.Second, "crash")
+	r.campaigns(len(l.camps), time.Duration(secs)*time.Second+30*time.Second, "campaigns-after-restart.json")
+	r.ledger()
+	return r.finish(30 * time.Second)
 }

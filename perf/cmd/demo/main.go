@@ -2,38 +2,29 @@
 // campaign once the users are logged in, the load client with strict
 // reconciliation, and demo's own check of the server's ledger. It exits 1
 // when anything failed: the client's run or reconciliation, a ledger check,
-// or a server that did not exit 0.
-//
-// Run it from the module root after make build; -help lists the flags.
+// or a server that did not exit 0. -help lists the flags.
 package main
 
 import (
-	"context"
 	"flag"
-	"os"
 	"time"
 
 	"hongbao/perf/internal/harness"
 )
 
-// config is one demo run.
 type config struct {
-	users    int
-	qps      int
-	duration time.Duration
-	ingress  string
-	camps    harness.Campaigns
+	users, qps int
+	duration   time.Duration
+	ingress    string
+	camps      harness.Campaigns
 	harness.RunFlags
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
-	c := config{duration: 30 * time.Second}
+	c := config{}
 	fs.IntVar(&c.users, "users", 10000, "users 1..`N`, each its own connection (the load client's -users 1-N)")
 	fs.IntVar(&c.qps, "qps", 10000, "SHAKEs a second of all users together (the load client's -qps)")
-	fs.Func("duration", "how long the load client sends, `d`: a Go duration, or whole seconds (default 30s)", func(s string) (err error) {
-		c.duration, err = harness.ParseDuration(s)
-		return err
-	})
+	harness.DurationVar(fs, &c.duration, "duration", 30*time.Second, "how long the load client sends, `d`")
 	fs.StringVar(&c.ingress, "ingress", "epoll", "the server's -ingress: epoll or netpoll")
 	c.camps.Add(fs, 200, "send-rate", 200)
 	c.RunFlags.Add(fs, "demo", "demo-")
@@ -58,8 +49,5 @@ Exit status: 0 when everything passed, 1 when something failed, 2 for a bad comm
 }
 
 func main() {
-	bound := func(c config) time.Duration { return c.duration + 3*time.Minute }
-	harness.Main("demo", parseFlags, bound, func(ctx context.Context, c config) error {
-		return run(ctx, c, os.Stdout, os.Stderr)
-	})
+	harness.Main("demo", parseFlags, func(c config) time.Duration { return c.duration + 3*time.Minute }, run)
 }

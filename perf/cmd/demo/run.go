@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -14,7 +13,8 @@ import (
 )
 
 // run is the demo; a nil error means every check passed.
-func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+func run(ctx context.Context, cfg config) error {
+	stdout, stderr := os.Stdout, os.Stderr
 	r, err := harness.NewRun(cfg.Out, "demo-", "demo", stdout, stderr)
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer srv.Kill() // on every early return; after Stop it only waits
+	defer srv.Kill() // after Stop it only waits
 	r.Say("server pid %d serving %s, admin %s", srv.PID, srv.Listen, srv.Admin.URL)
 
 	client, err := r.StartClient(ctx, srv, harness.ClientConfig{
@@ -43,9 +43,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	r.Say("%s", client.CommandLine())
 
-	// The campaigns once the users are in, sized to end CampaignMargin
-	// before the load does (from the next whole second, loadclient's startOf).
-	end := client.Start.Add(cfg.duration)
+	// The campaigns once the users are in, to end CampaignMargin before the load.
 	wait := min(cfg.duration/2, 30*time.Second)
 	var errs []error
 	var camps []harness.Campaign
@@ -56,14 +54,13 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if err != nil {
 			r.Say("only %d of %d users logged in after %v; starting the campaigns anyway", n, cfg.users, wait)
 		}
-		secs := max(1, int(time.Until(end.Add(-harness.CampaignMargin)).Seconds()))
+		secs := max(1, int(time.Until(client.Start.Add(cfg.duration-harness.CampaignMargin)).Seconds()))
 		camps, err = r.StartCampaigns(srv.Admin, cfg.camps, secs, "")
 		errs = append(errs, err)
 	}
 	if err := client.Wait(); err != nil {
 		errs = append(errs, fmt.Errorf("loadclient: %w", err))
 	}
-
 	fmt.Fprintln(stdout, "\nserver ledger after the run (GET /stats):")
 	l, err := srv.Admin.Settle(10*time.Second, len(camps) > 0, nil)
 	errs = append(errs, err, l.Write(r.Dir))
@@ -75,12 +72,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  group envelopes: created %d (%d fen), %d shares opened (%d fen), outstanding %d fen; system envelopes skipped %d, OPEN/SEND overloaded %d\n",
 		e.Created, e.CreatedAmount, e.Opened, e.OpenedAmount, e.OutstandingAmount, e.SystemSkipped, e.Overload)
 	harness.WriteChecks(stdout, l.Checks, 12)
-	var bad []string
-	for _, c := range l.Checks {
-		if !c.OK() {
-			bad = append(bad, c.Name)
-		}
-	}
+	bad := harness.FailedChecks(l.Checks)
 	if rep, err := client.ReadReport(); err == nil && !harness.Reconciled(rep) {
 		bad = append(bad, "the load client's reconciliation (report.json)")
 	} else if err == nil {
@@ -92,7 +84,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if m, err := srv.Admin.Get("/metrics"); err == nil {
 		os.WriteFile(r.Path("metrics.txt"), m, 0o644)
 	}
-
 	t0 := time.Now()
 	code, err := srv.Stop(30 * time.Second)
 	fmt.Fprintf(stdout, "server: SIGTERM, exit status %d after %v\n", code, time.Since(t0).Round(time.Millisecond))

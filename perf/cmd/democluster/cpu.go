@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,15 +29,10 @@ type cpuSide struct {
 // gateway of a 2-gateway cluster side by side, in one window: every process
 // with the same users and SHAKE/s, so the machine's load and noise fall on
 // all three alike.
-func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := harness.NewRun(cfg.Out, "democluster-cpu-", "democluster", stdout, stderr)
-	if err != nil {
-		return err
-	}
-	dir := r.Dir
+func runCPU(ctx context.Context, cfg config, r *harness.Run) error {
 	ramp, dur := cfg.ramp.Round(time.Second), cfg.duration.Round(time.Second)
 	perGW := cfg.sets / 2
-	fmt.Fprintf(stdout, "democluster -mode cpu: per process %d users, %d SHAKE/s, %d SETs, %v after a %v ramp, the single server and the 2 gateways at once; files in %s/\n", cfg.users, cfg.qps, perGW, dur, ramp, dir)
+	fmt.Fprintf(r.Stdout, "democluster -mode cpu: per process %d users, %d SHAKE/s, %d SETs, %v after a %v ramp, the single server and the 2 gateways at once; files in %s/\n", cfg.users, cfg.qps, perGW, dur, ramp, r.Dir)
 
 	// A single server with the SETs of one gateway.
 	single, err := r.StartServer(ctx, "single.log", harness.ServerConfig{Bin: cfg.Server(),
@@ -47,7 +42,7 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	defer single.Kill()
 	// A cluster of 2 gateways, twice the users and the rate.
-	cl, stop, err := newCluster(ctx, &cfg, dir, perGW*2, 2, stderr)
+	cl, stop, err := newCluster(ctx, &cfg, r, perGW*2, 2)
 	if err != nil {
 		return err
 	}
@@ -56,10 +51,8 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	var nats []int
-	if js := cl.NATSServers; js != nil {
-		for i := range js.Len() {
-			nats = append(nats, js.PID(i))
-		}
+	for i := range cl.NATS.Len() {
+		nats = append(nats, cl.NATS.PID(i))
 	}
 	gws := []*harness.Server{cl.Gateways[0].Srv, cl.Gateways[1].Srv}
 	sides, natsCPU, err := measureCPU(ctx, cfg, r, []cpuLoad{
@@ -82,15 +75,14 @@ func runCPU(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		gw := (sides[1].PerShake + sides[2].PerShake) / 2
 		fmt.Fprintf(&txt, "  ratio gateway / single: %.2f (gateways' mean %.2f µs vs %.2f µs)\n", gw/sides[0].PerShake, gw, sides[0].PerShake)
 	}
-	if len(nats) > 0 && len(sides) == 3 {
-		var cpu time.Duration
-		for _, c := range natsCPU {
-			cpu += c
+	if cpu := natsCPU; len(sides) == 3 {
+		what := "the NATS server"
+		if len(nats) > 1 {
+			what = fmt.Sprintf("the %d NATS servers (JetStream, R3)", len(nats))
 		}
-		shakes := sides[1].Shakes + sides[2].Shakes
-		fmt.Fprintf(&txt, "  the 3 NATS servers (JetStream, R3): %.0f ms CPU over the window: %.2f µs per SHAKE of the 2 gateways\n", float64(cpu.Microseconds())/1000, float64(cpu.Microseconds())/float64(max(1, shakes)))
+		fmt.Fprintf(&txt, "  %s: %.0f ms CPU over the window: %.2f µs per SHAKE of the 2 gateways\n", what, harness.Millis(cpu), float64(cpu.Microseconds())/float64(max(1, sides[1].Shakes+sides[2].Shakes)))
 	}
-	writeText(r, "democluster -mode cpu", txt.String(), sides)
+	report(r, "democluster -mode cpu", txt.String(), sides, "single.log, gateway*.log, n*.log, single/ and gateway/ (the load clients'), commands.txt")
 	return r.WriteCommands()
 }
 
@@ -104,9 +96,9 @@ type cpuLoad struct {
 }
 
 // measureCPU runs a load client for each load, all at once, and returns
-// each server's CPU per SHAKE, and the CPU of the processes nats, from a
+// each server's CPU per SHAKE, and the CPU of the processes nats summed, from a
 // second after the ramp to a second before the end.
-func measureCPU(ctx context.Context, cfg config, r *harness.Run, loads []cpuLoad, ramp, dur time.Duration, nats []int) ([]cpuSide, []time.Duration, error) {
+func measureCPU(ctx context.Context, cfg config, r *harness.Run, loads []cpuLoad, ramp, dur time.Duration, nats []int) ([]cpuSide, time.Duration, error) {
 	var clients []*harness.Client
 	defer func() {
 		for _, c := range clients {
@@ -129,22 +121,19 @@ func measureCPU(ctx context.Context, cfg config, r *harness.Run, loads []cpuLoad
 			Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stderr: r.Stderr,
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, err
 		}
 		r.Say("%s", client.CommandLine())
 		clients = append(clients, client)
 	}
 	// The window: every client past its ramp, none at its end.
-	first, last := clients[0].Start, clients[0].Start
-	for _, c := range clients[1:] {
-		first, last = minTime(first, c.Start), maxTime(last, c.Start)
-	}
+	byStart := func(a, b *harness.Client) int { return a.Start.Compare(b.Start) }
+	first, last := slices.MinFunc(clients, byStart).Start, slices.MaxFunc(clients, byStart).Start
 	from, to := last.Add(ramp+time.Second), first.Add(ramp+dur-time.Second)
-	begin := first
 	// A shake campaign of -shake-rate envelopes a second per process (0:
 	// none, every SHAKE empty) over the load: some SHAKEs get money (and a
 	// journal write), as in the demo.
-	sleepUntil(ctx, begin.Add(ramp/2))
+	sleepUntil(ctx, first.Add(ramp/2))
 	secs := int((ramp/2 + dur).Seconds())
 	if cfg.camps.Shake > 0 {
 		for _, l := range loads {
@@ -161,16 +150,17 @@ func measureCPU(ctx context.Context, cfg config, r *harness.Run, loads []cpuLoad
 		cpu    time.Duration
 		shakes int64
 	}
-	read := func() []reading {
-		out := make([]reading, len(servers)+len(nats))
+	read := func() []reading { // the servers', then NATS's in one
+		out := make([]reading, len(servers)+1)
 		for i, s := range servers {
 			out[i].cpu, _ = harness.CPUTime(s.PID)
 			if st, _, err := s.Admin.Stats(); err == nil {
 				out[i].shakes = st.Shake.Requests
 			}
 		}
-		for i, pid := range nats {
-			out[len(servers)+i].cpu, _ = harness.CPUTime(pid)
+		for _, pid := range nats {
+			cpu, _ := harness.CPUTime(pid)
+			out[len(servers)].cpu += cpu
 		}
 		return out
 	}
@@ -196,30 +186,7 @@ func measureCPU(ctx context.Context, cfg config, r *harness.Run, loads []cpuLoad
 			i++
 		}
 	}
-	var natsCPU []time.Duration
-	for k := range nats {
-		natsCPU = append(natsCPU, b[len(servers)+k].cpu-a[len(servers)+k].cpu)
-	}
-	return out, natsCPU, nil
+	return out, b[len(servers)].cpu - a[len(servers)].cpu, nil
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func sleepUntil(ctx context.Context, t time.Time) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Until(t)):
-	}
-}
+func sleepUntil(ctx context.Context, t time.Time) { harness.Sleep(ctx, time.Until(t)) }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"hongbao/client/wire"
-	"hongbao/cluster"
 	"hongbao/envelope"
+	"hongbao/jsjournal"
 	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 	"hongbao/proto"
@@ -94,12 +94,14 @@ func startFailRun(t *testing.T) *failRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	id, err := newIdentities(dir, failGateways, cluster.Permissions)
+	ids, ns, stopNATS, err := (&harness.Run{Name: "democluster-test", Dir: dir}).StartGatewaysNATS(ctx, filepath.Join(binDir, "nats-server"), 1,
+		jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: failSets, Gateways: failGateways})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(stopNATS)
 	cl := &harness.Cluster{Bin: srvBin, Sets: failSets, Timeout: failBound.String(), Extra: []string{"-loops", "1", "-ring", "1024"}, Dir: dir,
-		NATS: id.startNATS, Auth: id.args}
+		NATS: ns, Auth: harness.IdentityArgs(ids)}
 	t.Cleanup(func() {
 		cl.Cleanup()
 		if t.Failed() {

@@ -1,5 +1,5 @@
 // Command democluster is `make demo-cluster`: the main job on a cluster of
-// gateways (NATS inside this process, the real server binary as gateways,
+// gateways (a nats-server process, the real server binary as gateways,
 // the load client against one of them: users redirected, SENDs, OPENs and
 // CHATs crossing, campaigns dealt by parts), reconciled strictly with GET
 // /cluster/stats. -mode cpu compares server CPU per SHAKE of a gateway with
@@ -11,14 +11,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"syscall"
 	"time"
 
-	"hongbao/cluster"
-	"hongbao/internal/embednats"
 	"hongbao/jsjournal"
 	"hongbao/perf/internal/harness"
 )
@@ -48,21 +45,15 @@ type config struct {
 const perProcess = 19000
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
-	c := config{duration: 30 * time.Second, ramp: 5 * time.Second, timeout: time.Second}
+	var c config
 	fs.StringVar(&c.mode, "mode", "demo", "`mode`: demo (the cluster under load, reconciled), cpu (server CPU per SHAKE, a gateway of 2 vs a single server) or open (cross-gateway OPEN latency)")
-	fs.StringVar(&c.journal, "journal", "on", "the gateways' `journal`: on (each its own file journal, one NATS server inside this process) or jetstream (every SET's journal replicated on 3 nats-server processes of -bin, -replicas 3, synced at every write; SETs fail over)")
+	fs.StringVar(&c.journal, "journal", "on", "the gateways' `journal`: on (each its own file journal, one nats-server process of -bin without JetStream) or jetstream (every SET's journal replicated on 3 nats-server processes of -bin, -replicas 3, synced at every write; SETs fail over)")
 	fs.IntVar(&c.gateways, "gateways", 3, "gateways of the cluster (`N`), each a server process with -node I/N")
 	fs.IntVar(&c.sets, "sets", 24, "-sets of every gateway (`N`): gateway I runs the SETs s with s mod gateways == I")
 	fs.IntVar(&c.users, "users", 30000, "users 1..`N`, each its own connection; -mode cpu: users per server process (default there 5000)")
 	fs.IntVar(&c.qps, "qps", 20000, "SHAKEs a second of all users together (`rate`); -mode cpu: per server process (default there 5000)")
-	fs.Func("duration", "how long the load runs after the ramp, `d`: a Go duration or whole seconds (default 30s; -mode open: each of its two kinds of phase, default 15s, split over -open-rounds)", func(s string) (err error) {
-		c.duration, err = harness.ParseDuration(s)
-		return err
-	})
-	fs.Func("ramp", "time for the users to connect and be redirected before the load, `d` (default 5s)", func(s string) (err error) {
-		c.ramp, err = harness.ParseDuration(s)
-		return err
-	})
+	harness.DurationVar(fs, &c.duration, "duration", 30*time.Second, "how long the load runs after the ramp, `d` (-mode open: each of its two kinds of phase, default 15s, split over -open-rounds)")
+	harness.DurationVar(fs, &c.ramp, "ramp", 5*time.Second, "time for the users to connect and be redirected before the load, `d`")
 	fs.Float64Var(&c.sendRate, "send-rate", 200, "the load client's SENDs a second (`rate`), each to -recipients random users (of every gateway)")
 	fs.Float64Var(&c.chatRate, "chat-rate", 200, "the load client's CHATs a second (`rate`), each to a random user")
 	c.camps.Add(fs, 200, "send-campaign-rate", 100)
@@ -71,7 +62,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.openRounds, "open-rounds", 1, "-mode open: alternate a crossing and a local phase `N` times, each -duration/N long, latencies pooled per kind (the machine's noise falls on both alike)")
 	fs.IntVar(&c.connsPerGW, "open-users", 200, "-mode open: users on each of the two gateways (senders on one, openers on the other)")
 	c.RunFlags.Add(fs, "democluster", "democluster-")
-	harness.Usage(fs, `-mode demo (make demo-cluster): NATS inside this process, -gateways processes of bin/server
+	harness.Usage(fs, `-mode demo (make demo-cluster): bin/nats-server, -gateways processes of bin/server
 (-nats, -node I/N, -sets), bin/loadclient with -server and -admin naming gateway 0 (users
 redirected, SENDs, OPENs and CHATs crossing, -procs as the open-files limit needs), campaigns
 POSTed on gateway 1 and dealt by parts; strict reconciliation with GET /cluster/stats, every
@@ -147,93 +138,34 @@ func main() {
 	}
 	harness.Main("democluster", parseFlags, bound, func(ctx context.Context, c config) error {
 		fmt.Printf("democluster %s\n", strings.Join(os.Args[1:], " "))
-		switch c.mode {
-		case "cpu":
-			return runCPU(ctx, c, os.Stdout, os.Stderr)
-		case "open":
-			return runOpen(ctx, c, os.Stdout, os.Stderr)
+		run := map[string]func(context.Context, config, *harness.Run) error{"demo": runDemo, "cpu": runCPU, "open": runOpen}[c.mode]
+		prefix := "democluster-"
+		if c.mode != "demo" {
+			prefix += c.mode + "-"
 		}
-		return runDemo(ctx, c, os.Stdout, os.Stderr)
-	})
-}
-
-// newCluster is the cluster of a run of gateways: the server binary, the
-// gateways' flags, NATS inside this process with a user per gateway — or,
-// with -journal jetstream, 3 nats-server processes with JetStream, each
-// gateway's user allowed the journal's stream too. stop ends it all.
-func newCluster(ctx context.Context, cfg *config, dir string, sets, gateways int, echo io.Writer) (cl *harness.Cluster, stop func(), err error) {
-	if cfg.journal != "jetstream" {
-		id, err := newIdentities(dir, gateways, cluster.Permissions)
+		r, err := harness.NewRun(c.Out, prefix, "democluster", os.Stdout, os.Stderr)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		cl = &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(),
-			Extra: strings.Fields(cfg.ServerFlags), Dir: dir, Echo: echo, NATS: id.startNATS, Auth: id.args}
-		return cl, cl.Cleanup, nil
-	}
-	id, err := newIdentities(dir, gateways, func(prefix string, node int) ([]string, []string) {
-		return cluster.JetStreamPermissions(prefix, node, gateways)
+		return run(ctx, c, r)
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	operator := harness.NewOperator()
-	users := []harness.NATSUser{operator}
-	for _, u := range id.users {
-		users = append(users, harness.NATSUser{Name: u.Name, Password: u.Password, Publish: u.Publish, Subscribe: u.Subscribe})
-	}
-	store, err := os.MkdirTemp("", "democluster-nats-")
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := harness.StartNATSServers(cfg.NATSServer(), dir, store, 3, users)
-	if err != nil {
-		os.RemoveAll(store)
-		return nil, nil, err
-	}
-	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
-		js.Stop()
-		os.RemoveAll(store)
-		return nil, nil, err
-	}
-	if err := harness.ProvisionJetStream(ctx, js.URL(), operator, jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: sets, Gateways: gateways, Replicas: 3}); err != nil {
-		js.Stop()
-		os.RemoveAll(store)
-		return nil, nil, err
-	}
-	extra := append([]string{"-journal", "jetstream", "-replicas", "3"}, strings.Fields(cfg.ServerFlags)...)
-	cl = &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(), Extra: extra, Dir: dir, Echo: echo,
-		URL: js.URL(), Auth: id.args, NATSServers: js}
-	return cl, func() { cl.Cleanup(); js.Stop(); os.RemoveAll(store) }, nil
 }
 
-// identities are the gateways' NATS users, as an operator's configuration
-// makes them (deploy/nats/nats-server.conf): one per gateway, allowed its
-// own subjects only (cluster.Permissions), each with a fresh password in a
-// file of the run's directory. They outlive a NATS restart.
-type identities struct {
-	users []embednats.User
-	args  func(node int) []string
-}
-
-func newIdentities(dir string, n int, perms func(prefix string, node int) ([]string, []string)) (*identities, error) {
-	ids, err := harness.NewIdentities(dir, n, func(node int) ([]string, []string) { return perms("hongbao", node) })
+// newCluster is the cluster of a run of gateways over a nats-server
+// process with a NATS user per gateway, allowed its own subjects only; with
+// -journal jetstream, over 3 with JetStream, each gateway's user allowed
+// the journal's stream too. stop ends it all.
+func newCluster(ctx context.Context, cfg *config, r *harness.Run, sets, gateways int) (cl *harness.Cluster, stop func(), err error) {
+	cl = &harness.Cluster{Bin: cfg.Server(), Sets: sets, Timeout: cfg.timeout.String(), Extra: strings.Fields(cfg.ServerFlags), Dir: r.Dir, Echo: r.Stderr}
+	l, n := jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: sets, Gateways: gateways}, 1
+	if cfg.journal == "jetstream" {
+		l.Replicas, n = 3, 3
+		cl.Extra = append([]string{"-journal", "jetstream", "-replicas", "3"}, cl.Extra...)
+	}
+	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), n, l)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	id := &identities{args: harness.IdentityArgs(ids)}
-	for _, u := range ids {
-		id.users = append(id.users, embednats.User{Name: u.Name, Password: u.Password, Publish: u.Publish, Subscribe: u.Subscribe})
-	}
-	return id, nil
-}
-
-// startNATS runs NATS inside this process (internal/embednats), letting in
-// the gateways' users only.
-func (id *identities) startNATS(port int) (int, func(), error) {
-	ns, err := embednats.StartUsers(port, id.users)
-	if err != nil {
-		return 0, nil, err
-	}
-	return ns.Port, ns.Stop, nil
+	cl.NATS, cl.Auth = js, harness.IdentityArgs(ids)
+	return cl, func() { cl.Cleanup(); stopNATS() }, nil
 }

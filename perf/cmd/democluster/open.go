@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -30,14 +31,9 @@ type openResult struct {
 // on gateway 1 (every OPEN crosses), then to openers on gateway 0 (none
 // does), at -open-rate OPENs a second each phase; -open-rounds alternates
 // the two kinds of phase that many times.
-func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := harness.NewRun(cfg.Out, "democluster-open-", "democluster", stdout, stderr)
-	if err != nil {
-		return err
-	}
-	dir := r.Dir
+func runOpen(ctx context.Context, cfg config, r *harness.Run) error {
 	sets := cfg.sets &^ 1 // even: user u's gateway is u mod 2
-	cl, stop, err := newCluster(ctx, &cfg, dir, sets, 2, stderr)
+	cl, stop, err := newCluster(ctx, &cfg, r, sets, 2)
 	if err != nil {
 		return err
 	}
@@ -46,38 +42,34 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	dur := cfg.duration.Round(time.Second)
-	fmt.Fprintf(stdout, "democluster -mode open: 2 gateways, %d SETs, %d OPEN/s for %v per kind in %d alternated rounds, %d recipients a SEND; files in %s/\n", sets, cfg.openRate, dur, cfg.openRounds, cfg.camps.Recipients, dir)
-	n := cfg.connsPerGW
+	fmt.Fprintf(r.Stdout, "democluster -mode open: 2 gateways, %d SETs, %d OPEN/s for %v per kind in %d alternated rounds, %d recipients a SEND; files in %s/\n", sets, cfg.openRate, dur, cfg.openRounds, cfg.camps.Recipients, r.Dir)
 	// Users 2, 4, … run on gateway 0 and 1, 3, … on gateway 1 (SET u mod
 	// sets, gateway SET mod 2). Senders and local openers on gateway 0,
 	// crossing openers on gateway 1.
-	login := func(first uint32, addr string) ([]*wire.Conn, error) {
-		var out []*wire.Conn
-		for i := range n {
-			c, err := wire.DialLogin(addr, first+2*uint32(i))
+	var all []*wire.Conn
+	defer func() { closeAll(all) }()
+	login := func(first uint32, gw int) ([]*wire.Conn, error) {
+		for i := range cfg.connsPerGW {
+			c, err := wire.DialLogin(cl.Gateways[gw].Srv.Listen, first+2*uint32(i))
 			if err != nil {
-				closeAll(out)
 				return nil, err
 			}
-			out = append(out, c)
+			all = append(all, c)
 		}
-		return out, nil
+		return all[len(all)-cfg.connsPerGW:], nil
 	}
-	senders, err := login(2, cl.Gateways[0].Srv.Listen)
+	senders, err := login(2, 0)
 	if err != nil {
 		return err
 	}
-	defer closeAll(senders)
-	cross, err := login(1, cl.Gateways[1].Srv.Listen)
+	cross, err := login(1, 1)
 	if err != nil {
 		return err
 	}
-	defer closeAll(cross)
-	local, err := login(2+2*uint32(n), cl.Gateways[0].Srv.Listen)
+	local, err := login(2+2*uint32(cfg.connsPerGW), 0)
 	if err != nil {
 		return err
 	}
-	defer closeAll(local)
 	before, _ := harness.ReadCrossings(cl.Admin(1))
 	phases := []struct {
 		name    string
@@ -100,23 +92,39 @@ func runOpen(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var txt strings.Builder
 	fmt.Fprintf(&txt, "\nOPEN latency (write to OPEN_RESULT), %s, 2 gateways, %d OPEN/s target:\n", time.Now().UTC().Format("2006-01-02 15:04"), cfg.openRate)
 	for _, r := range results {
-		fmt.Fprintf(&txt, "  %-52s %6d SENDs, %7d OPENs (%.0f/s), status %v: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
-			r.Phase, r.Sends, r.Opens, r.Rate, r.Status, ms64(r.Lat["p50"]), ms64(r.Lat["p90"]), ms64(r.Lat["p99"]), ms64(r.Lat["p99.9"]), ms64(r.Lat["max"]))
+		fmt.Fprintf(&txt, "  %-52s %6d SENDs, %7d OPENs (%.0f/s), status %v: p50 %s, p90 %s, p99 %s, p99.9 %s, max %s\n", r.Phase, r.Sends, r.Opens, r.Rate, r.Status,
+			harness.Ms(r.Lat["p50"]), harness.Ms(r.Lat["p90"]), harness.Ms(r.Lat["p99"]), harness.Ms(r.Lat["p99.9"]), harness.Ms(r.Lat["max"]))
 	}
 	fmt.Fprintf(&txt, "  gateway 1: %.0f events sent, %.0f received over NATS, %.0f crossings timed out\n",
 		after.Sent-before.Sent, after.Received-before.Received, after.TimedOut-before.TimedOut)
-	writeText(r, "democluster -mode open", txt.String(), results)
-	closeAll(senders)
-	closeAll(cross)
-	closeAll(local)
+	report(r, "democluster -mode open", txt.String(), results, "gateway*.log, n0.log")
+	closeAll(all)
 	return cl.Stop(30 * time.Second)
 }
-
-func ms64(ns int64) float64 { return float64(ns) / 1e6 }
 
 func closeAll(cs []*wire.Conn) {
 	for _, c := range cs {
 		c.Close()
+	}
+}
+
+// readUntil calls fn with every frame c receives until stop is closed or
+// c fails.
+func readUntil(c *wire.Conn, stop <-chan struct{}, fn func(proto.Frame)) {
+	for {
+		f, err := c.Next(200 * time.Millisecond)
+		if err == nil {
+			fn(f)
+			continue
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
 	}
 }
 
@@ -133,23 +141,9 @@ func openPhase(ctx context.Context, openers, senders []*wire.Conn, rate, recips 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for _, o := range openers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var out []byte
-			for {
-				f, err := o.Next(200 * time.Millisecond)
-				if err != nil {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if isTimeout(err) {
-						continue
-					}
-					return
-				}
+			readUntil(o, stop, func(f proto.Frame) {
 				switch f.Type {
 				case proto.Envelope:
 					env, _, _, _ := f.Envelope()
@@ -157,32 +151,16 @@ func openPhase(ctx context.Context, openers, senders []*wire.Conn, rate, recips 
 					o.Write(out)
 				case proto.OpenResult:
 					st, _, _ := f.OpenResult()
-					lat := time.Now().UnixNano() - int64(f.Stamp)
 					mu.Lock()
-					lats = append(lats, lat)
+					lats = append(lats, time.Now().UnixNano()-int64(f.Stamp))
 					status[st]++
 					mu.Unlock()
 				}
-			}
-		}()
+			})
+		})
 	}
 	for _, s := range senders { // drain SEND_ACKs
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				if _, err := s.Next(200 * time.Millisecond); err != nil {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if !isTimeout(err) {
-						return
-					}
-				}
-			}
-		}()
+		wg.Go(func() { readUntil(s, stop, func(proto.Frame) {}) })
 	}
 	sendRate := float64(rate) / float64(recips)
 	start := time.Now()
@@ -195,22 +173,20 @@ func openPhase(ctx context.Context, openers, senders []*wire.Conn, rate, recips 
 			break
 		}
 		for due := int(t.Sub(start).Seconds() * sendRate); sends < due; sends++ {
-			s := senders[sends%len(senders)]
-			perm := rand.Perm(len(openers))[:recips]
-			for i, p := range perm {
+			for i, p := range rand.Perm(len(openers))[:recips] {
 				rcpt[i] = openers[p].User
 			}
 			buf = proto.AppendSend(buf[:0], uint64(sends+1), uint32(100*recips), rcpt)
-			s.Write(buf)
+			senders[sends%len(senders)].Write(buf)
 		}
 	}
 	tick.Stop()
 	elapsed := time.Since(start)
-	settle := 200 * time.Millisecond
 	if last {
-		settle = 2 * time.Second
+		time.Sleep(2 * time.Second)
+	} else {
+		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(settle)
 	close(stop)
 	wg.Wait()
 	for _, c := range append(slices.Clone(openers), senders...) {
@@ -248,10 +224,4 @@ func (o *openResult) quantiles(lats []int64) {
 	if len(lats) > 0 {
 		o.Lat["max"] = lats[len(lats)-1]
 	}
-}
-
-func isTimeout(err error) bool {
-	type timeout interface{ Timeout() bool }
-	t, ok := err.(timeout)
-	return ok && t.Timeout()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -11,9 +10,8 @@ import (
 	"hongbao/perf/internal/harness"
 )
 
-// writeDemoReport prints the report and writes report.txt, report.html and
-// summary.json.
-func writeDemoReport(r *demoResult, cfg config, run *harness.Run) {
+// demoReport is the text of report.txt.
+func demoReport(r *demoResult, cfg config) string {
 	var txt strings.Builder
 	fmt.Fprintf(&txt, "\ndemocluster %s: %d gateways, %d SETs, %d users, %d SHAKE/s for %s\n\n", time.Now().UTC().Format(time.RFC3339), len(r.Gateways), cfg.sets, r.Users, r.QPS, r.Duration)
 	t := &harness.Table{Right: true, Head: []string{"gateway", "logins", "SHAKEs", "got fen", "shake created fen", "envelopes", "opened fen",
@@ -21,7 +19,7 @@ func writeDemoReport(r *demoResult, cfg config, run *harness.Run) {
 	row := func(name string, st *harness.Stats, x *harness.Crossings) {
 		t.Add(name, fmt.Sprint(st.Logins), fmt.Sprint(st.Shake.Requests), fmt.Sprint(st.Shake.GotAmount), fmt.Sprint(st.Shake.CreatedAmount),
 			fmt.Sprint(st.Envelopes.Created), fmt.Sprint(st.Envelopes.OpenedAmount),
-			fmtF(x.Sent), fmtF(x.Received), fmtF(x.TimedOut), fmtF(x.Late), fmtF(x.Goroutines))
+			fmt.Sprintf("%.0f", x.Sent), fmt.Sprintf("%.0f", x.Received), fmt.Sprintf("%.0f", x.TimedOut), fmt.Sprintf("%.0f", x.Late), fmt.Sprintf("%.0f", x.Goroutines))
 	}
 	var sum harness.Crossings
 	for i := range r.Gateways {
@@ -64,23 +62,16 @@ func writeDemoReport(r *demoResult, cfg config, run *harness.Run) {
 	if len(r.Failures) > 0 {
 		fmt.Fprintf(&txt, "\nFAILED:\n  %s\n", strings.Join(r.Failures, "\n  "))
 	}
-	writeText(run, "democluster", txt.String(), r)
+	return txt.String()
 }
-
-// writeText prints a report and writes it to report.txt and report.html,
-// and summary to summary.json.
-func writeText(run *harness.Run, title, txt string, summary any) {
-	fmt.Fprint(run.Stdout, txt)
-	os.WriteFile(run.Path("report.txt"), []byte(txt), 0o644)
-	os.WriteFile(run.Path("report.html"), []byte(harness.TextPage(title, txt)), 0o644)
-	if b, err := json.MarshalIndent(summary, "", "  "); err == nil {
-		os.WriteFile(run.Path("summary.json"), b, 0o644)
-	}
-}
-
-func fmtF(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 // latencyLine is a loadclient latency as p50/p99/p99.9/max.
 func latencyLine(l loadclient.LatencyReport) string {
 	return fmt.Sprintf("p50 %s, p99 %s, p99.9 %s, max %s (%d)", harness.Ms(l.P50), harness.Ms(l.P99), harness.Ms(l.P999), harness.Ms(l.Max), l.Count)
+}
+
+// report writes the report as report.html too, then as Run.Report does.
+func report(r *harness.Run, title, txt string, summary any, files string) {
+	os.WriteFile(r.Path("report.html"), []byte(harness.TextPage(title, txt)), 0o644)
+	r.Report(txt, summary, "report.html, "+files)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -41,36 +40,18 @@ type demoResult struct {
 	Failures  []string              `json:"failures"`
 }
 
-// clientFlags are the load client's flags of a cluster run.
-func clientFlags(c config, total time.Duration) []string {
-	return []string{"-duration", total.String(), "-procs", strconv.Itoa(procs(c.users)),
-		"-send-rate", fmt.Sprint(c.sendRate), "-send-recipients", strconv.Itoa(c.camps.Recipients),
-		"-chat-rate", fmt.Sprint(c.chatRate), "-connect-rate", "10000", "-timeout", "10s", "-grace", "10s"}
-}
-
-func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r, err := harness.NewRun(cfg.Out, "democluster-", "democluster", stdout, stderr)
-	if err != nil {
-		return err
-	}
+func runDemo(ctx context.Context, cfg config, r *harness.Run) error {
 	defer r.WriteCommands()
 	ramp, dur := cfg.ramp.Round(time.Second), cfg.duration.Round(time.Second)
 	r.Say("%d gateways, %d SETs, %d users, %d SHAKE/s for %v after a %v ramp; SEND %v/s, CHAT %v/s; files in %s/",
 		cfg.gateways, cfg.sets, cfg.users, cfg.qps, dur, ramp, cfg.sendRate, cfg.chatRate, r.Dir)
-	cl, stop, err := newCluster(ctx, &cfg, r.Dir, cfg.sets, cfg.gateways, stderr)
+	cl, stop, err := newCluster(ctx, &cfg, r, cfg.sets, cfg.gateways)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	if err := cl.Start(ctx, cfg.gateways); err != nil {
 		return err
-	}
-	if js := cl.NATSServers; js != nil {
-		for i := range js.Len() {
-			r.Step("NATS server "+js.Name(i)+" (JetStream)", js.CommandLine(i))
-		}
-	} else {
-		r.Step("NATS inside democluster", "# "+cl.NATSURL())
 	}
 	for _, g := range cl.Gateways {
 		r.Say("gateway %d/%d pid %d serving %s, admin %s", g.Node, cfg.gateways, g.Srv.PID, g.Srv.Listen, g.Srv.Admin.URL)
@@ -79,8 +60,10 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	client, err := r.StartClient(ctx, cl.Gateways[0].Srv, harness.ClientConfig{
 		Bin: cfg.Client(), Users: harness.Users(cfg.users), Aligned: true,
-		Phases: fmt.Sprintf("0@%s,%d@%s", ramp, cfg.qps, dur), Flags: clientFlags(cfg, ramp+dur),
-		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stdout: stdout, Stderr: stderr,
+		Phases: fmt.Sprintf("0@%s,%d@%s", ramp, cfg.qps, dur),
+		Flags: []string{"-duration", (ramp + dur).String(), "-procs", strconv.Itoa(procs(cfg.users)), "-send-rate", fmt.Sprint(cfg.sendRate),
+			"-send-recipients", strconv.Itoa(cfg.camps.Recipients), "-chat-rate", fmt.Sprint(cfg.chatRate), "-connect-rate", "10000", "-timeout", "10s", "-grace", "10s"},
+		Source: cfg.Source, More: cfg.ClientFlags, Grace: 30 * time.Second, Stdout: r.Stdout, Stderr: r.Stderr,
 	})
 	if err != nil {
 		return err
@@ -88,8 +71,8 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	r.Say("%s", client.CommandLine())
 	end := client.Start.Add(ramp + dur)
 
-	var failures []string
-	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	res := demoResult{Command: "democluster " + strings.Join(os.Args[1:], " "), Users: cfg.users, QPS: cfg.qps, Duration: dur.String(), Failures: []string{}}
+	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
 	// The campaigns, once the users are in, POSTed on gateway 1.
 	if n, err := harness.WaitLogins(ctx, cl.Logins, int64(cfg.users), time.Now().Add(ramp+5*time.Second), client); err != nil {
 		r.Say("%v; starting the campaigns anyway", err)
@@ -100,13 +83,12 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if _, err := r.StartCampaigns(cl.Admin(1), cfg.camps, secs, " on gateway 1, dealt by parts on every gateway"); err != nil {
 		fail("campaigns: %v", err)
 	}
-	res := demoResult{Command: "democluster " + strings.Join(os.Args[1:], " "), Users: cfg.users, QPS: cfg.qps, Duration: dur.String()}
 	if err := client.Wait(); err != nil {
 		res.ClientErr = err.Error()
 		fail("loadclient: %v", err)
 	}
 	res.Client, _ = client.ReadReport()
-	res.Gateways, res.Cluster, res.Checks = collect(cl, &failures)
+	res.Gateways, res.Cluster, res.Checks = collect(cl, &res.Failures)
 	if !harness.Reconciled(res.Client) {
 		fail("the load client's strict reconciliation with /cluster/stats did not pass")
 	}
@@ -119,11 +101,9 @@ func runDemo(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		g.Srv = nil
 	}
-	res.Failures = append([]string{}, failures...)
-	writeDemoReport(&res, cfg, r)
-	fmt.Fprintf(stdout, "\ndemocluster: files in %s/ (report.txt, report.html, summary.json, gateway*.log, loadclient.log, report.json, timeline.csv, commands.txt)\n", r.Dir)
-	if len(failures) > 0 {
-		return errors.New(strings.Join(failures, "; "))
+	report(r, "democluster", demoReport(&res, cfg), res, "gateway*.log, loadclient.log, report.json, timeline.csv, commands.txt")
+	if len(res.Failures) > 0 {
+		return errors.New(strings.Join(res.Failures, "; "))
 	}
 	r.Say("PASS")
 	return nil

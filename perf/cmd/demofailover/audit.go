@@ -20,7 +20,7 @@ import (
 const stream = "hongbao_journal"
 
 // audit is one SET's journal: as the watch saw every message of it, and
-// as a claimant replays it at the end.
+// as a claimant replays it at the end from its newest snapshot.
 type audit struct {
 	Set      int    `json:"set"`
 	Owner    int    `json:"owner"` // the last claim's node (-1: none)
@@ -28,11 +28,9 @@ type audit struct {
 	Epoch    uint64 `json:"epoch"`
 	Claims   int    `json:"claims"`
 	Messages int    `json:"messages"`
-	// Dropped: rounds not from the owner by the claims before them, or
-	// appended without the SET's expected last sequence: JetStream's fencing
-	// must have refused the former, and no gateway appends the latter.
-	Dropped int `json:"dropped"`
-	// Replay at the end, from the SET's newest snapshot (jsjournal's Load).
+	// Dropped: rounds not from the owner by the claims before them (fencing
+	// must refuse them), or appended without the expected last sequence.
+	Dropped         int    `json:"dropped"`
 	Replayed        int    `json:"replayed_messages"`
 	ReplayedDropped int    `json:"replayed_dropped"`
 	Err             string `json:"error,omitempty"`
@@ -148,9 +146,9 @@ func (w *watch) list() []audit {
 }
 
 // replay replays every SET's journal from JetStream (its newest snapshot
-// on) as a claimant would, into audits: the messages that are not the
-// owner's rounds, which JetStream must have refused.
-func replay(ctx context.Context, nc *nats.Conn, name string, l jsjournal.Layout, audits []audit) error {
+// on) as a claimant would: the messages that are not the owner's rounds,
+// which JetStream must have refused.
+func (w *watch) replay(ctx context.Context, nc *nats.Conn, name string, l jsjournal.Layout) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st, err := jsjournal.Open(ctx, jsjournal.Options{Conn: nc, Layout: l, Gateway: name})
@@ -158,14 +156,15 @@ func replay(ctx context.Context, nc *nats.Conn, name string, l jsjournal.Layout,
 		return err
 	}
 	var errs []error
-	for i := range audits {
-		a := &audits[i]
+	for _, a := range w.sets {
 		rep, err := st.Load(ctx, a.Set, func(jsjournal.Snapshot) error { return nil }, func(journal.Record) error { return nil })
+		w.mu.Lock()
 		a.Replayed, a.ReplayedDropped = rep.Messages, rep.Dropped
 		if err != nil {
 			a.Err = err.Error()
 			errs = append(errs, fmt.Errorf("SET %d: %w", a.Set, err))
 		}
+		w.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

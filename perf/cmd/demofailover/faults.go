@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hongbao/perf/internal/harness"
+	"hongbao/perf/internal/steprun"
 )
 
 // fault is one fault and what it did.
@@ -28,10 +29,8 @@ type fault struct {
 	Took     []takeover      `json:"takeovers,omitempty"`
 	Before   int64           `json:"money_before"` // /cluster/stats got_amount + opened_amount right before the fault: at least what was told by then
 	After    int64           `json:"money_after"`  // the same once the cluster settled
-	// Fenced are the money answers the stopped gateway gave, once it ran
-	// again, to SHAKEs of its SETs sent while it was stopped (witnesses):
-	// it had lost those SETs by then, so there must be none. Witnessed are
-	// the SETs that count (taken over before SIGCONT), with their answers.
+	// Fenced: money answers of the stopped gateway, run again, to its
+	// witnesses of the SETs taken over before SIGCONT: there must be none.
 	Fenced    int      `json:"fenced_money_answers"`
 	Witnessed int      `json:"witnessed_sets,omitempty"`
 	Answers   int      `json:"witness_answers,omitempty"`
@@ -55,21 +54,18 @@ func (f *fault) problem(format string, args ...any) {
 
 // runner runs the faults on a cluster under load.
 type runner struct {
-	cfg   config
-	r     *harness.Run
-	cl    *harness.Cluster
-	js    *harness.NATSServers
-	ps    *probes
-	csv   io.Writer // probes.csv
-	start time.Time // the load's
+	cfg config
+	r   *steprun.Run
+	ps  *probes
+	csv io.Writer // probes.csv
 }
 
 // owners is each SET's gateway by the first running gateway that answers
 // GET /cluster (-1: none).
-func (x *runner) owners(not int) ([]int, error) {
+func (x *runner) owners() ([]int, error) {
 	err := fmt.Errorf("no gateway answers GET /cluster")
-	for _, g := range x.cl.Gateways {
-		if g.Srv != nil && g.Node != not {
+	for _, g := range x.r.Cl.Gateways {
+		if g.Srv != nil {
 			m, e := harness.ReadClusterMap(g.Srv.Admin)
 			if e == nil {
 				return m.Owners(x.cfg.Sets), nil
@@ -83,7 +79,7 @@ func (x *runner) owners(not int) ([]int, error) {
 // waitOwned waits until every SET has an owner.
 func (x *runner) waitOwned(timeout time.Duration) ([]int, error) {
 	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		own, err := x.owners(-1)
+		own, err := x.owners()
 		if err == nil && !slices.Contains(own, -1) {
 			return own, nil
 		}
@@ -101,19 +97,7 @@ func pick(owners []int) int {
 			count[o]++
 		}
 	}
-	best := 0
-	for n := range count {
-		if count[n] > count[best] {
-			best = n
-		}
-	}
-	return best
-}
-
-// streamLeader is the NATS server that leads the journal's stream (0 if
-// none is found).
-func (x *runner) streamLeader(ctx context.Context) int {
-	return max(0, x.js.StreamLeader(ctx, stream))
+	return slices.Index(count, slices.Max(count))
 }
 
 // fault runs one fault of kind and measures it.
@@ -124,22 +108,22 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	for s := range all {
 		all[s] = s
 	}
-	own, err := x.owners(-1)
+	own, err := x.owners()
 	if err != nil {
 		f.problem("before the fault: %v", err)
 		return f
 	}
 	if kind == "nats" {
-		f.node = x.streamLeader(ctx)
-		f.Target = fmt.Sprintf("NATS server %s (pid %d, the journal stream's leader)", x.js.Name(f.node), x.js.PID(f.node))
+		f.node = max(0, x.r.JS.StreamLeader(ctx, stream))
+		f.Target = fmt.Sprintf("NATS server %s (pid %d, the journal stream's leader)", x.r.JS.Name(f.node), x.r.JS.PID(f.node))
 		f.Measured = all
 	} else {
 		f.node = pick(own)
-		if x.cl.Gateways[f.node].Srv == nil {
+		if x.r.Cl.Gateways[f.node].Srv == nil {
 			f.problem("gateway %d, which the records say runs the most SETs, is down", f.node)
 			return f
 		}
-		f.Target = fmt.Sprintf("gateway %d (pid %d)", f.node, x.cl.Gateways[f.node].Srv.PID)
+		f.Target = fmt.Sprintf("gateway %d (pid %d)", f.node, x.r.Cl.Gateways[f.node].Srv.PID)
 		for s, o := range own {
 			if o == f.node {
 				f.Moved = append(f.Moved, s)
@@ -156,18 +140,18 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	if kind == "nats" {
 		victim = -1
 	}
-	if f.Before, _, err = x.cl.Money(victim, 3*time.Second); err != nil {
+	if f.Before, _, err = x.r.Cl.Money(victim, 3*time.Second); err != nil {
 		f.problem("/cluster/stats before the fault: %v", err)
 	}
 	t0 := time.Now()
-	f.AtS = t0.Sub(x.start).Seconds()
+	f.AtS = t0.Sub(x.r.LoadStart).Seconds()
 	from := t0 // the measured SETs answer money after this
 	switch kind {
 	case "kill":
-		x.r.Step(fmt.Sprintf("fault: kill -9 gateway %d", f.node), fmt.Sprintf("kill -9 %d", x.cl.Gateways[f.node].Srv.PID))
-		x.cl.Kill(f.node)
+		x.r.Step(fmt.Sprintf("fault: kill -9 gateway %d", f.node), fmt.Sprintf("kill -9 %d", x.r.Cl.Gateways[f.node].Srv.PID))
+		x.r.Cl.Kill(f.node)
 	case "stop":
-		srv := x.cl.Gateways[f.node].Srv
+		srv := x.r.Cl.Gateways[f.node].Srv
 		wit, err := dialWitnesses(srv.Listen, f.Moved, cfg.Sets)
 		if err != nil {
 			f.problem("%v", err)
@@ -201,14 +185,14 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		if why := lostLine(srv.Log); why != "" {
 			f.Exit += "; it logged: lost a SET: " + why
 		}
-		x.cl.Gateways[f.node].Srv = nil
+		x.r.Cl.Gateways[f.node].Srv = nil
 	case "nats":
-		x.r.Step("fault: kill -9 "+f.Target+", restarted after "+cfg.natsDown.String(), fmt.Sprintf("kill -9 %d; sleep %g; %s", x.js.PID(f.node), cfg.natsDown.Seconds(), x.js.CommandLine(f.node)))
-		x.js.Kill(f.node)
+		x.r.Step("fault: kill -9 "+f.Target+", restarted after "+cfg.natsDown.String(), fmt.Sprintf("kill -9 %d; sleep %g; %s", x.r.JS.PID(f.node), cfg.natsDown.Seconds(), x.r.JS.CommandLine(f.node)))
+		x.r.JS.Kill(f.node)
 		harness.Sleep(ctx, cfg.natsDown)
-		if err := x.js.Restart(f.node); err != nil {
-			f.problem("restarting %s: %v", x.js.Name(f.node), err)
-		} else if err := x.js.WaitJetStream(ctx, 30*time.Second); err != nil {
+		if err := x.r.JS.Restart(f.node); err != nil {
+			f.problem("restarting %s: %v", x.r.JS.Name(f.node), err)
+		} else if err := x.r.JS.WaitJetStream(ctx, 30*time.Second); err != nil {
 			f.problem("%v", err)
 		}
 		from = time.Now()
@@ -219,16 +203,16 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	}
 	if kind != "nats" {
 		rs := time.Now()
-		if err := x.cl.Restart(ctx, f.node); err != nil {
+		if err := x.r.Cl.Restart(ctx, f.node); err != nil {
 			f.problem("restarting gateway %d: %v", f.node, err)
 		} else {
-			f.Restart = fmt.Sprintf("restarted %.2fs after the fault (pid %d), serving in %.2fs", rs.Sub(t0).Seconds(), x.cl.Gateways[f.node].Srv.PID, time.Since(rs).Seconds())
-			x.r.Step(fmt.Sprintf("gateway %d restarted", f.node), x.cl.Gateways[f.node].Srv.CommandLine())
+			f.Restart = fmt.Sprintf("restarted %.2fs after the fault (pid %d), serving in %.2fs", rs.Sub(t0).Seconds(), x.r.Cl.Gateways[f.node].Srv.PID, time.Since(rs).Seconds())
+			x.r.Step(fmt.Sprintf("gateway %d restarted", f.node), x.r.Cl.Gateways[f.node].Srv.CommandLine())
 		}
 	}
 	end := time.Now()
 	x.ps.end()
-	x.ps.dump(x.csv, k, x.start)
+	x.ps.dump(x.csv, k, x.r.LoadStart)
 	var firsts []float64
 	for _, s := range f.Measured {
 		if t, ok := x.ps.p[s].firstAfter(t0, kind != "nats"); ok {
@@ -244,13 +228,13 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 		}
 	}
 	x.supervise(ctx, f)
-	if err := x.cl.WaitUp(20 * time.Second); err != nil {
+	if err := x.r.Cl.WaitUp(20 * time.Second); err != nil {
 		f.problem("after the fault: %v", err)
 	}
-	if err := x.cl.WaitRunning(cfg.window); err != nil {
+	if err := x.r.Cl.WaitRunning(cfg.window); err != nil {
 		f.problem("after the fault: %v", err)
 	}
-	if f.After, _, err = x.cl.Money(-1, 10*time.Second); err != nil {
+	if f.After, _, err = x.r.Cl.Money(-1, 10*time.Second); err != nil {
 		f.problem("/cluster/stats after the fault: %v", err)
 	} else if f.After < f.Before {
 		f.problem("money counted after the fault %d < counted before it %d (which holds every fen told by then): %d fen lost", f.After, f.Before, f.Before-f.After)
@@ -282,7 +266,7 @@ func (x *runner) fenced(f *fault, w *witnesses, t0, cont time.Time) {
 // supervise restarts, as a supervisor would, a gateway that exited by
 // itself during a fault: a problem unless it was the fault's target.
 func (x *runner) supervise(ctx context.Context, f *fault) {
-	for _, g := range x.cl.Gateways {
+	for _, g := range x.r.Cl.Gateways {
 		if g.Srv == nil {
 			continue
 		}
@@ -292,7 +276,7 @@ func (x *runner) supervise(ctx context.Context, f *fault) {
 		}
 		f.problem("gateway %d exited %d during the fault (%s)", g.Node, code, lostLine(g.Srv.Log))
 		g.Srv = nil
-		if err := x.cl.Restart(ctx, g.Node); err != nil {
+		if err := x.r.Cl.Restart(ctx, g.Node); err != nil {
 			f.problem("restarting gateway %d: %v", g.Node, err)
 		}
 	}
@@ -301,19 +285,18 @@ func (x *runner) supervise(ctx context.Context, f *fault) {
 // takeovers are the "serving SET" lines the running gateways logged since t.
 func (x *runner) takeovers(t time.Time) []takeover {
 	var out []takeover
-	for _, g := range x.cl.Gateways {
+	for _, g := range x.r.Cl.Gateways {
 		if g.Srv == nil {
 			continue
 		}
 		harness.ScanLog(g.Srv.Log, "serving SET", func(at time.Time, line []byte) {
 			var l struct {
-				Set   int             `json:"set"`
-				Epoch uint64          `json:"epoch"`
-				Was   string          `json:"was"`
-				Took  json.RawMessage `json:"took"`
+				takeover
+				Took json.RawMessage `json:"took"`
 			}
 			if at.After(t) && json.Unmarshal(line, &l) == nil {
-				out = append(out, takeover{Set: l.Set, Node: g.Node, Epoch: l.Epoch, Was: l.Was, Ms: harness.Millis(harness.LogDuration(l.Took))})
+				l.Node, l.Ms = g.Node, harness.Millis(harness.LogDuration(l.Took))
+				out = append(out, l.takeover)
 			}
 		})
 	}

@@ -1,39 +1,26 @@
 // Command demofailover is `make demo-failover`: gateways whose SETs fail
-// over (-journal jetstream) under load, broken on purpose — a gateway
-// killed with SIGKILL, one stopped past its lease (SIGSTOP, then SIGCONT:
-// it must exit 3), a NATS server of the three killed — each restarted as a
-// supervisor would. For every fault it measures with probe connections how
-// long each moved SET went without a money answer, and checks that no
-// money told before the fault is missing after it; at the end, the money
-// the load client and the probes were told equal to the money counted
-// (every request a fault left unanswered sent again with its request id),
-// the load client's reconciliation with /cluster/stats, the cluster's ledger, and
-// in JetStream that no fenced gateway's answer was ever appended after a
-// claim. perf/README.md has the steps; -help lists the flags.
+// over (-journal jetstream) under load, broken on purpose (a gateway
+// killed, one stopped past its lease, a NATS server killed) and restarted
+// as a supervisor would. Per fault: how long each moved SET went without a
+// money answer, and no money told before it missing after; at the end,
+// money told == counted, the load client's reconciliation, the cluster's
+// ledger, and no fenced gateway's answer in JetStream. -help lists the flags.
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"hongbao/perf/internal/harness"
+	"hongbao/perf/internal/steprun"
 )
 
-// config is one run.
+// config is one run; the flags say what each field is.
 type config struct {
 	harness.StepLoad
-	standby    bool          // the gateways' -standby
-	kills      int           // kill -9 faults: the first before the others, the rest after
-	stop       bool          // the SIGSTOP fault
-	nats       bool          // the NATS fault
-	stopFor    time.Duration // SIGSTOP to SIGCONT
-	natsDown   time.Duration // NATS server killed to restarted
-	window     time.Duration // the longest a measured SET may go without money
-	probeEvery time.Duration
+	standby, stop, nats                   bool
+	kills                                 int
+	stopFor, natsDown, window, probeEvery time.Duration
 	harness.RunFlags
 }
 
@@ -45,16 +32,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{}
 	c.StepLoad.Add(fs, "fault", 20*time.Second)
 	fs.BoolVar(&c.standby, "standby", true, "the gateways' -standby: each follows the SETs it would take over; false: a takeover loads them from JetStream")
-	dur := func(name string, p *time.Duration, def time.Duration, usage string) {
-		harness.DurationVar(fs, p, name, def, usage)
-	}
 	fs.IntVar(&c.kills, "kills", 2, "kill -9 faults (`N`): the first comes before the SIGSTOP and NATS faults, the others after them")
 	fs.BoolVar(&c.stop, "stop", true, "the SIGSTOP fault: a gateway stopped past its lease, then continued: it must exit 3")
 	fs.BoolVar(&c.nats, "nats", true, "the NATS fault: the journal stream's leader of the 3 NATS servers killed, restarted -nats-down later")
-	dur("stop-for", &c.stopFor, 0, "SIGSTOP to SIGCONT, `d` (0: -lease + 2s)")
-	dur("nats-down", &c.natsDown, 10*time.Second, "how long the NATS server stays down, `d`")
-	dur("window", &c.window, 15*time.Second, "the longest a moved SET may go without a money answer after its fault, `d`")
-	dur("probe-every", &c.probeEvery, 10*time.Millisecond, "each probe's SHAKE period during a fault, `d`")
+	harness.DurationVar(fs, &c.stopFor, "stop-for", 0, "SIGSTOP to SIGCONT, `d` (0: -lease + 2s)")
+	harness.DurationVar(fs, &c.natsDown, "nats-down", 10*time.Second, "how long the NATS server stays down, `d`")
+	harness.DurationVar(fs, &c.window, "window", 15*time.Second, "the longest a moved SET may go without a money answer after its fault, `d`")
+	harness.DurationVar(fs, &c.probeEvery, "probe-every", 10*time.Millisecond, "each probe's SHAKE period during a fault, `d`")
 	c.RunFlags.Add(fs, "demofailover", "demofailover-")
 	harness.Usage(fs, `NATS inside this process (3 servers, JetStream), 3 gateways of bin/server (-journal jetstream,
 -replicas, -lease, -sets), bin/loadclient with -server and -admin naming every gateway (-reconcile
@@ -91,7 +75,7 @@ Exit status: 0 when everything passed, 1 when something failed, 2 for a bad comm
 }
 
 // faults is how many faults the run has.
-func (c config) faults() int { return c.kills + b2i(c.stop) + b2i(c.nats) }
+func (c config) faults() int { return len(c.plan()) }
 
 // load is the load's length after the ramp: the lead, the faults' slots,
 // and a tail.
@@ -99,17 +83,6 @@ func (c config) load() time.Duration {
 	return c.Lead + time.Duration(c.faults())*c.Slot + 5*time.Second
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func main() {
-	bound := func(c config) time.Duration { return c.Ramp + c.load() + 4*time.Minute }
-	harness.Main("demofailover", parseFlags, bound, func(ctx context.Context, c config) error {
-		fmt.Printf("demofailover %s\n", strings.Join(os.Args[1:], " "))
-		return run(ctx, c, "demofailover "+strings.Join(os.Args[1:], " "))
-	})
+	steprun.Main("demofailover", parseFlags, func(c config) time.Duration { return c.Ramp + c.load() }, run)
 }

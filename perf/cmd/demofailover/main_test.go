@@ -25,7 +25,7 @@ func TestParseFlags(t *testing.T) {
 	if d := c.Ramp + c.load(); d < 90*time.Second || d > 2*time.Minute {
 		t.Errorf("the default run's load lasts %v: want about 2 minutes", d)
 	}
-	if rate, secs := c.shakeCampaign(); rate*secs < 2*c.QPS*int(c.load().Seconds()) {
+	if rate, secs := c.ShakeFill(c.load()); rate*secs < 2*c.QPS*int(c.load().Seconds()) {
 		t.Errorf("shake campaign %d/s for %d s: fewer than 2 envelopes per SHAKE", rate, secs)
 	}
 	if c := f("-kills 5 -stop=false -nats=false"); len(c.plan()) != 5 {

@@ -17,10 +17,10 @@ import (
 // first user of s from it.
 const probeBase = 1_000_000
 
-// probes are a user per SET, each an application's client (package
-// client) that SHAKEs every period while a fault is measured: it follows
-// LOGIN_ACK 3 to the SET's owner and logs in again at the next gateway on
-// ERROR 9, a closed connection or a PING unanswered.
+// probes are a user per SET, each an application's client (package client)
+// that SHAKEs every period while a fault is measured: it follows LOGIN_ACK 3
+// to the SET's owner and logs in again at the next gateway on ERROR 9, a
+// closed connection or a PING unanswered.
 type probes struct {
 	addrs []string // the gateways' client addresses (the same across restarts)
 	every time.Duration
@@ -32,19 +32,16 @@ type probes struct {
 // answer is when a money answer came, and when its connection logged in.
 type answer struct{ at, login time.Time }
 
-// probe is one SET's probe.
+// probe is one SET's probe; its figures are this window's but amount and got.
 type probe struct {
 	set  int
 	user uint32
 
-	mu         sync.Mutex
-	money      []answer // each money answer (SHAKE_RESULT 1) this window
-	empty      int      // SHAKE_RESULT 0 this window: the SET's pool was empty
-	logins     int      // this window
-	amount     int64    // fen told, the whole run
-	got        int64    // money answers, the whole run
-	noOwner    int      // LOGIN_ACK 3 naming no gateway, this window
-	dialErrors int
+	mu                          sync.Mutex
+	money                       []answer // SHAKE_RESULT 1
+	empty                       int      // SHAKE_RESULT 0: the SET's pool was empty
+	logins, noOwner, dialErrors int
+	amount, got                 int64 // fen told and money answers, the whole run
 }
 
 func newProbes(sets int, addrs []string, every time.Duration) *probes {
@@ -62,11 +59,7 @@ func (ps *probes) start(ctx context.Context) {
 		p.mu.Lock()
 		p.money, p.empty, p.logins, p.noOwner, p.dialErrors = nil, 0, 0, 0, 0
 		p.mu.Unlock()
-		ps.wg.Add(1)
-		go func() {
-			defer ps.wg.Done()
-			p.run(ctx, ps.addrs, ps.every)
-		}()
+		ps.wg.Go(func() { p.run(ctx, ps.addrs, ps.every) })
 	}
 }
 
@@ -136,23 +129,21 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 	first := p.set % len(addrs)
 	order := append(append([]string(nil), addrs[first:]...), addrs[:first]...)
 	var c *client.Client
-	defer func() {
-		if c != nil {
-			c.Close()
-		}
-	}()
-	var seen client.Stats // the client's counters already added to this window's
+	var seen client.Stats // c's counters already added to this window's
 	var pending uint64    // the request id of a SHAKE whose bound ran out before its answer
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if pending != 0 && c != nil { // its answer, whatever the first call did
+			if c != nil && pending != 0 { // its answer, whatever the first call did
 				rctx, cancel := context.WithTimeout(client.WithRequestID(context.Background(), pending), 10*time.Second)
 				_, amount, err := c.Shake(rctx)
 				cancel()
 				p.told(amount, err)
+			}
+			if c != nil {
+				c.Close()
 			}
 			return
 		case <-t.C:
@@ -176,8 +167,7 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 			}
 		}
 		// A SHAKE its bound cut short is asked again with its request id
-		// before any new one: it may have been carried out, and only its id
-		// tells the money it made.
+		// before any new one: only its id tells the money it made.
 		again := pending != 0
 		if !again {
 			pending = client.NewRequestID()
@@ -185,18 +175,17 @@ func (p *probe) run(ctx context.Context, addrs []string, every time.Duration) {
 		sctx, cancel := context.WithTimeout(client.WithRequestID(ctx, pending), time.Second)
 		_, amount, err := c.Shake(sctx)
 		cancel()
-		// An answer ends the id, but "overloaded" to a SHAKE asked again: that
-		// one was refused at the door while the first may still be held for
-		// its journal.
+		// An answer ends the id, but not "overloaded" to a SHAKE asked again:
+		// refused at the door, while the first may still be held for its journal.
 		if se := new(client.StatusError); err == nil || errors.As(err, &se) && !(again && errors.Is(err, client.ErrOverloaded)) {
 			pending = 0
 		}
 		p.count(c, &seen)
-		p.mu.Lock()
 		if err == nil {
+			p.mu.Lock()
 			p.money = append(p.money, answer{time.Now(), time.Unix(0, login.Load())})
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 		p.told(amount, err)
 		for len(c.Pushes()) > 0 { // a send campaign's pushes: not opened
 			<-c.Pushes()
@@ -219,17 +208,15 @@ func (p *probe) told(amount uint32, err error) {
 
 // count adds what c went through since seen to this window's figures.
 func (p *probe) count(c *client.Client, seen *client.Stats) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if c == nil {
-		p.mu.Lock()
 		p.dialErrors++
-		p.mu.Unlock()
 		return
 	}
 	st := c.Stats()
-	p.mu.Lock()
 	p.noOwner += int(st.NoOwner - seen.NoOwner)
 	p.dialErrors += int(st.DialErrors - seen.DialErrors)
-	p.mu.Unlock()
 	*seen = st
 }
 
@@ -246,8 +233,7 @@ func (ps *probes) dump(w io.Writer, fault int, start time.Time) {
 	}
 }
 
-// why says what the probes of sets met this window: empty pools, LOGINs
-// answered LOGIN_ACK 3 without an owner, failed connects or LOGINs.
+// why says what the probes of sets met this window.
 func (ps *probes) why(sets []int) string {
 	var parts []string
 	for _, s := range sets {

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
+	"hongbao/perf/internal/steprun"
 )
 
 // line is a fault in one line.
@@ -31,27 +33,12 @@ func (f *fault) maxFirst() string {
 	return fmt.Sprintf("%.0f ms", f.MaxMs)
 }
 
-// killFailover is each kill's failover, the fault to its last moved SET's
-// first money answer, and their median.
-func killFailover(faults []*fault) ([]string, float64) {
-	var each []string
-	var v []float64
-	for _, f := range faults {
-		if f.Kind == "kill" && len(f.FirstMs) == len(f.Measured) && len(f.Measured) > 0 {
-			each = append(each, fmt.Sprintf("%.0f ms", f.MaxMs))
-			v = append(v, f.MaxMs)
-		}
-	}
-	_, med := harness.MaxMedian(v)
-	return each, med
-}
-
-// writeReport prints the report and writes report.txt and summary.json.
-func writeReport(res *result, cfg config, r *harness.Run) {
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.Sets, cfg.Replicas, cfg.Lease, cfg.standby)
-	p("load: %s\n", res.Load)
+// report is the report: the faults, the load client, the money, the
+// ledger and the JetStream audit.
+func report(res *result, cfg config) *steprun.Text {
+	b := &steprun.Text{}
+	b.P("\ndemofailover %s: 3 NATS servers, %d gateways, %d SETs, -replicas %d, -lease %v, -standby=%v", time.Now().UTC().Format(time.RFC3339), gateways, cfg.Sets, cfg.Replicas, cfg.Lease, cfg.standby)
+	b.P("load: %s\n", res.Load)
 	t := &harness.Table{Right: true, Head: []string{"#", "fault", "at", "SETs timed", "first money max", "median", "longest gap", "takeover max", "counted before", "after", "fenced money", "verdict"}}
 	for i, f := range res.Faults {
 		what := map[string]string{"kill": "kill -9 ", "stop": "SIGSTOP ", "nats": ""}[f.Kind] + f.Target
@@ -63,13 +50,20 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 			fmt.Sprintf("%.0f ms", f.GapMs), fmt.Sprintf("%.1f ms", took), fmt.Sprint(f.Before), fmt.Sprint(f.After), fmt.Sprint(f.Fenced), harness.Verdict(len(f.Problems) == 0))
 	}
 	b.WriteString(t.Text())
-	if kills, med := killFailover(res.Faults); len(kills) > 0 {
-		p("\nfailover of the kill -9 faults (the fault to the last moved SET's first money answer): median %.0f ms of %d: %s", med, len(kills), strings.Join(kills, ", "))
+	var kills []string
+	var v []float64
+	for _, f := range res.Faults {
+		if f.Kind == "kill" && len(f.FirstMs) == len(f.Measured) && len(f.Measured) > 0 {
+			kills, v = append(kills, fmt.Sprintf("%.0f ms", f.MaxMs)), append(v, f.MaxMs)
+		}
 	}
-	p("\nfirst money: from the fault to the first SHAKE_RESULT 1 a probe got from each timed SET (moved SETs; NATS: every SET);")
-	p("longest gap: the longest any SET's probe went without one, from the fault to the window's end; takeover: claim to serving, as the survivor logged it.")
+	if _, med := harness.MaxMedian(v); len(kills) > 0 {
+		b.P("\nfailover of the kill -9 faults (the fault to the last moved SET's first money answer): median %.0f ms of %d: %s", med, len(kills), strings.Join(kills, ", "))
+	}
+	b.P("\nfirst money: from the fault to the first SHAKE_RESULT 1 a probe got from each timed SET (moved SETs; NATS: every SET);")
+	b.P("longest gap: the longest any SET's probe went without one, from the fault to the window's end; takeover: claim to serving, as the survivor logged it.")
 	for i, f := range res.Faults {
-		p("fault %d: %s", i+1, f.line())
+		b.P("fault %d: %s", i+1, f.line())
 		var per []string
 		for _, s := range f.Measured {
 			if v, ok := f.FirstMs[s]; ok {
@@ -78,51 +72,31 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 				per = append(per, fmt.Sprintf("%d:none", s))
 			}
 		}
-		p("  first money by SET (ms): %s", strings.Join(per, " "))
+		b.P("  first money by SET (ms): %s", strings.Join(per, " "))
 		for _, tk := range f.Took {
-			p("  SET %d served by gateway %d at epoch %d (was %s) in %.1f ms", tk.Set, tk.Node, tk.Epoch, tk.Was, tk.Ms)
+			b.P("  SET %d served by gateway %d at epoch %d (was %s) in %.1f ms", tk.Set, tk.Node, tk.Epoch, tk.Was, tk.Ms)
 		}
 		for _, s := range []string{f.Exit, f.Restart} {
 			if s != "" {
-				p("  %s", s)
+				b.P("  %s", s)
 			}
 		}
 		if len(f.Empty) > 0 {
-			p("  empty SHAKEs to the probes by SET (its pool ran dry): %v", f.Empty)
+			b.P("  empty SHAKEs to the probes by SET (its pool ran dry): %v", f.Empty)
 		}
 		for _, pr := range f.Problems {
-			p("  PROBLEM: %s", pr)
+			b.P("  PROBLEM: %s", pr)
 		}
 	}
-	if c := res.Client; c != nil {
-		p("\nload client: %d users, %d connects, %d redirected (LOGIN_ACK 3), %d outages (%d moved, ERROR 9), %d reconnects, longest outage %.2fs",
-			c.Users, c.Connects, c.Redirected, c.Outages, c.Moved, c.Reconnects, c.OutageMaxS)
-		for _, k := range []string{"SHAKE", "OPEN", "SEND"} {
-			if q := c.Requests[k]; q != nil {
-				p("  %-5s sent %d, answered %d, lost %d, status %v; p50 %s, p99 %s, max %s", k, q.Sent, q.Answered, q.Lost, q.Status,
-					harness.Ms(q.Latency.P50), harness.Ms(q.Latency.P99), harness.Ms(q.Latency.Max))
-			}
-		}
-		p("  errors %v; told %d fen (SHAKE %d, OPEN %d)", c.Errors, c.ShakeAmount+c.OpenAmount, c.ShakeAmount, c.OpenAmount)
-		if c.Reconcile != nil {
-			p("  %s", c.Reconcile.Summary())
-		}
-	}
-	if res.ClientErr != "" {
-		p("load client: %s", res.ClientErr)
-	}
-	told := res.Probes[0]
-	if c := res.Client; c != nil {
-		told += int64(c.ShakeAmount + c.OpenAmount)
-	}
-	p("\nmoney over the run (/cluster/stats got_amount + opened_amount): %d counted since the baseline; told %d (probes %d fen in %d answers): %s",
+	b.Client(res.Result, []string{"SHAKE", "OPEN", "SEND"}, func(*loadclient.RequestReport) string { return "" }, func(c *loadclient.Report) string {
+		return fmt.Sprintf("errors %v; told %d fen (SHAKE %d, OPEN %d)", c.Errors, c.ShakeAmount+c.OpenAmount, c.ShakeAmount, c.OpenAmount)
+	})
+	told := res.Told() + res.Probes[0]
+	b.P("\nmoney over the run (/cluster/stats got_amount + opened_amount): %d counted since the baseline; told %d (probes %d fen in %d answers): %s",
 		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], harness.Verdict(told == res.Final-res.Baseline))
-	p("cluster ledger at the end (%d gateways answered, missing %v):", res.Cluster.Gateways, res.Cluster.Missing)
-	for _, c := range res.Checks {
-		p("  %s", c)
-	}
-	p("\nJetStream audit: every message of the journal's stream read as it was appended (journal.csv), and each SET replayed at the end")
-	p("from its newest snapshot as a claimant does; messages that are not the owner's rounds (another gateway's after a claim, or unfenced): %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))
+	b.Ledger(res.Result)
+	b.P("\nJetStream audit: every message of the journal's stream read as it was appended (journal.csv), and each SET replayed at the end")
+	b.P("from its newest snapshot as a claimant does; messages that are not the owner's rounds (another gateway's after a claim, or unfenced): %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))
 	at := &harness.Table{Right: true, Head: []string{"SET", "owner", "epoch", "claims", "messages", "dropped", "replayed", "dropped"}}
 	for _, a := range res.Audit {
 		owner := a.Name
@@ -134,12 +108,7 @@ func writeReport(res *result, cfg config, r *harness.Run) {
 	}
 	b.WriteString(at.Text())
 	for _, e := range res.Exits {
-		p("%s", e)
+		b.P("%s", e)
 	}
-	if len(res.Failures) > 0 {
-		p("\nFAILED:\n  %s", strings.Join(res.Failures, "\n  "))
-	} else {
-		res.Failures = []string{}
-	}
-	r.Report(b.String(), res, "journal.csv, probes.csv, gateway*.log, loadclient.log, report.json, timeline.csv, commands.txt")
+	return b
 }

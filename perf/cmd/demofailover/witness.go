@@ -8,26 +8,21 @@ import (
 	"hongbao/proto"
 )
 
-// witnessBase is above the probes' users: the witness of SET s is the
-// first user of s from it.
-const witnessBase = 2_000_000
-
-// witnessShakes is how many SHAKEs each witness sends while its gateway is
-// stopped.
-const witnessShakes = 5
+const (
+	witnessBase   = 2_000_000 // above the probes': the witness of SET s is the first user of s from it
+	witnessShakes = 5         // each witness's SHAKEs while its gateway is stopped
+)
 
 // witnesses are a user per SET of a gateway about to be stopped, logged in
 // there: while it is stopped each sends SHAKEs, which the gateway reads
-// only once it runs again — after the others took its SETs over. Every
+// only once it runs again, after the others took its SETs over. Every
 // money answer they then get is one a fenced gateway told: there must be
 // none. (The probes, which leave a silent gateway, cannot see it.)
 type witnesses struct {
-	sets  []int
-	conns []*wire.Conn
-	// money[i] are the SHAKE_RESULT 1 of sets[i]'s witness; answered all
-	// its answers and other frames, until the connection ended.
-	money, answered []int
-	ended           []string
+	sets            []int
+	conns           []*wire.Conn
+	money, answered []int    // by witness: SHAKE_RESULT 1, and every SHAKE_RESULT
+	ended           []string // why its connection ended
 }
 
 // dialWitnesses logs a witness of each of sets in at addr, which runs them.

@@ -12,14 +12,11 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"hongbao/perf/internal/harness"
+	"hongbao/perf/internal/steprun"
 )
 
 // config is one run.
@@ -80,9 +77,5 @@ func (c config) load() time.Duration {
 }
 
 func main() {
-	bound := func(c config) time.Duration { return c.Ramp + c.load() + 4*time.Minute }
-	harness.Main("demorolling", parseFlags, bound, func(ctx context.Context, c config) error {
-		fmt.Printf("demorolling %s\n", strings.Join(os.Args[1:], " "))
-		return run(ctx, c, "demorolling "+strings.Join(os.Args[1:], " "))
-	})
+	steprun.Main("demorolling", parseFlags, func(c config) time.Duration { return c.Ramp + c.load() }, run)
 }

@@ -3,20 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"hongbao/jsjournal"
-	"hongbao/loadclient"
 	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
+	"hongbao/perf/internal/steprun"
 )
 
 // step is one step of the run and what it did.
@@ -48,17 +45,9 @@ type moved struct {
 
 // result is summary.json.
 type result struct {
-	Command   string                `json:"command"`
-	Load      string                `json:"load"`
-	LeadP99Ms float64               `json:"lead_shake_p99_ms"` // the worst second's before the first step
-	Steps     []*step               `json:"steps"`
-	Client    *loadclient.Report    `json:"client,omitempty"`
-	ClientErr string                `json:"client_error,omitempty"`
-	Baseline  int64                 `json:"money_baseline"`
-	Final     int64                 `json:"money_final"`
-	Cluster   harness.ClusterStats  `json:"cluster"`
-	Checks    []harness.LedgerCheck `json:"cluster_checks"`
-	Failures  []string              `json:"failures"`
+	*steprun.Result
+	LeadP99Ms float64 `json:"lead_shake_p99_ms"` // the worst second's before the first step
+	Steps     []*step `json:"steps"`
 }
 
 func (s *step) problem(format string, args ...any) {
@@ -66,127 +55,64 @@ func (s *step) problem(format string, args ...any) {
 }
 
 func run(ctx context.Context, cfg config, command string) error {
-	r, err := harness.NewRun(cfg.Out, "demorolling-", "demorolling", os.Stdout, os.Stderr)
+	r, err := steprun.New("demorolling", command, cfg.StepLoad, cfg.RunFlags, cfg.load(), fmt.Sprintf("%d gateways of -node I/%d, %d SETs, -replicas %d, -rebalance %v",
+		gateways, nodes, cfg.Sets, cfg.Replicas, cfg.rebalance))
 	if err != nil {
 		return err
 	}
-	defer r.WriteCommands()
-	rate, secs := cfg.ShakeFill(cfg.load())
-	res := &result{Command: command, Load: fmt.Sprintf("%d users, %d SHAKE/s, %v SEND/s for %v after a %v ramp; shake campaign %d/s for %d s, send campaign %d/s",
-		cfg.Users, cfg.QPS, cfg.SendRate, cfg.load(), cfg.Ramp, rate, secs, cfg.Camps.Send)}
-	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
-	r.Say("3 NATS servers (JetStream), %d gateways of -node I/%d, %d SETs, -replicas %d, -rebalance %v; %s; steps %v, %v apart; files in %s/",
-		gateways, nodes, cfg.Sets, cfg.Replicas, cfg.rebalance, res.Load, steps, cfg.Slot, r.Dir)
-
-	ids, js, stopNATS, err := r.StartGatewaysNATS(ctx, cfg.NATSServer(), 3,
-		jsjournal.Layout{Prefix: jsjournal.DefaultPrefix, Sets: cfg.Sets, Gateways: nodes, Replicas: cfg.Replicas})
-	if err != nil {
+	defer r.Close()
+	res := &result{Result: r.Res}
+	r.Say("steps %v, %v apart", steps, cfg.Slot)
+	if err := r.StartCluster(ctx, cfg.RunFlags, nodes, []string{"-rebalance", cfg.rebalance.String(), "-shutdown-timeout", "60s"}); err != nil {
 		return err
 	}
-	defer stopNATS()
-	extra := []string{"-journal", "jetstream", "-replicas", strconv.Itoa(cfg.Replicas), "-lease", cfg.Lease.String(),
-		"-rebalance", cfg.rebalance.String(), "-shutdown-timeout", "60s"}
-	cl := &harness.Cluster{Bin: cfg.Server(), Sets: cfg.Sets, Nodes: nodes, Extra: append(extra, strings.Fields(cfg.ServerFlags)...), Dir: r.Dir,
-		Echo: os.Stderr, URL: js.URL(), Auth: harness.IdentityArgs(ids), SamePorts: true}
-	defer cl.Cleanup()
-	if err := cl.Start(ctx, gateways); err != nil {
+	whole := func(time.Time) int { return int((cfg.Ramp + cfg.load()).Seconds()) }
+	if err := r.StartLoad(ctx, cfg.RunFlags, whole, "-reconcile", "strict", "-restarts"); err != nil {
 		return err
 	}
-	for _, g := range cl.Gateways {
-		r.Say("gateway %d pid %d serving %s, admin %s", g.Node, g.Srv.PID, g.Srv.Listen, g.Srv.Admin.URL)
-		r.Step(fmt.Sprintf("gateway %d", g.Node), g.Srv.CommandLine())
+	kinds := make([]string, len(steps))
+	for i, st := range steps {
+		kinds[i] = fmt.Sprintf("%s %d", st.kind, st.node)
 	}
-	if res.Baseline, _, err = cl.Money(-1, 5*time.Second); err != nil {
-		return err
-	}
-
-	total := cfg.Ramp + cfg.load()
-	client, err := r.StartStepClient(ctx, cl, cfg.StepLoad, cfg.RunFlags, cfg.load(), "-reconcile", "strict", "-restarts")
-	if err != nil {
-		return err
-	}
-	start := client.Start
-	a := cl.Admin(2)
-	for _, p := range []struct {
-		kind string
-		q    map[string][]string
-	}{{"shake", harness.ShakeCampaign(rate, secs)}, {"send", harness.SendCampaign(cfg.Camps.Send, int(total.Seconds()), cfg.Camps.Recipients)}} {
-		c, err := a.StartCampaign(p.kind, p.q)
-		if err != nil {
-			fail("%s campaign: %v", p.kind, err)
-			continue
-		}
-		r.Say("POST /campaigns/%s on gateway 2 → campaign %d, dealt by parts", p.kind, c.ID)
-	}
-
-	loadStart := start.Add(cfg.Ramp)
-	for k, st := range steps {
-		harness.Sleep(ctx, time.Until(loadStart.Add(cfg.Lead+time.Duration(k)*cfg.Slot)))
-		if ctx.Err() != nil || client.Exited() {
-			fail("step %d (%s %d) and those after it not run: %v", k+1, st.kind, st.node, errors.Join(ctx.Err(), client.Wait()))
-			break
-		}
-		s := runStep(ctx, cfg, r, cl, st.kind, st.node, start)
+	r.Steps(ctx, "step", kinds, 0, func(k int, _ string) (string, string, []string) {
+		s := runStep(ctx, cfg, r, steps[k-1].kind, steps[k-1].node)
 		res.Steps = append(res.Steps, s)
-		r.Say("step %d: %s", k+1, s.line())
-		for _, p := range s.Problems {
-			fail("step %d (%s gateway %d): %s", k+1, s.Kind, s.Node, p)
-		}
-	}
+		return fmt.Sprintf("%s gateway %d", s.Kind, s.Node), s.line(), s.Problems
+	})
 
-	if err := client.Wait(); err != nil {
-		res.ClientErr = err.Error()
-		fail("loadclient: %v", err)
-	}
-	if res.Client, err = client.ReadReport(); err != nil {
-		fail("%v", err)
-	} else {
-		if !harness.Reconciled(res.Client) {
-			fail("the load client's strict reconciliation with /cluster/stats did not pass")
-		}
+	r.EndLoad("strict")
+	if c := res.Client; c != nil {
 		// An OPEN in flight at ERROR 9 may have drawn its share at the
 		// envelope's SET: the client counts it lost and sends it again, and
-		// the strict reconciliation above finds every share told. The
-		// others are "not carried out" at ERROR 9: lost, only without it.
+		// the strict reconciliation finds every share told. The others are
+		// "not carried out" at ERROR 9: lost, only without it.
 		for _, k := range []string{"SHAKE", "SEND", "CHAT"} {
-			if q := res.Client.Requests[k]; q != nil && q.Lost > 0 {
-				fail("%d %s requests lost (in flight on a connection that dropped without ERROR 9)", q.Lost, k)
+			if q := c.Requests[k]; q != nil && q.Lost > 0 {
+				res.Fail("%d %s requests lost (in flight on a connection that dropped without ERROR 9)", q.Lost, k)
 			}
 		}
-		if u := res.Client.OpenUnresolved; u != 0 {
-			fail("%d OPENs without a final answer at the end: a share drawn may never have been told", u)
+		if u := c.OpenUnresolved; u != 0 {
+			res.Fail("%d OPENs without a final answer at the end: a share drawn may never have been told", u)
 		}
 	}
-	timeline, err := harness.ReadTimeline(client.Timeline)
+	timeline, err := harness.ReadTimeline(r.Client.Timeline)
 	if err != nil {
-		fail("%v", err)
+		res.Fail("%v", err)
 	}
 	res.LeadP99Ms, _ = window(timeline, (cfg.Ramp + 2*time.Second).Seconds(), (cfg.Ramp + cfg.Lead).Seconds())
 	for _, s := range res.Steps {
 		s.P99Ms, s.Refused = window(timeline, s.AtS, s.EndS)
 	}
-	settle(cl, res, fail)
-	for _, g := range cl.Gateways {
-		if g.Srv == nil {
-			continue
-		}
-		if code, err := g.Srv.Stop(60 * time.Second); err != nil || code != 0 {
-			fail("gateway %d: exit %d after SIGTERM: %v", g.Node, code, err)
-		}
-		g.Srv = nil
-	}
-	writeReport(res, cfg, r)
-	if len(res.Failures) > 0 {
-		return errors.New(strings.Join(res.Failures, "; "))
-	}
-	r.Say("PASS")
-	return nil
+	r.Settle(res.Told())
+	r.StopGateways(60 * time.Second)
+	return r.Finish(report(res, cfg), res, "gateway*.log, n*.log, loadclient.log, report.json, timeline.csv, commands.txt")
 }
 
 // runStep runs one step: kind restart, join or leave of gateway node.
 // Its times are seconds since start, the load client's.
-func runStep(ctx context.Context, cfg config, r *harness.Run, cl *harness.Cluster, kind string, node int, start time.Time) *step {
+func runStep(ctx context.Context, cfg config, r *steprun.Run, kind string, node int) *step {
 	s := &step{Kind: kind, Node: node}
+	cl, start := r.Cl, r.Client.Start
 	t0 := time.Now()
 	s.AtS = t0.Sub(start).Seconds()
 	var err error
@@ -300,14 +226,4 @@ func window(tl []runlog.Second, s0, s1 float64) (p99Ms float64, refused uint64) 
 		}
 	}
 	return p99Ms, refused
-}
-
-// settle checks the run's money once the cluster settled: told by the
-// load client == counted since the baseline.
-func settle(cl *harness.Cluster, res *result, fail func(string, ...any)) {
-	var told int64
-	if c := res.Client; c != nil {
-		told = int64(c.ShakeAmount + c.OpenAmount)
-	}
-	res.Final, res.Cluster, res.Checks = cl.CheckMoney(res.Baseline, told, fail)
 }

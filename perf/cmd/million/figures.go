@@ -1,214 +1,205 @@
 package main
 
 import (
+	"fmt"
+	"runtime"
 	"slices"
-	"time"
+	"strings"
 
 	"hongbao/perf/internal/harness"
 )
 
-// figures are the run's results, as summary.json holds them.
-type figures struct {
-	Passed  bool   `json:"passed"`
-	Error   string `json:"error,omitempty"`
-	Conns   int    `json:"connections"`
-	Servers int    `json:"servers"`
-	Clients int    `json:"load_clients"`
-
-	RampSeconds          float64 `json:"ramp_s"`                 // launch of the load clients → every user logged in
-	RampFromFirstSeconds float64 `json:"ramp_from_first_conn_s"` // first connection up → every user logged in
-	RampRate             float64 `json:"ramp_connects_per_s"`
-
-	LoadSeconds     float64   `json:"load_s"`
-	TargetQPS       int       `json:"target_qps"`
-	SentQPS         float64   `json:"shake_sent_per_s"`     // Σ clients' SHAKEs sent / load seconds
-	ServerQPS       float64   `json:"shake_received_per_s"` // Σ servers' shake.requests over the load / load seconds
-	SecondMin       float64   `json:"shake_per_s_min"`      // the slowest and fastest whole second, at the servers
-	SecondMax       float64   `json:"shake_per_s_max"`
-	Shakes          latencies `json:"shake_latency"`
-	Opens           latencies `json:"open_latency"`
-	Errors          uint64    `json:"client_errors"`
-	Skipped         uint64    `json:"skipped_not_connected"`
-	ReconciledOK    int       `json:"clients_reconciled_ok"`
-	LedgersOK       int       `json:"server_ledgers_ok"`
-	SummedOK        bool      `json:"summed_ok"`
-	ShakeGot        int64     `json:"shake_got"`
-	ShakeAmount     int64     `json:"shake_got_amount"`
-	GroupCreated    int64     `json:"group_envelopes_created"`
-	GroupAmount     int64     `json:"group_envelopes_created_amount"`
-	Opened          int64     `json:"shares_opened"`
-	OpenedAmount    int64     `json:"opened_amount"`
-	OutstandingFen  int64     `json:"outstanding_amount"`
-	ServerCPUPerReq float64   `json:"server_cpu_us_per_shake"`
-	ClientCPUPerReq float64   `json:"client_cpu_us_per_shake"`
-	MachineCores    float64   `json:"machine_busy_cores_during_load"`
-	HoldServerCores float64   `json:"hold_server_cores"` // CPU of all servers holding the connections idle, in cores
-	HoldClientCores float64   `json:"hold_client_cores"`
-	HoldMachine     float64   `json:"hold_machine_cores"` // everyone's, others' work included
-
-	ServerRSSIdle        int64   `json:"server_rss_idle"`   // Σ before the ramp
-	ServerRSSRamped      int64   `json:"server_rss_ramped"` // Σ after the ramp, idle
-	ServerRSSEnd         int64   `json:"server_rss_end"`
-	ServerRSSPerConn     float64 `json:"server_rss_per_conn"`             // (ramped − idle) / conns
-	ServerHeapPerConn    float64 `json:"server_heap_stacks_per_conn"`     // Go heap + stacks, (ramped − idle) / conns
-	ServerRSSEndPerConn  float64 `json:"server_rss_end_per_conn"`         // (end − idle) / conns
-	ClientRSSRamped      int64   `json:"client_rss_ramped"`               // Σ after the ramp
-	ClientRSSEnd         int64   `json:"client_rss_end"`                  // Σ at the end of the load
-	ClientRSSPerUser     float64 `json:"client_rss_per_user"`             // Σ ramped / users, the runtimes included
-	ClientHeapPerUser    float64 `json:"client_heap_stacks_per_user"`     // the clients' own figure, after a GC
-	SlabPerConn          float64 `json:"kernel_slab_per_conn"`            // /proc/meminfo Slab, (ramped − before) / conns
-	SUnreclaimPerConn    float64 `json:"kernel_sunreclaim_per_conn"`      // SUnreclaim, the same
-	SocketCachesPerConn  float64 `json:"kernel_socket_caches_per_conn"`   // TCP, sock_inode_cache, filp, eventpoll_*
-	TCPMemPerConnRamped  float64 `json:"kernel_tcp_buffers_per_conn"`     // sockstat TCP mem, pages × 4096, after the ramp
-	TCPMemPeakPages      int64   `json:"kernel_tcp_mem_peak_pages"`       // the most during the run
-	MemTotal             int64   `json:"mem_total"`                       // /proc/meminfo
-	MemAvailableStart    int64   `json:"mem_available_start"`             // before anything started
-	MemAvailableLow      int64   `json:"mem_available_low"`               // the least during the run
-	PeakUsed             int64   `json:"peak_used"`                       // start − low
-	PeakPhase            string  `json:"peak_phase"`                      // when
-	ConntrackMax         int64   `json:"conntrack_peak,omitempty"`        // nf_conntrack_count, the most seen
-	TCPInUseRamped       int64   `json:"tcp_sockets_in_use_after_ramp"`   // sockstat inuse
-	MeasuredAfterRampSec float64 `json:"memory_read_after_ramp_s"`        // how long the hold was
-	SlabEnd              float64 `json:"kernel_slab_per_conn_at_the_end"` // includes the /metrics scrapes' dentries
+// summary is the run's figures: each row of the final table (printed, and
+// at the head of report.md) says some, which summary.json holds by name.
+type summary struct {
+	harness.Table
+	figures          map[string]any
+	peakSrv, peakCli int64 // RSS, all servers and all load clients at once
 }
 
-// latencies aggregates one request kind over the load clients: each has its
-// own histogram, so the percentiles are the spread of theirs.
+// add adds a row; kv are the figures it says, name then value.
+func (m *summary) add(name, text string, kv ...any) {
+	m.Add(name, text)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.figures[kv[i].(string)] = kv[i+1]
+	}
+}
+
+// latencies is one request kind over the load clients. Each client has its
+// own histogram, so the percentiles are the spread of theirs: median, min
+// and max over the clients.
 type latencies struct {
-	Count                     uint64           `json:"count"`
-	Mean                      float64          `json:"mean_ns"`
-	P50Median, P50Min, P50Max int64            `json:"-"`
-	P99Median, P99Min, P99Max int64            `json:"-"`
-	P999Max, Max              int64            `json:"-"`
-	JSON                      map[string]int64 `json:"percentiles_ns"`
+	Count        uint64
+	MeanNs       float64
+	P50, P99     [3]int64
+	P999Max, Max int64
 }
 
-func aggregate(cs []*clientProc, kind string) latencies {
-	var l latencies
+func aggregate(ps []*pair, kind string) (l latencies) {
 	var p50, p99 []int64
 	var sum float64
-	for _, c := range cs {
-		if c.rep == nil || c.rep.Requests[kind] == nil {
+	for _, p := range ps {
+		if p.rep == nil || p.rep.Requests[kind] == nil || p.rep.Requests[kind].Latency.Count == 0 {
 			continue
 		}
-		r := c.rep.Requests[kind].Latency
-		if r.Count == 0 {
-			continue
-		}
+		r := p.rep.Requests[kind].Latency
 		l.Count += r.Count
 		sum += r.Mean * float64(r.Count)
-		p50 = append(p50, r.P50)
-		p99 = append(p99, r.P99)
-		l.P999Max = max(l.P999Max, r.P999)
-		l.Max = max(l.Max, r.Max)
+		p50, p99 = append(p50, r.P50), append(p99, r.P99)
+		l.P999Max, l.Max = max(l.P999Max, r.P999), max(l.Max, r.Max)
+	}
+	spread := func(v []int64) [3]int64 {
+		slices.Sort(v)
+		return [3]int64{v[len(v)/2], v[0], v[len(v)-1]}
 	}
 	if l.Count > 0 {
-		l.Mean = sum / float64(l.Count)
-		slices.Sort(p50)
-		slices.Sort(p99)
-		l.P50Median, l.P50Min, l.P50Max = p50[len(p50)/2], p50[0], p50[len(p50)-1]
-		l.P99Median, l.P99Min, l.P99Max = p99[len(p99)/2], p99[0], p99[len(p99)-1]
+		l.MeanNs, l.P50, l.P99 = sum/float64(l.Count), spread(p50), spread(p99)
 	}
-	l.JSON = map[string]int64{"p50_median": l.P50Median, "p50_min": l.P50Min, "p50_max": l.P50Max,
-		"p99_median": l.P99Median, "p99_min": l.P99Min, "p99_max": l.P99Max, "p99_9_max": l.P999Max, "max": l.Max}
 	return l
 }
 
-func (s *state) figures() figures {
-	cfg := &s.cfg
-	n := cfg.conns
-	f := figures{Passed: s.passed, Conns: n, Servers: len(s.servers), Clients: len(s.clients), TargetQPS: cfg.qps}
-	if s.err != nil {
-		f.Error = s.err.Error()
+// summary computes the figures. Per connection is (ramped − idle) / conns;
+// the kernel's figures count both ends of each connection.
+func (s *state) summary(rows []sysRow) *summary {
+	th, b, ms, mib, gib := harness.Thousands, bytesF, harness.Ms, harness.MiB, harness.GiB
+	n := s.cfg.conns
+	per := func(d int64) float64 { return float64(d) / float64(n) }
+	m := &summary{Table: harness.Table{Head: []string{"figure", "value"}}, figures: map[string]any{}}
+	m.add("result", map[bool]string{true: "PASS", false: "FAIL"}[s.passed], "passed", s.passed)
+	clients := 0
+	for _, p := range s.pairs {
+		if p.cli != nil {
+			clients++
+		}
 	}
+	m.add("connections", fmt.Sprintf("%s over %d servers × ~%s, %d load clients", th(int64(n)), len(s.pairs), th(int64(n/max(len(s.pairs), 1))), clients),
+		"connections", n, "servers", len(s.pairs), "load_clients", clients)
+
+	var ramp, rampFirst, rampRate float64
 	if !s.rampDone.IsZero() {
-		f.RampSeconds = s.rampDone.Sub(s.launched).Seconds()
-		f.RampFromFirstSeconds = s.rampDone.Sub(s.firstUp).Seconds()
-		f.RampRate = float64(n) / f.RampSeconds
+		ramp, rampFirst = s.rampDone.Sub(s.launched).Seconds(), s.rampDone.Sub(s.firstUp).Seconds()
+		rampRate = float64(n) / ramp
 	}
+	m.add("ramp", fmt.Sprintf("%.1f s from the launch of the load clients (%.1f s from the first connection), %s connects/s", ramp, rampFirst, th(int64(rampRate))),
+		"ramp_s", ramp, "ramp_from_first_conn_s", rampFirst, "ramp_connects_per_s", rampRate)
+
+	var secs, sent, recv, lo, hi, srvCPU, cliCPU, busy float64
 	if !s.loadStart.IsZero() && !s.stats1.at.IsZero() {
-		f.LoadSeconds = s.loadEnd.Sub(s.loadStart).Seconds()
-		f.ServerQPS = float64(s.stats1.Requests-s.stats0.Requests) / f.LoadSeconds
-		f.SentQPS = float64(s.cliTotals.Requests) / f.LoadSeconds
-		if len(s.perSecond) > 0 {
-			f.SecondMin, f.SecondMax = slices.Min(s.perSecond), slices.Max(s.perSecond)
-		}
+		secs = s.loadEnd.Sub(s.loadStart).Seconds()
 		shakes := float64(s.stats1.Requests - s.stats0.Requests)
-		if shakes > 0 {
-			f.ServerCPUPerReq = float64((s.cpu1.servers - s.cpu0.servers).Microseconds()) / shakes
-			f.ClientCPUPerReq = float64((s.cpu1.clients - s.cpu0.clients).Microseconds()) / shakes
+		recv, sent = shakes/secs, float64(s.cliTotals.Requests)/secs
+		if len(s.perSecond) > 0 {
+			lo, hi = slices.Min(s.perSecond), slices.Max(s.perSecond)
 		}
-		f.MachineCores = (s.busy1 - s.busy0).Seconds() / s.loadEnd.Add(500*time.Millisecond).Sub(s.loadStart).Seconds()
+		if shakes > 0 {
+			srvCPU = float64((s.load1.servers - s.load0.servers).Microseconds()) / shakes
+			cliCPU = float64((s.load1.clients - s.load0.clients).Microseconds()) / shakes
+		}
+		_, _, busy = cores(s.load0, s.load1)
 	}
-	if d := s.holdAt1.Sub(s.holdAt0).Seconds(); d > 0 {
-		f.HoldServerCores = (s.holdCPU1.servers - s.holdCPU0.servers).Seconds() / d
-		f.HoldClientCores = (s.holdCPU1.clients - s.holdCPU0.clients).Seconds() / d
-		f.HoldMachine = (s.holdBusy1 - s.holdBusy0).Seconds() / d
-	}
-	f.Shakes, f.Opens = aggregate(s.clients, "SHAKE"), aggregate(s.clients, "OPEN")
-	var cheap, cusers uint64
-	for _, c := range s.clients {
-		if r := c.rep; r != nil {
+	m.add("load", fmt.Sprintf("%.0f s at %s SHAKE/s target: sent %s/s, received %s/s (whole seconds %s–%s)", secs, th(int64(s.cfg.qps)), th(int64(sent+0.5)), th(int64(recv+0.5)), th(int64(lo)), th(int64(hi))),
+		"load_s", secs, "target_qps", s.cfg.qps, "shake_sent_per_s", sent, "shake_received_per_s", recv, "shake_per_s_min", lo, "shake_per_s_max", hi)
+	sh, op := aggregate(s.pairs, "SHAKE"), aggregate(s.pairs, "OPEN")
+	m.add("SHAKE latency", fmt.Sprintf("p50 %s (clients %s–%s), p99 %s (clients %s–%s), p99.9 ≤ %s, max %s; %s SHAKEs",
+		ms(sh.P50[0]), ms(sh.P50[1]), ms(sh.P50[2]), ms(sh.P99[0]), ms(sh.P99[1]), ms(sh.P99[2]), ms(sh.P999Max), ms(sh.Max), th(int64(sh.Count))), "shake_latency", sh)
+	m.add("OPEN latency", fmt.Sprintf("p50 %s, p99 %s (clients up to %s), max %s; %s OPENs", ms(op.P50[0]), ms(op.P99[0]), ms(op.P99[2]), ms(op.Max), th(int64(op.Count))), "open_latency", op)
+
+	t := s.srvTotals
+	m.add("money", fmt.Sprintf("SHAKE %s got %s fen; group envelopes %s (%s fen), %s shares opened (%s fen), outstanding %s fen",
+		th(t.ShakeGot), th(t.ShakeAmount), th(t.Created), th(t.CreatedAmount), th(t.Opened), th(t.OpenAmount), th(t.Outstanding)), "servers_summed", t)
+	var errs, skipped, cheap, cusers uint64
+	var reconciled, ledgers int
+	var srvRSS, heap, cliRSS [3]int64
+	for _, p := range s.pairs {
+		if r := p.rep; r != nil {
 			for _, e := range r.Errors {
-				f.Errors += e
+				errs += e
 			}
-			f.Skipped += r.Skipped
+			skipped += r.Skipped
 			if harness.Reconciled(r) {
-				f.ReconciledOK++
+				reconciled++
 			}
 			if r.Memory != nil {
 				cheap += r.Memory.HeapInuse + r.Memory.StackInuse
 				cusers += uint64(r.Memory.Users)
 			}
 		}
-		f.ClientRSSRamped += c.rss[readRamped]
-		f.ClientRSSEnd += c.rss[readEnd]
-	}
-	if cusers > 0 {
-		f.ClientHeapPerUser = float64(cheap) / float64(cusers)
-	}
-	f.ClientRSSPerUser = float64(f.ClientRSSRamped) / float64(n)
-	var heapIdle, heapRamped int64
-	for _, p := range s.servers {
 		if p.ok() {
-			f.LedgersOK++
+			ledgers++
 		}
-		f.ServerRSSIdle += p.mem[readIdle].RSS
-		f.ServerRSSRamped += p.mem[readRamped].RSS
-		f.ServerRSSEnd += p.mem[readEnd].RSS
-		heapIdle += p.mem[readIdle].HeapStacks()
-		heapRamped += p.mem[readRamped].HeapStacks()
-	}
-	f.SummedOK = len(s.summed) > 0 && len(harness.FailedChecks(s.summed)) == 0
-	t := s.srvTotals
-	f.ShakeGot, f.ShakeAmount, f.GroupCreated, f.GroupAmount, f.Opened, f.OpenedAmount, f.OutstandingFen =
-		t.ShakeGot, t.ShakeAmount, t.Created, t.CreatedAmount, t.Opened, t.OpenAmount, t.Outstanding
-	if f.ServerRSSRamped > 0 {
-		f.ServerRSSPerConn = float64(f.ServerRSSRamped-f.ServerRSSIdle) / float64(n)
-		f.ServerHeapPerConn = float64(heapRamped-heapIdle) / float64(n)
-		f.SlabPerConn = float64(s.sys[readRamped].Slab-s.sys[readIdle].Slab) / float64(n)
-		f.SUnreclaimPerConn = float64(s.sys[readRamped].SUnreclaim-s.sys[readIdle].SUnreclaim) / float64(n)
-		if d, ok := harness.SocketSlab(s.sys[readIdle], s.sys[readRamped]); ok {
-			f.SocketCachesPerConn = float64(d) / float64(n)
+		for at := range srvRSS {
+			srvRSS[at] += p.mem[at].RSS
+			heap[at] += p.mem[at].HeapStacks()
+			cliRSS[at] += p.rss[at]
 		}
-		f.TCPMemPerConnRamped = float64((s.sys[readRamped].TCP["mem"]-s.sys[readIdle].TCP["mem"])*4096) / float64(n)
-		f.TCPInUseRamped = s.sys[readRamped].TCP["inuse"]
-		f.MeasuredAfterRampSec = s.sys[readRamped].At.Sub(s.rampDone).Seconds()
 	}
-	if f.ServerRSSEnd > 0 {
-		f.ServerRSSEndPerConn = float64(f.ServerRSSEnd-f.ServerRSSIdle) / float64(n)
-		f.SlabEnd = float64(s.sys[readEnd].Slab-s.sys[readIdle].Slab) / float64(n)
-	}
-	f.MemTotal, f.MemAvailableStart = s.sysStart.MemTotal, s.sysStart.MemAvailable
-	if s.smp != nil {
-		s.smp.mu.Lock()
-		f.MemAvailableLow, f.PeakPhase = s.smp.low.Sys.MemAvailable, s.smp.low.Phase
-		for _, r := range s.smp.rows {
-			f.ConntrackMax = max(f.ConntrackMax, r.Sys.Conntrack)
-			f.TCPMemPeakPages = max(f.TCPMemPeakPages, r.Sys.TCP["mem"])
+	summed := len(s.summed) > 0 && len(harness.FailedChecks(s.summed)) == 0
+	m.add("reconciliation", fmt.Sprintf("%d/%d load clients with their server (strict), %d/%d server ledgers, summed %v", reconciled, clients, ledgers, len(s.pairs), okWord(summed)),
+		"clients_reconciled_ok", reconciled, "server_ledgers_ok", ledgers, "summed_ok", summed)
+	m.add("client errors", fmt.Sprintf("%d; SHAKEs skipped (not connected) %d", errs, skipped), "client_errors", errs, "skipped_not_connected", skipped)
+	hs, hc, hm := cores(s.hold0, s.hold1)
+	m.add("CPU", fmt.Sprintf("servers %.1f µs, load clients %.1f µs per SHAKE; machine %.2f of %d cores busy during the load (others' work included); holding the connections idle: servers %.2f, load clients %.2f cores",
+		srvCPU, cliCPU, busy, runtime.NumCPU(), hs, hc), "server_cpu_us_per_shake", srvCPU, "client_cpu_us_per_shake", cliCPU,
+		"machine_busy_cores_during_load", busy, "hold_server_cores", hs, "hold_client_cores", hc, "hold_machine_cores", hm)
+
+	var rssPer, heapPer, rssEndPer, slab, unrecl, socks, tcp, slabEnd, readAfter float64
+	idle, ramped, end := s.sys[readIdle], s.sys[readRamped], s.sys[readEnd]
+	if srvRSS[readRamped] > 0 {
+		rssPer, heapPer = per(srvRSS[readRamped]-srvRSS[readIdle]), per(heap[readRamped]-heap[readIdle])
+		slab, unrecl = per(ramped.Slab-idle.Slab), per(ramped.SUnreclaim-idle.SUnreclaim)
+		if d, ok := harness.SocketSlab(idle, ramped); ok {
+			socks = per(d)
 		}
-		s.smp.mu.Unlock()
-		f.PeakUsed = f.MemAvailableStart - f.MemAvailableLow
+		tcp = per((ramped.TCP["mem"] - idle.TCP["mem"]) * 4096)
+		readAfter = ramped.At.Sub(s.rampDone).Seconds()
 	}
-	return f
+	if srvRSS[readEnd] > 0 {
+		rssEndPer, slabEnd = per(srvRSS[readEnd]-srvRSS[readIdle]), per(end.Slab-idle.Slab)
+	}
+	m.add("server user space", fmt.Sprintf("RSS %s idle → %s ramped → %s at the end: %s/conn (Go heap+stacks %s/conn); at the end %s/conn",
+		mib(srvRSS[0]), mib(srvRSS[1]), mib(srvRSS[2]), b(rssPer), b(heapPer), b(rssEndPer)),
+		"server_rss", srvRSS, "server_rss_per_conn", rssPer, "server_heap_stacks_per_conn", heapPer, "server_rss_end_per_conn", rssEndPer)
+	cliPer := per(cliRSS[readRamped])
+	var cliHeap float64
+	if cusers > 0 {
+		cliHeap = float64(cheap) / float64(cusers)
+	}
+	m.add("load-client user space", fmt.Sprintf("RSS %s ramped, %s at the end: %s/user with the runtimes (heap+stacks %s/user)", mib(cliRSS[1]), mib(cliRSS[2]), b(cliPer), b(cliHeap)),
+		"client_rss", cliRSS, "client_rss_per_user", cliPer, "client_heap_stacks_per_user", cliHeap)
+	var conntrack, tcpPeak int64
+	low, peakPhase := s.sysStart.MemAvailable, ""
+	for _, r := range rows {
+		if r.Sys.MemAvailable < low {
+			low, peakPhase = r.Sys.MemAvailable, r.Phase
+		}
+		conntrack, tcpPeak = max(conntrack, r.Sys.Conntrack), max(tcpPeak, r.Sys.TCP["mem"])
+		m.peakSrv, m.peakCli = max(m.peakSrv, r.ServerRSS), max(m.peakCli, r.ClientRSS)
+	}
+	m.add("kernel", fmt.Sprintf("Slab %s/conn (SUnreclaim %s; socket caches %s; TCP buffers %s) for both ends of each connection; at the end Slab %s/conn", b(slab), b(unrecl), b(socks), b(tcp), b(slabEnd)),
+		"kernel_slab_per_conn", slab, "kernel_sunreclaim_per_conn", unrecl, "kernel_socket_caches_per_conn", socks, "kernel_tcp_buffers_per_conn", tcp,
+		"kernel_slab_per_conn_at_the_end", slabEnd, "kernel_tcp_mem_peak_pages", tcpPeak, "conntrack_peak", conntrack,
+		"tcp_sockets_in_use_after_ramp", ramped.TCP["inuse"], "memory_read_after_ramp_s", readAfter)
+	start := s.sysStart
+	m.add("memory", fmt.Sprintf("peak %s used (MemAvailable %s → %s, in %s) of MemTotal %s: %s to spare", gib(start.MemAvailable-low), gib(start.MemAvailable), gib(low), peakPhase, gib(start.MemTotal), gib(low)),
+		"mem_total", start.MemTotal, "mem_available_start", start.MemAvailable, "mem_available_low", low, "peak_used", start.MemAvailable-low, "peak_phase", peakPhase)
+	if s.err != nil {
+		first, _, _ := strings.Cut(s.err.Error(), "\n")
+		m.add("error", first, "error", s.err.Error())
+	}
+	return m
+}
+
+func okWord(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISMATCH"
+}
+
+// bytesF formats a size per connection: KiB from 10 KiB.
+func bytesF(b float64) string {
+	if b >= 10*1024 {
+		return fmt.Sprintf("%.1f KiB", b/1024)
+	}
+	return fmt.Sprintf("%.0f B", b)
 }

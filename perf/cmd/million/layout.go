@@ -8,19 +8,17 @@ import (
 	"hongbao/loadclient"
 )
 
-// part is one server and its load client: the users it holds and its shares
-// of the rates.
+// part is one server and its load client: its users and its shares of the
+// rates.
 type part struct {
-	index       int
-	users       loadclient.Range
-	connectRate int // the load client's -connect-rate
-	shakeRate   int // the server's shake campaign, envelopes a second (0: none)
-	sendRate    int // the server's send campaign (0: none)
-	sources     []netip.Addr
+	index                            int
+	users                            loadclient.Range
+	connectRate, shakeRate, sendRate int
+	sources                          []netip.Addr
 }
 
 // splitEven cuts n into k whole shares that differ by at most one, the larger
-// first; they add up to n exactly.
+// first.
 func splitEven(n, k int) []int {
 	out := make([]int, k)
 	for i := range out {
@@ -34,89 +32,65 @@ func splitEven(n, k int) []int {
 
 // autoSources is two loopback addresses per load client from 127.0.0.2.
 func autoSources(clients int) ([]netip.Addr, error) {
-	n := 2 * clients
-	if n > 250*256 {
+	if clients > 250*128 {
 		return nil, fmt.Errorf("%d load clients: too many for auto -source", clients)
 	}
-	out := make([]netip.Addr, 0, n)
-	a := netip.AddrFrom4([4]byte{127, 0, 0, 2})
-	for range n {
-		out = append(out, a)
-		a = a.Next()
+	out := []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 2})}
+	for len(out) < 2*clients {
+		out = append(out, out[len(out)-1].Next())
 	}
 	return out, nil
 }
 
-// dealSources gives load client i of k its addresses: every k-th from i when
-// there are at least k (disjoint sets), else the (i mod len)th alone.
-func dealSources(src []netip.Addr, i, k int) []netip.Addr {
-	if len(src) == 0 {
-		return nil
-	}
-	if len(src) < k {
-		return []netip.Addr{src[i%len(src)]}
-	}
-	var out []netip.Addr
-	for j := i; j < len(src); j += k {
-		out = append(out, src[j])
-	}
-	return out
-}
-
-// planParts lays users 1..conns out over k servers: contiguous ranges whose
-// sizes differ by at most one, and every rate split exactly.
+// planParts lays users 1..conns out over k servers in contiguous ranges,
+// every rate split exactly. Load client i gets every k-th source address
+// from i when there are at least k (disjoint sets), else the (i mod len)th.
 func planParts(conns, k, rampRate, shakeRate, sendRate int, sources []netip.Addr) []part {
-	sizes := splitEven(conns, k)
-	ramp := splitEven(rampRate, k)
-	shake := splitEven(shakeRate, k)
-	send := splitEven(sendRate, k)
+	sizes, ramp := splitEven(conns, k), splitEven(rampRate, k)
+	shake, send := splitEven(shakeRate, k), splitEven(sendRate, k)
 	parts := make([]part, k)
 	first := uint32(1)
 	for i := range parts {
-		parts[i] = part{
-			index:       i,
-			users:       loadclient.Range{First: first, Last: first + uint32(sizes[i]) - 1},
-			connectRate: max(1, ramp[i]),
-			shakeRate:   shake[i],
-			sendRate:    send[i],
-			sources:     dealSources(sources, i, k),
+		p := part{index: i, users: loadclient.Range{First: first, Last: first + uint32(sizes[i]) - 1},
+			connectRate: max(1, ramp[i]), shakeRate: shake[i], sendRate: send[i]}
+		if len(sources) > 0 && len(sources) < k {
+			p.sources = []netip.Addr{sources[i%len(sources)]}
 		}
+		for j := i; len(sources) >= k && j < len(sources); j += k {
+			p.sources = append(p.sources, sources[j])
+		}
+		parts[i] = p
 		first += uint32(sizes[i])
 	}
 	return parts
 }
 
-// portsNeeded returns the most connections one (source address, server
-// port) pair carries: each needs its own local port from
-// net.ipv4.ip_local_port_range.
+// portsNeeded is the most connections one (source address, server port)
+// pair carries: each needs a local port of net.ipv4.ip_local_port_range.
 func portsNeeded(parts []part) int {
 	most := 0
 	for _, p := range parts {
-		n := p.users.Len()
-		if len(p.sources) > 0 {
-			n = (n + len(p.sources) - 1) / len(p.sources)
-		}
-		most = max(most, n)
+		most = max(most, (p.users.Len()+max(len(p.sources), 1)-1)/max(len(p.sources), 1))
 	}
 	return most
 }
 
 // joinAddrs writes addresses as a -source list.
-func joinAddrs(a []netip.Addr) string {
+func joinAddrs(a []netip.Addr, sep string) string {
 	s := make([]string, len(a))
 	for i, x := range a {
 		s[i] = x.String()
 	}
-	return strings.Join(s, ",")
+	return strings.Join(s, sep)
 }
 
-// addrSpan writes a list of addresses short: first–last (count).
+// addrSpan writes addresses for a person: all of a few, else first … last.
 func addrSpan(a []netip.Addr) string {
-	switch len(a) {
-	case 0:
+	switch {
+	case len(a) == 0:
 		return "the kernel's choice"
-	case 1:
-		return a[0].String()
+	case len(a) <= 4:
+		return joinAddrs(a, ", ")
 	}
 	return fmt.Sprintf("%v … %v (%d)", a[0], a[len(a)-1], len(a))
 }

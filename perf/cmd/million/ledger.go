@@ -1,27 +1,13 @@
 package main
 
-import (
-	"hongbao/perf/internal/harness"
-)
+import "hongbao/perf/internal/harness"
 
 // totals are the money and the counts of all servers, or of all load
 // clients, added up.
 type totals struct {
-	ShakeGot, ShakeAmount   int64 // SHAKEs that got an envelope, their fen
-	Opened, OpenAmount      int64 // OPENs answered ok (shares opened), their fen
-	Created, CreatedAmount  int64 // group envelopes
-	Outstanding             int64 // fen not opened
-	ShakeCreatedAmount      int64
-	Requests                int64 // SHAKEs the servers saw
-	Overload, SystemSkipped int64
-}
-
-func serverTotals(ss []*serverProc) totals {
-	var t totals
-	for _, s := range ss {
-		t.add(&s.stats)
-	}
-	return t
+	ShakeGot, ShakeAmount, Requests     int64
+	Opened, OpenAmount                  int64 // shares opened
+	Created, CreatedAmount, Outstanding int64 // group envelopes
 }
 
 // add adds one server's /stats to t.
@@ -33,35 +19,31 @@ func (t *totals) add(st *harness.Stats) {
 	t.Created += st.Envelopes.Created
 	t.CreatedAmount += st.Envelopes.CreatedAmount
 	t.Outstanding += st.Envelopes.OutstandingAmount
-	t.ShakeCreatedAmount += st.Shake.CreatedAmount
 	t.Requests += st.Shake.Requests
-	t.Overload += st.Shake.Overload + st.Envelopes.Overload
-	t.SystemSkipped += st.Envelopes.SystemSkipped
 }
 
-func clientTotals(cs []*clientProc) totals {
-	var t totals
-	for _, c := range cs {
-		r := c.rep
-		if r == nil {
-			continue
-		}
-		t.ShakeAmount += int64(r.ShakeAmount)
-		t.OpenAmount += int64(r.OpenAmount)
-		if q := r.Requests["SHAKE"]; q != nil {
-			t.ShakeGot += int64(q.Status["1"])
-			t.Requests += int64(q.Sent)
-		}
-		t.Opened += int64(r.OpenLearned) // shares told by a repeated OPEN (answered 1)
-		if q := r.Requests["OPEN"]; q != nil {
-			t.Opened += int64(q.Status["0"])
+// sumTotals adds up the servers' /stats and the load clients' reports.
+func sumTotals(ps []*pair) (srv, cli totals) {
+	for _, p := range ps {
+		srv.add(&p.stats)
+		if r := p.rep; r != nil {
+			cli.ShakeAmount += int64(r.ShakeAmount)
+			cli.OpenAmount += int64(r.OpenAmount)
+			cli.Opened += int64(r.OpenLearned) // shares told by a repeated OPEN (answered 1)
+			if q := r.Requests["SHAKE"]; q != nil {
+				cli.ShakeGot += int64(q.Status["1"])
+				cli.Requests += int64(q.Sent)
+			}
+			if q := r.Requests["OPEN"]; q != nil {
+				cli.Opened += int64(q.Status["0"])
+			}
 		}
 	}
-	return t
+	return srv, cli
 }
 
-// summedChecks compares the load clients' money with the servers', all added
-// up: what each client reconciled with its own server, once more in total.
+// summedChecks is what each client reconciled with its own server, once
+// more in total.
 func summedChecks(srv, cli totals) []harness.LedgerCheck {
 	return []harness.LedgerCheck{
 		{Name: "Σ clients' SHAKE amounts = Σ shake.got_amount", Left: cli.ShakeAmount, Right: srv.ShakeAmount},

@@ -16,77 +16,48 @@ import (
 	"hongbao/perf/internal/harness"
 )
 
-// config is one run.
+// config is one run; the flags say what each field is.
 type config struct {
-	conns      int // connections (users) in all
-	perServer  int // most connections one server process holds, when servers is 0
-	servers    int // server processes (and load-client processes); 0: ⌈conns/perServer⌉
-	qps        int // SHAKEs a second of all users together
-	duration   time.Duration
-	shakeRate  int // shake campaign: envelopes a second, all servers together
-	sendRate   int // send campaign: group envelopes a second, all servers together
-	recipients int
+	conns, perServer, servers, qps  int
+	duration                        time.Duration
+	shakeRate, sendRate, recipients int
 
-	rampRate    int           // new connections a second, all load clients together
-	rampTimeout time.Duration // 0: derived from conns and rampRate
-	hold        time.Duration // idle after the ramp, before the memory reading and the load
+	rampRate          int
+	rampTimeout, hold time.Duration
 
-	source      string        // "" or "auto": two addresses per load client from 127.0.0.2
-	serverProcs int           // GOMAXPROCS of each server
-	clientProcs int           // GOMAXPROCS of each load client
-	serverSlack time.Duration // timer slack of each server process (0: inherited)
-	clientSlack time.Duration
-	serverFlags string // server flags, space-separated
-	clientFlags string // more load-client flags, space-separated
-	startJobs   int    // servers started at once
+	source                   string // "" or "auto": two addresses per load client from 127.0.0.2
+	serverProcs, clientProcs int
+	serverSlack, clientSlack time.Duration
+	serverFlags, clientFlags string
+	startJobs                int
 
 	bin, out string
-	headroom float64 // refuse to start when the estimate needs more than this share of MemAvailable
+	headroom float64
 }
 
 func (c *config) Server() string { return filepath.Join(c.bin, "server") }
 func (c *config) Client() string { return filepath.Join(c.bin, "loadclient") }
 
-// The defaults and their reasons.
-const (
-	defaultPerServer = 18000 // 20,000 open files less the listeners, admin, log pipes and runtime, with room
-	defaultRampRate  = 10000 // each connect costs both ends and the kernel's handshake
-	// Each of the many servers small: 4 SETs of 1,024 slots (0.5 MiB of
-	// rings, not 8), one ingress loop, fused stages that park right after
-	// spinning, since two cores serve them all.
-	defaultServerFlags = "-sets 4 -ring 1024 -loops 1 -stages fused -yields -1"
-	// One event loop per load client; on a saturated machine a wait of up
-	// to 30 s for an answer, so that a queue shows in the latencies instead
-	// of breaking connections and the reconciliation.
-	defaultClientFlags = "-loops 1 -timeout 30s -grace 30s"
-	// Timer slacks let the kernel wake the processes' timed sleeps together
-	// (prctl PR_SET_TIMERSLACK, 50 µs by default): context switches are what
-	// two cores run out of first. The servers have no timed wait on the
-	// request path; a load-client send may leave up to its slack late.
-	defaultServerSlack = 10 * time.Millisecond
-	defaultClientSlack = 5 * time.Millisecond
-)
-
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c := config{}
 	fs.IntVar(&c.conns, "conns", 1000000, "connections in all, `N` users 1..N, each its own TCP connection on loopback")
-	fs.IntVar(&c.perServer, "per-server", defaultPerServer, "most connections one server (and one load client) process holds, when -servers is 0: each process may open 20,000 files")
+	fs.IntVar(&c.perServer, "per-server", 18000, "most connections one server (and one load client) process holds, when -servers is 0: each process may open 20,000 files, less its listeners, log pipes and runtime")
 	fs.IntVar(&c.servers, "servers", 0, "server processes, each with its own load client, on its own port (default ⌈conns / per-server⌉)")
 	fs.IntVar(&c.qps, "qps", 60000, "SHAKEs a second (`rate`) of all users together, on the load clients' shared open-loop schedule")
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the SHAKE load and the campaigns run")
 	fs.IntVar(&c.shakeRate, "shake-rate", 200, "shake campaign: envelopes a second (1..200 fen each), all servers together, split over them")
 	fs.IntVar(&c.sendRate, "send-rate", 200, "send campaign: group envelopes a second (3..2000 fen each), all servers together, split over them")
 	fs.IntVar(&c.recipients, "recipients", 3, "send campaign: recipients of each group envelope")
-	fs.IntVar(&c.rampRate, "ramp-rate", defaultRampRate, "new connections a second (`rate`), all load clients together (each its share as -connect-rate)")
+	fs.IntVar(&c.rampRate, "ramp-rate", 10000, "new connections a second (`rate`), all load clients together (each its share as -connect-rate); each costs both ends and the kernel's handshake")
 	fs.DurationVar(&c.rampTimeout, "ramp-timeout", 0, "fail if the connections are not all up by then (default 5 × conns/ramp-rate + 60s)")
 	fs.DurationVar(&c.hold, "hold", 10*time.Second, "hold the connections idle this long after the ramp, then read the memory and start the load")
 	fs.StringVar(&c.source, "source", "auto", "the load clients' source `addresses` (IPs and ranges like 127.0.0.2-127.0.0.113), dealt out to the load clients (disjoint when there are enough); auto: two per load client from 127.0.0.2")
 	fs.IntVar(&c.serverProcs, "server-gomaxprocs", 2, "GOMAXPROCS of each server process (0: the Go default)")
 	fs.IntVar(&c.clientProcs, "client-gomaxprocs", 2, "GOMAXPROCS of each load-client process (0: the Go default)")
-	fs.DurationVar(&c.serverSlack, "server-timer-slack", defaultServerSlack, "timer slack (prctl PR_SET_TIMERSLACK) of each server process: how late the kernel may end a timed sleep (the runtime's sysmon, the server's 5 ms tick) so as to wake it together with others (0: inherited, 50µs by default)")
-	fs.DurationVar(&c.clientSlack, "client-timer-slack", defaultClientSlack, "timer slack of each load-client process: a send may go out up to this much after its scheduled time, together with the next ones; the latency counts it (0: inherited)")
-	fs.StringVar(&c.serverFlags, "server-flags", defaultServerFlags, "server `flags`, space-separated; -listen, -admin and -log-format are million's")
-	fs.StringVar(&c.clientFlags, "client-flags", defaultClientFlags, "more load-client `flags`, space-separated; -server, -admin, -users, -total-users, -qps, -duration, -connect-rate, -source, -control, -report and -timeline are million's")
+	fs.DurationVar(&c.serverSlack, "server-timer-slack", 10*time.Millisecond, "timer slack (prctl PR_SET_TIMERSLACK) of each server process: how late the kernel may end a timed sleep (the runtime's sysmon, the server's 5 ms tick) so as to wake it together with others, since context switches are what two cores run out of first (0: inherited, 50µs by default)")
+	fs.DurationVar(&c.clientSlack, "client-timer-slack", 5*time.Millisecond, "timer slack of each load-client process: a send may go out up to this much after its scheduled time, together with the next ones; the latency counts it (0: inherited)")
+	fs.StringVar(&c.serverFlags, "server-flags", "-sets 4 -ring 1024 -loops 1 -stages fused -yields -1", "server `flags`, space-separated; -listen, -admin and -log-format are million's (default: many small servers, fused stages that park right after spinning, since two cores serve them all)")
+	fs.StringVar(&c.clientFlags, "client-flags", "-loops 1 -timeout 30s -grace 30s", "more load-client `flags`, space-separated; -server, -admin, -users, -total-users, -qps, -duration, -connect-rate, -source, -control, -report and -timeline are million's (default: up to 30 s for an answer, so that a saturated machine's queue shows in the latencies instead of breaking connections)")
 	fs.IntVar(&c.startJobs, "start-jobs", 4, "servers started at a time")
 	fs.StringVar(&c.bin, "bin", "bin", "`dir` holding the server and loadclient binaries (make build)")
 	fs.StringVar(&c.out, "out", filepath.Join("perf", "out"), "write the run into `dir`/million-<time>/")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,44 +11,29 @@ import (
 
 // sysRow is one second of the machine: system.csv.
 type sysRow struct {
-	T            float64
-	Phase        string
-	Sys          harness.System
-	ServerRSS    int64 // all servers' VmRSS
-	ClientRSS    int64 // all load clients' VmRSS
-	ServersAlive int
-	ClientsAlive int
+	T                          float64
+	Phase                      string
+	Sys                        harness.System
+	ServerRSS, ClientRSS       int64 // summed VmRSS
+	ServersAlive, ClientsAlive int
 }
 
-// statRow is one second of the servers' /stats, added up: timeline.csv.
-type statRow struct {
-	T                                 float64
-	Phase                             string
-	Conns, Logins                     int64
-	Shakes, Got, Created, Opened, New float64 // a second
-}
-
-// sampler reads the machine and the processes' RSS every second, in the
-// background, and keeps the rows for the files.
+// sampler reads the machine and the processes' RSS every second in the
+// background.
 type sampler struct {
 	start time.Time
 	loop  *harness.Loop
 	once  sync.Once
 
-	mu      sync.Mutex
-	phase   string
-	srvPIDs []int
-	cliPIDs []int
-	rows    []sysRow
-	stats   []statRow
-	last    harness.System
-	low     sysRow // the sample with the least MemAvailable
-	peakSrv int64  // the most all servers held at once (RSS)
-	peakCli int64
+	mu    sync.Mutex
+	phase string
+	pids  [2][]int // servers, load clients
+	rows  []sysRow
+	first harness.System
 }
 
 func startSampler(ctx context.Context, s *state) *sampler {
-	smp := &sampler{start: s.started, phase: "preflight", last: s.sysStart, low: sysRow{Sys: s.sysStart}}
+	smp := &sampler{start: s.started, phase: "preflight", first: s.sysStart}
 	smp.loop = harness.Repeat(ctx, harness.SecondsAt(500*time.Millisecond), smp.take)
 	return smp
 }
@@ -60,15 +46,15 @@ func (smp *sampler) setPhase(p string) {
 
 // setPIDs makes the samples follow s's processes.
 func (smp *sampler) setPIDs(s *state) {
-	var srv, cli []int
-	for _, p := range s.servers {
-		srv = append(srv, p.srv.PID)
-	}
-	for _, c := range s.clients {
-		cli = append(cli, c.PID())
+	var pids [2][]int
+	for _, p := range s.pairs {
+		pids[0] = append(pids[0], p.srv.PID)
+		if p.cli != nil {
+			pids[1] = append(pids[1], p.cli.PID())
+		}
 	}
 	smp.mu.Lock()
-	smp.srvPIDs, smp.cliPIDs = srv, cli
+	smp.pids = pids
 	smp.mu.Unlock()
 }
 
@@ -78,58 +64,41 @@ func (smp *sampler) take() {
 		return
 	}
 	smp.mu.Lock()
-	srv, cli, phase := smp.srvPIDs, smp.cliPIDs, smp.phase
+	pids, phase := smp.pids, smp.phase
 	smp.mu.Unlock()
 	row := sysRow{T: sys.At.Sub(smp.start).Seconds(), Phase: phase, Sys: sys}
-	for _, pid := range srv {
-		if rss, err := harness.RSS(pid); err == nil {
-			row.ServerRSS += rss
-			row.ServersAlive++
+	sum := func(pids []int, rss *int64, alive *int) {
+		for _, pid := range pids {
+			if r, err := harness.RSS(pid); err == nil {
+				*rss += r
+				*alive++
+			}
 		}
 	}
-	for _, pid := range cli {
-		if rss, err := harness.RSS(pid); err == nil {
-			row.ClientRSS += rss
-			row.ClientsAlive++
-		}
-	}
+	sum(pids[0], &row.ServerRSS, &row.ServersAlive)
+	sum(pids[1], &row.ClientRSS, &row.ClientsAlive)
 	smp.mu.Lock()
-	defer smp.mu.Unlock()
 	smp.rows = append(smp.rows, row)
-	smp.last = sys
-	if sys.MemAvailable < smp.low.Sys.MemAvailable {
-		smp.low = row
-	}
-	smp.peakSrv = max(smp.peakSrv, row.ServerRSS)
-	smp.peakCli = max(smp.peakCli, row.ClientRSS)
+	smp.mu.Unlock()
 }
 
 // latest returns the last reading of the machine.
 func (smp *sampler) latest() harness.System {
 	smp.mu.Lock()
 	defer smp.mu.Unlock()
-	return smp.last
-}
-
-// addStats records a second of the servers' /stats.
-func (smp *sampler) addStats(phase string, cur, prev statSum) {
-	dt := cur.at.Sub(prev.at).Seconds()
-	if dt <= 0 {
-		dt = 1
+	if len(smp.rows) == 0 {
+		return smp.first
 	}
-	r := statRow{T: cur.at.Sub(smp.start).Seconds(), Phase: phase, Conns: cur.conns, Logins: cur.logins,
-		Shakes: float64(cur.Requests-prev.Requests) / dt, Got: float64(cur.ShakeGot-prev.ShakeGot) / dt,
-		Created: float64(cur.Created-prev.Created) / dt, Opened: float64(cur.Opened-prev.Opened) / dt,
-		New: float64(cur.conns-prev.conns) / dt}
-	smp.mu.Lock()
-	smp.stats = append(smp.stats, r)
-	smp.mu.Unlock()
+	return smp.rows[len(smp.rows)-1].Sys
 }
 
-// stop ends the sampling with a last sample; later calls do nothing.
-func (smp *sampler) stop() {
+// stop ends the sampling with a last sample and returns the rows.
+func (smp *sampler) stop() []sysRow {
 	smp.once.Do(func() {
 		smp.loop.Stop()
 		smp.take()
 	})
+	smp.mu.Lock()
+	defer smp.mu.Unlock()
+	return slices.Clone(smp.rows)
 }

@@ -68,7 +68,7 @@ func legendRows(entries []legendEntry, style text.Style, width vg.Length) [][]le
 	var row []legendEntry
 	var w vg.Length
 	for _, e := range entries {
-		ew := legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
+		ew := entryW(e, style)
 		if len(row) > 0 && w+legendGap+ew > width {
 			rows, row, w = append(rows, row), nil, 0
 		}
@@ -83,16 +83,18 @@ func legendRows(entries []legendEntry, style text.Style, width vg.Length) [][]le
 	return rows
 }
 
+// entryW is the width of e's thumbnail and name.
+func entryW(e legendEntry, style text.Style) vg.Length {
+	return legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
+}
+
 // drawLegend draws the rows centred in c, top down.
 func drawLegend(c draw.Canvas, rows [][]legendEntry, style text.Style) {
 	y := c.Max.Y - legendRowH
 	for _, row := range rows {
-		var w vg.Length
-		for i, e := range row {
-			if i > 0 {
-				w += legendGap
-			}
-			w += legendThumbW + vg.Points(4) + style.Rectangle(e.name).Max.X
+		w := -legendGap
+		for _, e := range row {
+			w += legendGap + entryW(e, style)
 		}
 		x := c.Min.X + (c.Max.X-c.Min.X-w)/2
 		for _, e := range row {

@@ -33,46 +33,43 @@ func capture(ctx context.Context, a *harness.Admin, cfg *config, at time.Time, d
 		return c, ctx.Err()
 	case <-time.After(time.Until(at)):
 	}
-	get := func(path, file, what string, d time.Duration) (time.Time, time.Time, error) {
-		t0 := time.Now()
-		err := a.Fetch(ctx, path, filepath.Join(dir, file), d+30*time.Second)
-		t1 := time.Now()
-		log.Add(t0, what, fmt.Sprintf("curl -sS -o %s '%s%s'", filepath.Join(dir, file), a.URL, path), t1.Sub(t0))
-		if err == nil {
-			c.Files = append(c.Files, file)
-		}
-		return t0, t1, err
-	}
-	var errs []error
-	keep := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
 	// The heap profile (which holds the allocs samples too: allocs is the
 	// same profile showing alloc_space) is as of the last completed GC, so
 	// both snapshots force one with gc=1, which only /heap honours: their
 	// difference is then exactly what was allocated in between, the CPU
 	// profile's window. allocs.pprof, read right after, is as of that GC.
-	var err error
-	c.AllocsFrom, _, err = get("/debug/pprof/heap?gc=1", "allocs-start.pprof", "GC, then the heap profile with the allocations so far: the base of the allocs flame graph", 0)
-	keep(err)
-	secs := int(cfg.cpuProf.Seconds())
-	c.CPUFrom, c.CPUTo, err = get("/debug/pprof/profile?seconds="+strconv.Itoa(secs), "cpu.pprof", fmt.Sprintf("CPU profile, %d s", secs), cfg.cpuProf)
-	keep(err)
-	_, c.AllocsTo, err = get("/debug/pprof/heap?gc=1", "heap.pprof", "GC, then the heap profile: live objects now, and the allocations so far", 0)
-	keep(err)
-	_, _, err = get("/debug/pprof/allocs", "allocs.pprof", "allocations so far (as of the GC just forced); minus allocs-start.pprof: those of the CPU profile's window", 0)
-	keep(err)
-	_, _, err = get("/debug/pprof/goroutine?debug=1", "goroutine.txt", "goroutines, grouped by stack (first line: the count)", 0)
-	keep(err)
-	if err == nil {
-		c.Goroutines, err = goroutineCount(filepath.Join(dir, "goroutine.txt"))
-		keep(err)
+	cpuSecs, traceSecs := int(cfg.cpuProf.Seconds()), int(cfg.trace.Seconds())
+	var errs []error
+	for _, g := range []struct {
+		path, file, what string
+		d                time.Duration
+		from, to         *time.Time
+	}{
+		{"/debug/pprof/heap?gc=1", "allocs-start.pprof", "GC, then the heap profile with the allocations so far: the base of the allocs flame graph", 0, &c.AllocsFrom, nil},
+		{"/debug/pprof/profile?seconds=" + strconv.Itoa(cpuSecs), "cpu.pprof", fmt.Sprintf("CPU profile, %d s", cpuSecs), cfg.cpuProf, &c.CPUFrom, &c.CPUTo},
+		{"/debug/pprof/heap?gc=1", "heap.pprof", "GC, then the heap profile: live objects now, and the allocations so far", 0, nil, &c.AllocsTo},
+		{"/debug/pprof/allocs", "allocs.pprof", "allocations so far (as of the GC just forced); minus allocs-start.pprof: those of the CPU profile's window", 0, nil, nil},
+		{"/debug/pprof/goroutine?debug=1", "goroutine.txt", "goroutines, grouped by stack (first line: the count)", 0, nil, nil},
+		{"/debug/pprof/trace?seconds=" + strconv.Itoa(traceSecs), "trace.out", fmt.Sprintf("runtime/trace slice, %d s (view: go tool trace trace.out)", traceSecs), cfg.trace, &c.TraceFrom, &c.TraceTo},
+	} {
+		t0 := time.Now()
+		err := a.Fetch(ctx, g.path, filepath.Join(dir, g.file), g.d+30*time.Second)
+		t1 := time.Now()
+		log.Add(t0, g.what, fmt.Sprintf("curl -sS -o %s '%s%s'", filepath.Join(dir, g.file), a.URL, g.path), t1.Sub(t0))
+		if g.from != nil {
+			*g.from = t0
+		}
+		if g.to != nil {
+			*g.to = t1
+		}
+		if err == nil {
+			c.Files = append(c.Files, g.file)
+		}
+		if err == nil && g.file == "goroutine.txt" {
+			c.Goroutines, err = goroutineCount(filepath.Join(dir, g.file))
+		}
+		errs = append(errs, err)
 	}
-	secs = int(cfg.trace.Seconds())
-	c.TraceFrom, c.TraceTo, err = get("/debug/pprof/trace?seconds="+strconv.Itoa(secs), "trace.out", fmt.Sprintf("runtime/trace slice, %d s (view: go tool trace trace.out)", secs), cfg.trace)
-	keep(err)
 	return c, errors.Join(errs...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -100,30 +101,24 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 		}
 		return xy
 	}
-	// CPU cores a second, from successive samples.
-	var cores, client, machine plotter.XYs
-	for i := 1; i < len(a.samples); i++ {
-		s0, s1 := &a.samples[i-1], &a.samples[i]
-		dt := s1.At.Sub(s0.At).Seconds()
-		if dt <= 0 {
-			continue
-		}
-		cores = append(cores, plotter.XY{X: srvT[i], Y: (s1.CPU - s0.CPU).Seconds() / dt})
-		if s0.Client > 0 && s1.Client > 0 {
-			client = append(client, plotter.XY{X: srvT[i], Y: (s1.Client - s0.Client).Seconds() / dt})
-		}
-		if s0.Machine > 0 && s1.Machine > 0 {
-			machine = append(machine, plotter.XY{X: srvT[i], Y: (s1.Machine - s0.Machine).Seconds() / dt})
+	// From successive samples: CPU cores a second, and the server's own
+	// ingress → egress p99 and p99.9 each second (bucket upper bounds) of
+	// the SHAKEs alone when its histogram is labelled by request type, else
+	// of every answer.
+	var cores, client, machine, srvP99, srvP999 plotter.XYs
+	srvWhat := "every answer"
+	rate := func(xy *plotter.XYs, x float64, d0, d1 time.Duration, dt float64) {
+		if d0 > 0 && d1 > 0 {
+			*xy = append(*xy, plotter.XY{X: x, Y: (d1 - d0).Seconds() / dt})
 		}
 	}
-	// The server's own ingress → egress p99 and p99.9 each second, from
-	// successive scrapes of its histogram: bucket upper bounds. The SHAKEs'
-	// alone when the histogram is labelled by request type, else every
-	// answer.
-	var srvP99, srvP999 plotter.XYs
-	srvWhat := "every answer"
 	for i := 1; i < len(a.samples); i++ {
 		s0, s1 := &a.samples[i-1], &a.samples[i]
+		if dt := s1.At.Sub(s0.At).Seconds(); dt > 0 {
+			cores = append(cores, plotter.XY{X: srvT[i], Y: (s1.CPU - s0.CPU).Seconds() / dt})
+			rate(&client, srvT[i], s0.Client, s1.Client, dt)
+			rate(&machine, srvT[i], s0.Machine, s1.Machine, dt)
+		}
 		if s0.Metrics == nil || s1.Metrics == nil {
 			continue
 		}
@@ -131,14 +126,11 @@ func renderCharts(a *analysis, dir string) ([]chart, error) {
 		if shake != nil {
 			h, srvWhat = shake, "SHAKE"
 		}
-		if runlog.Total(h) <= 0 {
-			continue
-		}
 		for _, q := range []struct {
 			q  float64
 			xy *plotter.XYs
 		}{{0.99, &srvP99}, {0.999, &srvP999}} {
-			if v := runlog.Quantile(h, q.q); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			if v := runlog.Quantile(h, q.q); runlog.Total(h) > 0 && !math.IsNaN(v) && !math.IsInf(v, 0) {
 				*q.xy = append(*q.xy, plotter.XY{X: srvT[i] - 0.5, Y: v * 1e3})
 			}
 		}

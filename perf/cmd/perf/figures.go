@@ -1,11 +1,11 @@
 package main
 
 import (
-	"hongbao/perf/internal/harness"
 	"math"
 	"time"
 
 	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
 	"hongbao/perf/internal/runlog"
 )
 
@@ -84,12 +84,17 @@ const latencyMetric = "hongbao_latency_seconds"
 // of every answer (the types added up when labelled), and of the SHAKEs
 // alone (nil when the histogram has no type label).
 func serverLatency(s0, s1 *harness.Sample) (all, shake []runlog.Bucket) {
-	all = runlog.Delta(runlog.Histogram(s0.Metrics, latencyMetric), runlog.Histogram(s1.Metrics, latencyMetric))
+	all = delta(s0, s1, latencyMetric)
 	onlyShake := map[string]string{"type": "shake"}
 	if h1 := runlog.HistogramWhere(s1.Metrics, latencyMetric, onlyShake); h1 != nil {
 		shake = runlog.Delta(runlog.HistogramWhere(s0.Metrics, latencyMetric, onlyShake), h1)
 	}
 	return all, shake
+}
+
+// delta is histogram name between two scrapes.
+func delta(s0, s1 *harness.Sample, name string) []runlog.Bucket {
+	return runlog.Delta(runlog.Histogram(s0.Metrics, name), runlog.Histogram(s1.Metrics, name))
 }
 
 // window returns the first and last sample within [from, to] on the run's
@@ -115,25 +120,14 @@ func (a *analysis) compute() {
 		nan := math.NaN() // "–" in the report when the phase has no two scrapes
 		f := phaseFigures{phase: p, SrvP50: nan, SrvP99: nan, SrvP999: nan, SrvShakeP99: nan, SchedP99: nan, SchedP999: nan}
 		rows := runlog.Window(a.timeline, p.From, p.To)
-		mean := func(get func(*runlog.Second) float64) float64 {
-			if len(rows) == 0 {
-				return 0
-			}
-			var s float64
-			for i := range rows {
-				s += get(&rows[i])
-			}
-			return s / float64(len(rows))
-		}
-		f.Achieved = mean(func(s *runlog.Second) float64 { return s.Answered })
-		f.Got = mean(func(s *runlog.Second) float64 { return s.Got })
-		f.Opened = mean(func(s *runlog.Second) float64 { return s.Opened })
-		f.P50 = time.Duration(runlog.Median(rows, func(s *runlog.Second) float64 { return float64(s.P50) }))
-		f.P99 = time.Duration(runlog.Median(rows, func(s *runlog.Second) float64 { return float64(s.P99) }))
 		for _, r := range rows {
+			n := float64(len(rows))
+			f.Achieved, f.Got, f.Opened = f.Achieved+r.Answered/n, f.Got+r.Got/n, f.Opened+r.Opened/n
 			f.P99Worst = max(f.P99Worst, r.P99)
 			f.Errors += r.Errors
 		}
+		f.P50 = time.Duration(runlog.Median(rows, func(s *runlog.Second) float64 { return float64(s.P50) }))
+		f.P99 = time.Duration(runlog.Median(rows, func(s *runlog.Second) float64 { return float64(s.P99) }))
 
 		if s0, s1, ok := a.window(p.From, p.To); ok {
 			dt := s1.At.Sub(s0.At).Seconds()
@@ -141,7 +135,7 @@ func (a *analysis) compute() {
 			lat, shake := serverLatency(s0, s1)
 			f.SrvP50, f.SrvP99, f.SrvP999 = runlog.Quantile(lat, 0.5), runlog.Quantile(lat, 0.99), runlog.Quantile(lat, 0.999)
 			f.SrvShakeP99 = runlog.Quantile(shake, 0.99)
-			sched := runlog.Delta(runlog.Histogram(s0.Metrics, "go_sched_latencies_seconds"), runlog.Histogram(s1.Metrics, "go_sched_latencies_seconds"))
+			sched := delta(s0, s1, "go_sched_latencies_seconds")
 			f.SchedP99, f.SchedP999 = runlog.Quantile(sched, 0.99), runlog.Quantile(sched, 0.999)
 			cpu := s1.CPU - s0.CPU
 			f.CPUCores = cpu.Seconds() / dt
@@ -157,7 +151,7 @@ func (a *analysis) compute() {
 			if cpu > 0 {
 				f.GCShare = (s1.Metric("go_gc_cpu_seconds_total") - s0.Metric("go_gc_cpu_seconds_total")) / cpu.Seconds()
 			}
-			pauses := runlog.Delta(runlog.Histogram(s0.Metrics, "go_gc_pauses_seconds"), runlog.Histogram(s1.Metrics, "go_gc_pauses_seconds"))
+			pauses := delta(s0, s1, "go_gc_pauses_seconds")
 			f.Pauses, f.PauseMax = runlog.Total(pauses), runlog.Max(pauses)
 		}
 		for i := range a.samples {

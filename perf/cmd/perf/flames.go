@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"hongbao/perf/internal/flame"
@@ -26,36 +27,26 @@ func renderFlames(a *analysis, dir string, stderr io.Writer) ([]flameOut, error)
 		return nil, err
 	}
 	defer logf.Close()
-	have := map[string]bool{}
-	for _, f := range a.caps.Files {
-		have[f] = true
-	}
 	var out []flameOut
 	var errs []error
 	for _, f := range []struct {
 		file, title string
 		o           flame.Options
-		needs       []string
 	}{
-		{"flame-cpu.html", "CPU, steady phase", flame.Options{Profile: "cpu.pprof", SampleIndex: "cpu"}, []string{"cpu.pprof"}},
+		{"flame-cpu.html", "CPU, steady phase", flame.Options{Profile: "cpu.pprof", SampleIndex: "cpu"}},
 		{"flame-allocs.html", "bytes allocated during the CPU profile (allocs minus allocs-start)",
-			flame.Options{Profile: "allocs.pprof", Base: "allocs-start.pprof", SampleIndex: "alloc_space"}, []string{"allocs.pprof", "allocs-start.pprof"}},
-		{"flame-heap.html", "live heap right after the CPU profile (inuse_space)", flame.Options{Profile: "heap.pprof", SampleIndex: "inuse_space"}, []string{"heap.pprof"}},
+			flame.Options{Profile: "allocs.pprof", Base: "allocs-start.pprof", SampleIndex: "alloc_space"}},
+		{"flame-heap.html", "live heap right after the CPU profile (inuse_space)", flame.Options{Profile: "heap.pprof", SampleIndex: "inuse_space"}},
 	} {
-		missing := false
-		for _, n := range f.needs {
-			missing = missing || !have[n]
-		}
-		if missing {
+		if !slices.Contains(a.caps.Files, f.o.Profile) || f.o.Base != "" && !slices.Contains(a.caps.Files, f.o.Base) {
 			continue
 		}
 		cmd := "go tool pprof " + strings.Join(f.o.Args("127.0.0.1:8081"), " ") + "   # then open http://127.0.0.1:8081/ui/flamegraph"
 		o := f.o
-		o.Profile = filepath.Join(dir, o.Profile)
+		o.Profile, o.Log = filepath.Join(dir, o.Profile), logf
 		if o.Base != "" {
 			o.Base = filepath.Join(dir, o.Base)
 		}
-		o.Log = logf
 		if err := flame.Render(o, filepath.Join(dir, f.file)); err != nil {
 			errs = append(errs, err)
 			fmt.Fprintf(stderr, "perf: %v\n", err)

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"hongbao/perf/internal/harness"
 )
 
 // topEntry is one function of a profile's top list.
@@ -24,32 +28,26 @@ type topList struct {
 // readProfile reads a profile file; base, if not "", is subtracted from it
 // (pprof -base).
 func readProfile(path, base string) (*profile.Profile, error) {
-	read := func(path string) (*profile.Profile, error) {
-		f, err := os.Open(path)
+	var ps []*profile.Profile
+	for i, file := range []string{path, base} {
+		if file == "" {
+			break
+		}
+		f, err := os.Open(file)
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
 		p, err := profile.Parse(f)
+		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		return p, nil
+		if i == 1 {
+			p.Scale(-1)
+		}
+		ps = append(ps, p)
 	}
-	p, err := read(path)
-	if err != nil || base == "" {
-		return p, err
-	}
-	b, err := read(base)
-	if err != nil {
-		return nil, err
-	}
-	b.Scale(-1)
-	m, err := profile.Merge([]*profile.Profile{p, b})
-	if err != nil {
-		return nil, fmt.Errorf("%s minus %s: %w", path, base, err)
-	}
-	return m, nil
+	return profile.Merge(ps)
 }
 
 // top returns the n functions with the most flat value of sample type
@@ -95,33 +93,20 @@ func top(p *profile.Profile, sampleType string, n int) (topList, error) {
 	for name, v := range flat {
 		t.Entries = append(t.Entries, topEntry{Func: name, Flat: v, Cum: cum[name]})
 	}
-	sort.Slice(t.Entries, func(i, j int) bool {
-		if t.Entries[i].Flat != t.Entries[j].Flat {
-			return t.Entries[i].Flat > t.Entries[j].Flat
-		}
-		return t.Entries[i].Func < t.Entries[j].Func
-	})
-	if len(t.Entries) > n {
-		t.Entries = t.Entries[:n]
-	}
+	slices.SortFunc(t.Entries, func(a, b topEntry) int { return cmp.Or(cmp.Compare(b.Flat, a.Flat), strings.Compare(a.Func, b.Func)) })
+	t.Entries = t.Entries[:min(n, len(t.Entries))]
 	return t, nil
 }
 
 // format writes v in the profile's unit, compactly.
 func (t *topList) format(v int64) string {
-	switch t.Unit {
-	case "nanoseconds":
+	switch {
+	case t.Unit == "nanoseconds":
 		return fmt.Sprintf("%.2fs", float64(v)/1e9)
-	case "bytes":
-		return mib(float64(v))
+	case t.Unit == "bytes" && (v >= 1<<20 || v <= -(1<<20)):
+		return harness.MiB(v)
+	case t.Unit == "bytes": // harness.MiB would say 0.0 MiB
+		return fmt.Sprintf("%.1f KiB", float64(v)/(1<<10))
 	}
 	return fmt.Sprint(v)
-}
-
-// mib formats bytes in MiB or KiB.
-func mib(b float64) string {
-	if b >= 1<<20 || b <= -(1<<20) {
-		return fmt.Sprintf("%.1f MiB", b/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KiB", b/(1<<10))
 }

@@ -1,19 +1,23 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
-	"hongbao/perf/internal/harness"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"hongbao/loadclient"
+	"hongbao/perf/internal/harness"
 )
 
+// ms is d in milliseconds: three decimals, as loopback latencies are well
+// under one (harness.Ms has two), "–" for none.
 func ms(d time.Duration) string {
 	if d == 0 {
 		return "–"
@@ -87,7 +91,7 @@ func summaryTable(a *analysis) harness.Doc {
 		}
 		cost.Add(f.Name, cores(f.CPUCores), cores(f.ClientCores), cores(f.MachineCores), cpuPer,
 			perShake(f.AllocsPerReq, "%.2f"), perShake(f.BytesPerReq, "%.0f B"),
-			fmt.Sprint(f.GCs), ms(f.MaxPause), pct(f.GCCPU), pct(f.GCShare), pauses, mib(float64(f.RSSMax)), num(f.Goroutine))
+			fmt.Sprint(f.GCs), ms(f.MaxPause), pct(f.GCCPU), pct(f.GCShare), pauses, harness.MiB(f.RSSMax), num(f.Goroutine))
 	}
 	return harness.Doc{harness.H3("Load and latency (load client)"), load, harness.H3("Server cost"), cost}
 }
@@ -102,7 +106,7 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 		"shake campaign %d/s from the steady phase to the end, send campaign %d/s × %d recipients in the send phase. "+
 		"Server flags: `%s`. Machine: %d CPUs (server and load client share them), Linux %s, %s.",
 		cfg.users, cfg.Source, cfg.plan(), a.start.Format("15:04:05"), cfg.camps.Shake, cfg.camps.Send, cfg.camps.Recipients,
-		orDefault(cfg.ServerFlags), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())))
+		cmp.Or(cfg.ServerFlags, "defaults"), runtime.NumCPU(), strings.TrimSpace(string(osrel)), runtime.Version())))
 	d = append(d, harness.Para(verdict(a, out)))
 
 	d = append(d, harness.H2("Figures per phase"))
@@ -188,23 +192,14 @@ func buildReport(a *analysis, out *outcome, dir string, flames []flameOut, chart
 	for _, st := range list {
 		fmt.Fprintf(&b, "# %s: %s\n%s\n", harness.When(st.At, start), st.What, st.Cmd)
 	}
-	fmt.Fprintf(&b, "# after the run: the GC trace, the flame graphs, the profiles\n")
-	fmt.Fprintf(&b, "grep '^gc ' server.log >gctrace.txt\n")
+	b.WriteString("# after the run: the GC trace, the flame graphs, the profiles\ngrep '^gc ' server.log >gctrace.txt\n")
 	for _, f := range flames {
-		fmt.Fprintf(&b, "%s\n", f.Cmd)
+		b.WriteString(f.Cmd + "\n")
 	}
-	fmt.Fprintf(&b, "go tool trace trace.out\n")
-	fmt.Fprintf(&b, "make perf-open   # = go tool pprof -http=127.0.0.1:8081 <the latest perf/out/*/cpu.pprof>, serves until Ctrl-C\n")
+	b.WriteString("go tool trace trace.out\nmake perf-open   # = go tool pprof -http=127.0.0.1:8081 <the latest perf/out/*/cpu.pprof>, serves until Ctrl-C\n")
 	d = append(d, harness.Code(b.String()))
 	d = append(d, harness.Para(thisRun(cfg)))
 	return d
-}
-
-func orDefault(s string) string {
-	if s == "" {
-		return "defaults"
-	}
-	return s
 }
 
 // thisRun says how to run cfg again: every flag its command line set
@@ -231,24 +226,16 @@ func verdict(a *analysis, out *outcome) string {
 	} else {
 		parts = append(parts, fmt.Sprintf("The server exited 0 %v after SIGTERM.", out.stopped.Round(time.Millisecond)))
 	}
-	for _, e := range []struct {
-		what string
-		err  error
-	}{{"captures", out.captureErr}, {"campaigns", out.campErr}} {
-		if e.err != nil {
-			parts = append(parts, fmt.Sprintf("**%s failed**: %v.", e.what, e.err))
-		}
+	if out.captureErr != nil {
+		parts = append(parts, fmt.Sprintf("**captures failed**: %v.", out.captureErr))
+	}
+	if out.campErr != nil {
+		parts = append(parts, fmt.Sprintf("**campaigns failed**: %v.", out.campErr))
 	}
 	if out.startSkew != 0 {
 		parts = append(parts, fmt.Sprintf("The client started %+.3f s from the second perf expected, so the campaigns and captures are off by that much.", out.startSkew))
 	}
-	var bad int
-	for i := range a.samples {
-		if a.samples[i].Err != nil {
-			bad++
-		}
-	}
-	if bad > 0 {
+	if bad := len(a.samples) - len(slices.DeleteFunc(slices.Clone(a.samples), func(s harness.Sample) bool { return s.Err != nil })); bad > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d server samples failed (see `samples.csv`).", bad, len(a.samples)))
 	}
 	return strings.Join(parts, " ")
@@ -256,23 +243,13 @@ func verdict(a *analysis, out *outcome) string {
 
 func requestTable(r *loadclient.Report) *harness.Table {
 	t := &harness.Table{Right: true, Head: []string{"request", "sent", "answered", "lost", "unanswered", "status", "p50", "p90", "p99", "p99.9", "max"}}
-	kinds := make([]string, 0, len(r.Requests))
-	for k := range r.Requests {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(r.Requests)) {
 		q := r.Requests[k]
 		if q.Sent == 0 && q.Answered == 0 {
 			continue
 		}
 		var st []string
-		codes := make([]string, 0, len(q.Status))
-		for s := range q.Status {
-			codes = append(codes, s)
-		}
-		sort.Strings(codes)
-		for _, s := range codes {
+		for _, s := range slices.Sorted(maps.Keys(q.Status)) {
 			st = append(st, fmt.Sprintf("%s:%d", s, q.Status[s]))
 		}
 		l := q.Latency
@@ -283,13 +260,8 @@ func requestTable(r *loadclient.Report) *harness.Table {
 }
 
 func errorList(m map[string]uint64) string {
-	var names []string
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var parts []string
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")

@@ -12,39 +12,32 @@ import (
 )
 
 // maxPartial is the most bytes of an unfinished frame a connection keeps
-// between reads: a PONG is 12 bytes and an ERROR 13, and nothing else is
-// expected.
+// between reads: a PONG is 12 bytes and an ERROR 13.
 const maxPartial = 64
 
-// pconn is one connection of a loop. Owned by the loop.
+// pconn is one connection of a loop.
 type pconn struct {
-	fd      int
-	out     int // PINGs written and not yet answered
-	k       int // bytes in partial
-	partial [maxPartial]byte
+	fd, out, k int // out: PINGs unanswered; k: bytes in partial
+	partial    [maxPartial]byte
 }
 
-// loop is a closed PING loop over its connections, on its own epoll
+// loop is a closed PING loop over its connections on its own epoll
 // instance, level-triggered: each round reads every readable connection
-// once, answers each PONG with the next PING (one write per connection),
-// and records latencies from the PING's stamp, its write time. Everything
-// in it belongs to the goroutine that runs it until run returns.
+// once, answers its PONGs with as many PINGs in one write, and records
+// latencies from each PING's stamp, its write time. It belongs to the
+// goroutine that runs it until run returns.
 type loop struct {
 	ep       int
 	conns    []pconn
 	inflight int
-	// startNs: first PINGs; [winStart, winEnd): the measured window; no PING
-	// is sent from winEnd on, and by drainEnd every PONG should be in.
+	// First PINGs at startNs; the window is [winStart, winEnd), after which
+	// no PING is sent, and by drainEnd every PONG should be in.
 	startNs, winStart, winEnd, drainEnd int64
 
-	hist     *loadclient.LatencyHistogram // PONGs read in the window
-	inWindow uint64
-	sent     uint64 // PINGs written, all phases
-	answered uint64 // PONGs read, all phases
-	err      error
-
-	buf []byte // read buffer: a partial frame, then one read
-	out []byte // the PINGs of one connection's write
+	hist                     *loadclient.LatencyHistogram // PONGs read in the window
+	inWindow, sent, answered uint64
+	err                      error
+	buf, out                 []byte // a partial frame then one read; one connection's PINGs
 }
 
 func newLoop(fds []int, inflight int) (*loop, error) {
@@ -52,8 +45,7 @@ func newLoop(fds []int, inflight int) (*loop, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	l := &loop{ep: ep, inflight: inflight, hist: new(loadclient.LatencyHistogram),
-		buf: make([]byte, 64<<10), out: make([]byte, 0, inflight*proto.PingLen)}
+	l := &loop{ep: ep, inflight: inflight, hist: new(loadclient.LatencyHistogram), buf: make([]byte, 64<<10), out: make([]byte, 0, inflight*proto.PingLen)}
 	for i, fd := range fds {
 		l.conns = append(l.conns, pconn{fd: fd})
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(i)} // Fd holds the index
@@ -67,8 +59,8 @@ func newLoop(fds []int, inflight int) (*loop, error) {
 
 func (l *loop) close() { unix.Close(l.ep) }
 
-// run waits for startNs, sends every connection's first PINGs and loops
-// until drainEnd or until nothing is outstanding after winEnd.
+// run sends every connection's first PINGs at startNs and loops until
+// drainEnd or until nothing is outstanding after winEnd.
 func (l *loop) run() {
 	time.Sleep(time.Until(time.Unix(0, l.startNs)))
 	now := time.Now().UnixNano()
@@ -78,12 +70,8 @@ func (l *loop) run() {
 		}
 	}
 	events := make([]unix.EpollEvent, 256)
-	for {
-		now = time.Now().UnixNano()
-		if now >= l.drainEnd || (now >= l.winEnd && l.sent == l.answered) {
-			return
-		}
-		n, err := unix.EpollWait(l.ep, events, 10) // ms: the phase checks above need no finer
+	for now = time.Now().UnixNano(); now < l.drainEnd && (now < l.winEnd || l.sent != l.answered); now = time.Now().UnixNano() {
+		n, err := unix.EpollWait(l.ep, events, 10) // ms: the phase checks need no finer
 		if err == unix.EINTR {
 			continue
 		}
@@ -99,8 +87,14 @@ func (l *loop) run() {
 	}
 }
 
-// read reads what c has, handles its PONGs and sends as many PINGs as it got
-// PONGs while the window lasts. It reports false on a failure (l.err).
+// fail records a failure of c and reports false.
+func (l *loop) fail(c *pconn, format string, args ...any) bool {
+	l.err = fmt.Errorf("connection fd %d: "+format, append([]any{c.fd}, args...)...)
+	return false
+}
+
+// read reads what c has, handles its PONGs and, while the window lasts,
+// sends as many PINGs as it got PONGs; false on a failure (l.err).
 func (l *loop) read(c *pconn) bool {
 	copy(l.buf, c.partial[:c.k])
 	n, err := unix.Read(c.fd, l.buf[c.k:])
@@ -108,17 +102,13 @@ func (l *loop) read(c *pconn) bool {
 		return true
 	}
 	if err != nil || n == 0 {
-		l.err = fmt.Errorf("connection fd %d: read: %v (EOF: server closed it) with %d PINGs outstanding", c.fd, err, c.out)
-		return false
+		return l.fail(c, "read: %v (EOF: server closed it) with %d PINGs outstanding", err, c.out)
 	}
-	now := time.Now().UnixNano()
-	data := l.buf[:c.k+n]
-	pongs := 0
+	now, data, pongs := time.Now().UnixNano(), l.buf[:c.k+n], 0
 	for len(data) > 0 {
-		f, m, perr := proto.NextResponse(data)
-		if perr != nil {
-			l.err = fmt.Errorf("connection fd %d: %w", c.fd, perr)
-			return false
+		f, m, err := proto.NextResponse(data)
+		if err != nil {
+			return l.fail(c, "%w", err)
 		}
 		if m == 0 {
 			break
@@ -132,24 +122,18 @@ func (l *loop) read(c *pconn) bool {
 				l.inWindow++
 			}
 		case proto.Error:
-			l.err = fmt.Errorf("connection fd %d: server sent ERROR %d", c.fd, f.Body[0])
-			return false
+			return l.fail(c, "server sent ERROR %d", f.Body[0])
 		default:
-			l.err = fmt.Errorf("connection fd %d: unexpected %v", c.fd, f.Type)
-			return false
+			return l.fail(c, "unexpected %v", f.Type)
 		}
 	}
 	if len(data) > maxPartial {
-		l.err = fmt.Errorf("connection fd %d: %d bytes of an unexpected frame", c.fd, len(data))
-		return false
+		return l.fail(c, "%d bytes of an unexpected frame", len(data))
 	}
 	c.k = copy(c.partial[:], data)
 	c.out -= pongs
 	l.answered += uint64(pongs)
-	if pongs > 0 && now < l.winEnd {
-		return l.send(c, pongs, now)
-	}
-	return true
+	return pongs == 0 || now >= l.winEnd || l.send(c, pongs, now)
 }
 
 // send writes n PINGs stamped now to c in one write.
@@ -158,12 +142,10 @@ func (l *loop) send(c *pconn, n int, now int64) bool {
 	for range n {
 		l.out = proto.AppendPing(l.out, uint64(now))
 	}
-	w, err := unix.Write(c.fd, l.out)
-	if err != nil || w != len(l.out) {
-		// At most maxInflight × 12 bytes outstanding: a socket buffer that
-		// cannot take them means the server stopped reading.
-		l.err = fmt.Errorf("connection fd %d: write of %d PINGs: %d of %d bytes: %v", c.fd, n, w, len(l.out), err)
-		return false
+	// At most maxInflight × 12 bytes outstanding: a socket buffer that
+	// cannot take them means the server stopped reading.
+	if w, err := unix.Write(c.fd, l.out); err != nil || w != len(l.out) {
+		return l.fail(c, "write of %d PINGs: %d of %d bytes: %v", n, w, len(l.out), err)
 	}
 	c.out += n
 	l.sent += uint64(n)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,75 +20,55 @@ import (
 // drainTime bounds the wait for the PONGs of the last PINGs after the window.
 const drainTime = 2 * time.Second
 
-// result is one mode's run.
+// result is one run of a mode; CPU over the window, busy the whole machine's.
 type result struct {
-	mode                   string
-	conns, inflight, loops int
-	window                 time.Duration
-	pongs                  uint64 // in the window
-	hist                   *loadclient.LatencyHistogram
-	server, client, busy   time.Duration // CPU over the window; busy: the whole machine
-	sent, answered         uint64
+	mode                 string
+	pongs, sent, answers uint64 // pongs: in the window
+	hist                 *loadclient.LatencyHistogram
+	server, client, busy time.Duration
 }
 
 func run(ctx context.Context, cfg config) error {
-	run, err := harness.NewRun(cfg.out, "pingbench-", "pingbench", os.Stdout, os.Stderr)
+	r, err := harness.NewRun(cfg.out, "pingbench-", "pingbench", os.Stdout, os.Stderr)
 	if err != nil {
 		return err
 	}
-	dir := run.Dir
 	runs := map[string][]result{}
 	for i := range cfg.count {
 		for _, mode := range cfg.modes {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			r, err := bench(ctx, cfg, run, mode, fmt.Sprintf("server-%s-%d.log", mode, i+1))
+			res, err := bench(ctx, cfg, r, mode, fmt.Sprintf("server-%s-%d.log", mode, i+1))
 			if err != nil {
 				return fmt.Errorf("-ingress %s, run %d: %w", mode, i+1, err)
 			}
-			runs[mode] = append(runs[mode], r)
+			runs[mode] = append(runs[mode], res)
 		}
 	}
-	var results []summary
-	for _, mode := range cfg.modes {
-		results = append(results, summarize(runs[mode]))
-	}
-	f, err := os.Create(filepath.Join(dir, "pingbench.md"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w := io.MultiWriter(os.Stdout, f)
-	fmt.Fprintf(w, "\nCommand: pingbench %s\n\n", strings.Join(os.Args[1:], " "))
-	writeTable(w, results)
-	fmt.Printf("\npingbench: table and server logs in %s/\n", dir)
-	return run.WriteCommands()
+	md := report(cfg, runs).Markdown()
+	fmt.Print("\n" + md)
+	r.Say("table and server logs in %s/", r.Dir)
+	return errors.Join(os.WriteFile(r.Path("pingbench.md"), []byte(md), 0o644), r.WriteCommands())
 }
 
 // bench runs one server with -ingress mode through the closed PING loop.
 func bench(ctx context.Context, cfg config, run *harness.Run, mode, log string) (r result, err error) {
-	r = result{mode: mode, conns: cfg.conns, inflight: cfg.inflight, loops: cfg.loops, window: cfg.duration,
-		hist: new(loadclient.LatencyHistogram)}
+	r = result{mode: mode, hist: new(loadclient.LatencyHistogram)}
 	srv, err := run.StartServer(ctx, log, harness.ServerConfig{
-		Bin: filepath.Join(cfg.bin, "server"), Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...),
-	})
+		Bin: filepath.Join(cfg.bin, "server"), Args: append([]string{"-ingress", mode}, strings.Fields(cfg.server)...)})
 	if err != nil {
 		return r, err
 	}
 	defer srv.Kill()
 	d := &harness.Dialer{Server: netip.MustParseAddrPort(srv.Listen), Sources: cfg.sources, Timeout: 10 * time.Second}
 	fds, err := d.LoginMany(1, cfg.conns, 4, nil)
+	defer harness.CloseAll(fds)
 	if err != nil {
 		return r, err
 	}
-	defer harness.CloseAll(fds)
 	if _, err := srv.Admin.WaitConnections(int64(cfg.conns), true, 30*time.Second); err != nil {
 		return r, err
 	}
-	fmt.Printf("pingbench: -ingress %s: server pid %d, %d connections × %d PINGs in flight, %d client loop(s), %v warm-up + %v\n",
+	run.Say("-ingress %s: server pid %d, %d connections × %d PINGs in flight, %d client loop(s), %v warm-up + %v",
 		mode, srv.PID, cfg.conns, cfg.inflight, cfg.loops, cfg.warmup, cfg.duration)
-
 	start := time.Now().Add(100 * time.Millisecond)
 	winStart := start.Add(cfg.warmup)
 	winEnd := winStart.Add(cfg.duration)
@@ -100,97 +79,68 @@ func bench(ctx context.Context, cfg config, run *harness.Run, mode, log string) 
 		}
 	}()
 	for i := range cfg.loops {
-		lo, hi := i*len(fds)/cfg.loops, (i+1)*len(fds)/cfg.loops
-		l, err := newLoop(fds[lo:hi], cfg.inflight)
+		l, err := newLoop(fds[i*len(fds)/cfg.loops:(i+1)*len(fds)/cfg.loops], cfg.inflight)
 		if err != nil {
 			return r, err
 		}
-		l.startNs, l.winStart, l.winEnd = start.UnixNano(), winStart.UnixNano(), winEnd.UnixNano()
-		l.drainEnd = winEnd.Add(drainTime).UnixNano()
+		l.startNs, l.winStart, l.winEnd, l.drainEnd = start.UnixNano(), winStart.UnixNano(), winEnd.UnixNano(), winEnd.Add(drainTime).UnixNano()
 		loops = append(loops, l)
 	}
 	var wg sync.WaitGroup
 	for _, l := range loops {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.run() }()
+		wg.Go(l.run)
 	}
-
 	// CPU over the window, read at its edges.
-	type snap struct{ server, client, busy time.Duration }
-	read := func() (s snap, err error) {
-		if s.server, err = harness.CPUTime(srv.PID); err != nil {
-			return s, err
-		}
-		s.client = harness.SelfCPUTime()
-		s.busy, err = harness.MachineBusy()
-		return s, err
+	read := func(at time.Time) (srvCPU, self, busy time.Duration, err error) {
+		time.Sleep(time.Until(at))
+		srvCPU, err = harness.CPUTime(srv.PID)
+		busy, err2 := harness.MachineBusy()
+		return srvCPU, harness.SelfCPUTime(), busy, errors.Join(err, err2)
 	}
-	time.Sleep(time.Until(winStart))
-	s0, err0 := read()
-	time.Sleep(time.Until(winEnd))
-	s1, err1 := read()
+	s0, c0, b0, err0 := read(winStart)
+	s1, c1, b1, err1 := read(winEnd)
 	wg.Wait() // bounded: every loop returns by its drainEnd
-	if err := errors.Join(err0, err1); err != nil {
-		return r, err
-	}
-	r.server, r.client, r.busy = s1.server-s0.server, s1.client-s0.client, s1.busy-s0.busy
-	var errs []error
+	r.server, r.client, r.busy = s1-s0, c1-c0, b1-b0
+	errs := []error{err0, err1}
 	for _, l := range loops {
 		r.pongs += l.inWindow
 		r.hist.Merge(l.hist)
 		r.sent += l.sent
-		r.answered += l.answered
+		r.answers += l.answered
 		errs = append(errs, l.err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return r, err
 	}
-	if r.sent != r.answered {
-		return r, fmt.Errorf("%d PINGs sent, %d PONGs read %v after the window", r.sent, r.answered, drainTime)
+	if r.sent != r.answers {
+		return r, fmt.Errorf("%d PINGs sent, %d PONGs read %v after the window", r.sent, r.answers, drainTime)
 	}
-	fmt.Printf("pingbench:   %.0f round trips/s, p50 %s, p99 %s; %d PINGs, every one answered\n",
-		r.rate(), ms(r.hist.Quantile(0.5)), ms(r.hist.Quantile(0.99)), r.sent)
+	run.Say("  %.0f round trips/s, p50 %s, p99 %s; %d PINGs, every one answered",
+		float64(r.pongs)/cfg.duration.Seconds(), harness.Ms(r.hist.Quantile(0.5)), harness.Ms(r.hist.Quantile(0.99)), r.sent)
 	harness.CloseAll(fds)
 	if _, err := srv.Admin.WaitConnections(0, false, 30*time.Second); err != nil {
 		return r, fmt.Errorf("after closing: %w", err)
 	}
 	code, err := srv.Stop(30 * time.Second)
-	fmt.Printf("pingbench:   server: SIGTERM, exit status %d\n", code)
+	run.Say("  server: SIGTERM, exit status %d", code)
 	return r, err
 }
 
-func ms(ns int64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }
-
-// cores is CPU time over the window, in cores busy.
-func cores(cpu, window time.Duration) string {
-	return fmt.Sprintf("%.2f", cpu.Seconds()/window.Seconds())
-}
-
-// summary is a mode's median run, by round trips a second, and the range.
-type summary struct {
-	result
-	runs       int
-	minR, maxR float64
-}
-
-func (r *result) rate() float64 { return float64(r.pongs) / r.window.Seconds() }
-
-func summarize(rs []result) summary {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].rate() < rs[j].rate() })
-	return summary{result: rs[(len(rs)-1)/2], runs: len(rs), minR: rs[0].rate(), maxR: rs[len(rs)-1].rate()}
-}
-
-func writeTable(w io.Writer, rs []summary) {
+// report is a table of each mode's median run, by round trips a second,
+// with the range of its runs.
+func report(cfg config, runs map[string][]result) harness.Doc {
 	t := &harness.Table{Right: true, Head: []string{"ingress", "conns × in flight", "round trips/s (median of runs)", "range", "p50", "p99", "p99.9", "max",
 		"server CPU (cores)", "client CPU (cores)", "rest of machine (cores)", "server CPU per round trip"}}
-	for _, r := range rs {
-		rest := max(r.busy-r.server-r.client, 0)
-		t.Add(r.mode, fmt.Sprintf("%d × %d", r.conns, r.inflight), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.0f–%.0f (%d runs)", r.minR, r.maxR, r.runs),
-			ms(r.hist.Quantile(0.5)), ms(r.hist.Quantile(0.99)), ms(r.hist.Quantile(0.999)), ms(r.hist.Max()),
-			cores(r.server, r.window), cores(r.client, r.window), cores(rest, r.window),
-			fmt.Sprintf("%.2f µs", float64(r.server.Microseconds())/max(float64(r.pongs), 1)))
+	secs := cfg.duration.Seconds()
+	cores := func(cpu time.Duration) string { return fmt.Sprintf("%.2f", cpu.Seconds()/secs) }
+	for _, mode := range cfg.modes {
+		rs := slices.SortedFunc(slices.Values(runs[mode]), func(a, b result) int { return int(a.pongs) - int(b.pongs) })
+		r, lo, hi := rs[(len(rs)-1)/2], float64(rs[0].pongs)/secs, float64(rs[len(rs)-1].pongs)/secs
+		t.Add(mode, fmt.Sprintf("%d × %d", cfg.conns, cfg.inflight), fmt.Sprintf("%.0f", float64(r.pongs)/secs), fmt.Sprintf("%.0f–%.0f (%d runs)", lo, hi, len(rs)),
+			harness.Ms(r.hist.Quantile(0.5)), harness.Ms(r.hist.Quantile(0.99)), harness.Ms(r.hist.Quantile(0.999)), harness.Ms(r.hist.Max()),
+			cores(r.server), cores(r.client), cores(max(r.busy-r.server-r.client, 0)), fmt.Sprintf("%.2f µs", float64(r.server.Microseconds())/max(float64(r.pongs), 1)))
 	}
-	io.WriteString(w, t.Markdown())
-	fmt.Fprintf(w, "\nLatencies and CPU are the median run's. CPU from /proc/PID/stat (server) and getrusage (client, %d epoll loop(s)) over the %v window; the machine has %d cores shared with everything else (rest of machine = /proc/stat busy − server − client).\n",
-		rs[0].loops, rs[0].window, runtime.NumCPU())
+	return harness.Doc{harness.Para("Command: `pingbench " + strings.Join(os.Args[1:], " ") + "`"), t,
+		harness.Para(fmt.Sprintf("Latencies and CPU are the median run's. CPU from /proc/PID/stat (server) and getrusage (client, %d epoll loop(s)) over the %v window; the machine has %d cores shared with everything else (rest of machine = /proc/stat busy − server − client).",
+			cfg.loops, cfg.duration, runtime.NumCPU()))}
 }

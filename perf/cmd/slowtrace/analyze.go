@@ -1,64 +1,56 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/exp/trace"
+
+	"hongbao/perf/internal/harness"
 )
 
 // markCategory is the category of the log event the server makes for a
-// slow answer (package flightrec, Category, whose test checks
-// the same string): its message is the answer's decode → write time in µs.
+// slow answer (flightrec.Category, whose test checks the same string): its
+// message is the answer's decode → write time in µs.
 const markCategory = "slow answer"
 
-// Stall is one slow answer: its window [Start, End] (the answer's decode to
-// the end of its write) and where the goroutine that wrote it spent that
-// window, by the goroutine's state in the trace.
+// Stall is one slow answer: its window [Start, End] and where the goroutine
+// that wrote the answer spent it, by its state in the trace.
 type Stall struct {
-	Start, End trace.Time
-	Goroutine  trace.GoID
-	Running    trace.Time // on a thread, with a P
-	Quiet      trace.Time // the longest stretch of Running with no event: a thread the kernel took off its CPU, or a long computation
-	Syscall    trace.Time
-	Syscalls   int        // how many were in the window
-	LongestSys trace.Time // the longest syscall, and the function that made it
-	SysFunc    string
-	Runnable   trace.Time // waiting for a P: the Go scheduler's delay
-	Waiting    trace.Time // blocked or parked (a channel, a lock, a sleep, a ring's park)
-	Unknown    trace.Time // before the trace's first event of the goroutine: the window began before the trace
-	Overlaps   int        // later slow answers whose windows overlap this one: the same stall
+	Start, End          trace.Time
+	Goroutine           trace.GoID
+	Running, Quiet      trace.Time // Quiet: the longest stretch of Running with no event, the thread off its CPU or computing
+	Syscall, LongestSys trace.Time
+	Syscalls            int
+	SysFunc             string     // that made the longest syscall
+	Runnable, Waiting   trace.Time // waiting for a P; blocked or parked
+	Unknown             trace.Time // before the goroutine's first event: the window began before the trace
+	Overlaps            int        // later slow answers whose windows overlap this one: the same stall
 }
 
-// Cause names what most of the window went to (syscalls, off its CPU,
-// runnable, waiting, running, before the trace) and the figures behind it.
+// Cause names what most of the window went to and the figures behind it.
 func (s Stall) Cause() (kind, detail string) {
 	type part struct {
 		d            trace.Time
 		kind, detail string
 	}
-	one := 2*s.LongestSys > s.Syscall
-	sys := part{s.Syscall, "a round of syscalls", fmt.Sprintf("%d syscalls, the longest %s in %s", s.Syscalls, ms(s.LongestSys), short(s.SysFunc))}
-	if one {
-		sys = part{s.Syscall, "one syscall in " + short(s.SysFunc), ms(s.LongestSys)}
-	}
 	parts := []part{
-		sys,
+		{s.Syscall, "a round of syscalls", fmt.Sprintf("%d syscalls, the longest %s in %s", s.Syscalls, ms(s.LongestSys), short(s.SysFunc))},
 		{s.Quiet, "off its CPU", "no event for " + ms(s.Quiet) + " while running: its thread off the CPU, or computing"},
 		{s.Runnable, "runnable", "waiting for a P " + ms(s.Runnable)},
 		{s.Waiting, "waiting", "blocked or parked " + ms(s.Waiting)},
 		{s.Running - s.Quiet, "running", ms(s.Running)},
 		{s.Unknown, "before the trace", "the window began " + ms(s.Unknown) + " before the goroutine's first event"},
 	}
-	best := parts[0]
-	for _, p := range parts[1:] {
-		if p.d > best.d {
-			best = p
-		}
+	if 2*s.LongestSys > s.Syscall {
+		parts[0] = part{s.Syscall, "one syscall in " + short(s.SysFunc), ms(s.LongestSys)}
 	}
+	best := slices.MaxFunc(parts, func(a, b part) int { return cmp.Compare(a.d, b.d) })
 	return best.kind, best.detail
 }
 
@@ -123,9 +115,8 @@ func analyze(r io.Reader) ([]Stall, error) {
 	return merged, nil
 }
 
-// change is a goroutine's state from t on; an event of a running goroutine
-// that changes nothing is one too (st Running), so that a quiet stretch ends
-// at it.
+// change is a goroutine's state from t on; any event of a running
+// goroutine is one (st Running), so that a quiet stretch ends at it.
 type change struct {
 	t  trace.Time
 	st trace.GoState
@@ -134,13 +125,11 @@ type change struct {
 
 // account adds up s's goroutine's states over s's window from its changes.
 func account(s *Stall, changes []change) {
-	if len(changes) == 0 || changes[0].t > s.Start {
-		first := s.End
-		if len(changes) > 0 {
-			first = min(changes[0].t, s.End)
-		}
-		s.Unknown = first - s.Start
+	first := s.End
+	if len(changes) > 0 {
+		first = min(changes[0].t, s.End)
 	}
+	s.Unknown = max(first-s.Start, 0)
 	for i := 0; i+1 < len(changes); i++ {
 		c, next := changes[i], changes[i+1]
 		a, b := max(c.t, s.Start), min(next.t, s.End)
@@ -166,7 +155,7 @@ func account(s *Stall, changes []change) {
 	}
 }
 
-func ms(t trace.Time) string { return strconv.FormatFloat(float64(t)/1e6, 'f', 2, 64) + " ms" }
+func ms(t trace.Time) string { return harness.Ms(int64(t)) }
 
 // short drops a function name's package path.
 func short(fn string) string {

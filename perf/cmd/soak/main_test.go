@@ -73,7 +73,7 @@ func TestTrends(t *testing.T) {
 	if fds := byName["open descriptors"]; fds.slope2 == 0 || math.Abs(fds.perHourPct) < flatWithin*100 || fds.verdict != "flat" {
 		t.Errorf("descriptors stepping between 10 and 12: %+v; want a slope over 5 %% an hour, but flat: noise", fds)
 	}
-	if table := trendTable(ts); !strings.Contains(table, "| RSS | 100.0 MiB | 106.0 MiB |") {
+	if table := trendTable(ts).Markdown(); !strings.Contains(table, "| RSS | 100.0 MiB | 106.0 MiB |") {
 		t.Errorf("table:\n%s", table)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -126,9 +127,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	o.trends = trends(o.samples, o.loadStart, cfg.duration)
 
 	errs = append(errs, writeSamples(r.Path("samples.csv"), o.samples, o.loadStart), r.WriteCommands(),
-		harness.WriteFile(r.Path("report.md"), func(w io.Writer) { io.WriteString(w, o.markdown()) }))
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, o.summary())
+		os.WriteFile(r.Path("report.md"), []byte(o.doc().Markdown()), 0o644))
+	fmt.Fprint(stdout, "\n"+o.results().Markdown())
 	r.Say("report: %s (samples.csv, commands.txt, logs and the load client's report.json beside it)", r.Path("report.md"))
 
 	if !harness.Reconciled(o.report) {
@@ -149,23 +149,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 // progress prints a line per sample.
 func (o *outcome) progress(s, prev *harness.Sample) {
-	line := fmt.Sprintf("%8s  rss %6.1f MiB  heap %5.1f MiB  goroutines %4.0f  fds %6d  conns %6.0f", since(s.At, o.loadStart),
-		float64(s.RSS)/(1<<20), s.Metric("go_memstats_heap_inuse_bytes")/(1<<20), s.Metric("go_goroutines"), s.FDs, s.Metric("hongbao_connections"))
-	if shakes, cpu, ok := rates(prev, s); ok {
-		line += fmt.Sprintf("  SHAKE/s %6.0f  server CPU %3.0f %%", shakes, cpu)
-	}
-	if s.Err != nil {
-		line += "  error: " + s.Err.Error()
+	line, names := harness.When(s.At, o.loadStart), columns()
+	for i, v := range row(s, prev) {
+		if v != "" {
+			line += "  " + names[i] + " " + v
+		}
 	}
 	o.run.Say("%s", line)
-}
-
-// since formats t relative to the load's start: -0:15 in the ramp.
-func since(t, loadStart time.Time) string {
-	d := t.Sub(loadStart).Round(time.Second)
-	sign := ""
-	if d < 0 {
-		sign, d = "-", -d
-	}
-	return fmt.Sprintf("%s%d:%02d", sign, int(d.Minutes()), int(d.Seconds())%60)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"hongbao/perf/internal/harness"
@@ -22,11 +23,48 @@ func rates(prev, s *harness.Sample) (shakes, cpu float64, ok bool) {
 	return (s.Shakes() - prev.Shakes()) / dt, (s.CPU - prev.CPU).Seconds() / dt * 100, true
 }
 
-// metric is one figure the report follows: its name, unit and value.
+// metric is one figure the report follows; its value is divided by scale
+// for the report.
 type metric struct {
 	name, unit string
-	scale      float64 // the value is divided by it for the report
+	scale      float64
 	value      func(*harness.Sample) float64
+}
+
+// text formats v, in the report's unit: MiB with one decimal, counts whole.
+func (m metric) text(v float64) string {
+	switch {
+	case math.IsInf(v, 0):
+		return "n/a"
+	case m.unit != "":
+		return fmt.Sprintf("%.1f %s", v, m.unit)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// columns name row's cells.
+func columns() []string {
+	var out []string
+	for _, m := range followed {
+		out = append(out, m.name)
+	}
+	return append(out, "SHAKE/s", "server CPU %")
+}
+
+// row is the sample's followed figures, and its rates since prev.
+func row(s, prev *harness.Sample) []string {
+	var out []string
+	for _, m := range followed {
+		out = append(out, m.text(m.value(s)/m.scale))
+	}
+	rate, cpu := "", ""
+	if r, c, ok := rates(prev, s); ok {
+		rate, cpu = fmt.Sprintf("%.0f", r), fmt.Sprintf("%.0f", c)
+	}
+	if s.Err != nil {
+		rate += " (error: " + s.Err.Error() + ")"
+	}
+	return append(out, rate, cpu)
 }
 
 func series(name string) func(*harness.Sample) float64 {
@@ -54,7 +92,7 @@ func writeSamples(path string, samples []harness.Sample, loadStart time.Time) er
 			fmt.Fprintf(w, "%.3f,%d,%.0f,%.0f,%.0f,%.0f,%d,%.0f,%.0f,%.2f,%.0f,%.0f,%.1f,%s\n", s.At.Sub(loadStart).Seconds(),
 				s.RSS, s.Metric("go_memstats_heap_inuse_bytes"), s.Metric("go_memstats_heap_alloc_bytes"), s.Metric("go_memstats_stack_inuse_bytes"),
 				s.Metric("go_goroutines"), s.FDs, s.Metric("go_threads"), s.Metric("hongbao_connections"),
-				s.CPU.Seconds(), s.Shakes(), s.Metric("go_gc_duration_seconds_count"), float64(s.Scrape.Microseconds())/1e3, harness.CSVError(s.Err))
+				s.CPU.Seconds(), s.Shakes(), s.Metric("go_gc_duration_seconds_count"), harness.Millis(s.Scrape), harness.CSVError(s.Err))
 		}
 	})
 }

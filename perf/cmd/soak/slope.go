@@ -17,13 +17,10 @@ func leastSquares(xs, ys []float64) (slope, stderr float64, ok bool) {
 	if len(xs) < 2 || len(xs) != len(ys) {
 		return 0, 0, false
 	}
-	var mx, my float64
+	var mx, my, sxy, sxx, rss float64
 	for i := range xs {
-		mx += xs[i]
-		my += ys[i]
+		mx, my = mx+xs[i]/n, my+ys[i]/n
 	}
-	mx, my = mx/n, my/n
-	var sxy, sxx float64
 	for i := range xs {
 		sxy += (xs[i] - mx) * (ys[i] - my)
 		sxx += (xs[i] - mx) * (xs[i] - mx)
@@ -32,12 +29,11 @@ func leastSquares(xs, ys []float64) (slope, stderr float64, ok bool) {
 		return 0, 0, false
 	}
 	slope = sxy / sxx
+	for i := range xs {
+		r := ys[i] - my - slope*(xs[i]-mx)
+		rss += r * r
+	}
 	if len(xs) > 2 {
-		var rss float64 // residual sum of squares
-		for i := range xs {
-			r := ys[i] - my - slope*(xs[i]-mx)
-			rss += r * r
-		}
 		stderr = math.Sqrt(rss / (n - 2) / sxx)
 	}
 	return slope, stderr, true
@@ -52,10 +48,10 @@ const (
 	significant = 3.0
 )
 
-// trend is one followed figure over the load.
+// trend is one followed figure over the load, in the report's unit.
 type trend struct {
 	m                 metric
-	first, last       float64 // in the report's unit
+	first, last       float64
 	min, max, mean2   float64 // mean2: over the second half
 	slope, slope2     float64 // per minute: whole load, second half
 	ok, ok2           bool
@@ -65,14 +61,12 @@ type trend struct {
 	verdict           string  // flat, GROWS, falls, or ? without enough samples
 }
 
-// trends computes each followed figure's slopes over the samples taken
-// during the load (from loadStart for dur) and over its second half.
-// Samples that failed are left out.
+// trends computes each followed figure's slopes over the samples that
+// succeeded during the load (from loadStart for dur) and its second half.
 func trends(samples []harness.Sample, loadStart time.Time, dur time.Duration) []trend {
-	half := dur.Minutes() / 2
 	var out []trend
 	for _, m := range followed {
-		tr := trend{m: m, min: math.Inf(1), max: math.Inf(-1)}
+		tr := trend{m: m, min: math.Inf(1), max: math.Inf(-1), verdict: "?"}
 		var xs, ys, xs2, ys2 []float64
 		for i := range samples {
 			s := &samples[i]
@@ -82,8 +76,9 @@ func trends(samples []harness.Sample, loadStart time.Time, dur time.Duration) []
 			}
 			y := m.value(s) / m.scale
 			xs, ys = append(xs, x), append(ys, y)
-			if x >= half {
+			if x >= dur.Minutes()/2 {
 				xs2, ys2 = append(xs2, x), append(ys2, y)
+				tr.mean2 += y
 			}
 			tr.min, tr.max = math.Min(tr.min, y), math.Max(tr.max, y)
 		}
@@ -91,12 +86,9 @@ func trends(samples []harness.Sample, loadStart time.Time, dur time.Duration) []
 		if len(ys) > 0 {
 			tr.first, tr.last = ys[0], ys[len(ys)-1]
 		}
-		for _, y := range ys2 {
-			tr.mean2 += y / float64(len(ys2))
-		}
+		tr.mean2 /= float64(max(len(ys2), 1))
 		tr.slope, _, tr.ok = leastSquares(xs, ys)
 		tr.slope2, tr.stderr2, tr.ok2 = leastSquares(xs2, ys2)
-		tr.verdict = "?"
 		if tr.ok2 && tr.mean2 != 0 {
 			tr.perHourPct = tr.slope2 * 60 / tr.mean2 * 100
 			switch {
@@ -113,40 +105,21 @@ func trends(samples []harness.Sample, loadStart time.Time, dur time.Duration) []
 	return out
 }
 
-// trendTable renders the trends as a Markdown table.
-func trendTable(ts []trend) string {
-	var b strings.Builder
-	b.WriteString("| figure | at load start | at end | min | max | slope / min, whole load | slope / min, second half | second half, 1 h at that slope | verdict |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, t := range ts {
-		unit := ""
-		if t.m.unit != "" {
-			unit = " " + t.m.unit
-		}
+// trendTable is the trends as a table.
+func trendTable(ts []trend) *harness.Table {
+	t := &harness.Table{Right: true, Head: []string{"figure", "at load start", "at end", "min", "max", "slope / min, whole load", "slope / min, second half", "second half, 1 h at that slope", "verdict"}}
+	for _, tr := range ts {
 		slope := func(v float64, ok bool) string {
 			if !ok {
 				return "n/a"
 			}
-			return fmt.Sprintf("%+.3f%s", v, unit)
+			return strings.TrimSpace(fmt.Sprintf("%+.3f %s", v, tr.m.unit))
 		}
 		hour := "n/a"
-		if t.ok2 {
-			hour = fmt.Sprintf("%+.2f %%", t.perHourPct)
+		if tr.ok2 {
+			hour = fmt.Sprintf("%+.2f %%", tr.perHourPct)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t.m.name,
-			num(t.first, t.m), num(t.last, t.m), num(t.min, t.m), num(t.max, t.m),
-			slope(t.slope, t.ok), slope(t.slope2, t.ok2), hour, t.verdict)
+		t.Add(tr.m.name, tr.m.text(tr.first), tr.m.text(tr.last), tr.m.text(tr.min), tr.m.text(tr.max), slope(tr.slope, tr.ok), slope(tr.slope2, tr.ok2), hour, tr.verdict)
 	}
-	return b.String()
-}
-
-// num formats a value of m: MiB with one decimal, counts whole.
-func num(v float64, m metric) string {
-	if math.IsInf(v, 0) {
-		return "n/a"
-	}
-	if m.unit == "MiB" {
-		return fmt.Sprintf("%.1f MiB", v)
-	}
-	return fmt.Sprintf("%.0f", v)
+	return t
 }

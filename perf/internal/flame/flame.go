@@ -1,21 +1,16 @@
 // Package flame writes the flame graph of a profile as one static HTML file,
-// the very page `go tool pprof -http` serves at /ui/flamegraph, by running
-// github.com/google/pprof's driver as a library.
-//
-// The driver has no "write the flame graph to a file" output, so Render runs
-// it as `pprof -http` with its HTTPServer option: instead of listening, the
-// option receives the web UI's handlers, and Render calls the /flamegraph
-// handler once with an httptest recorder. That page inlines its script, its
-// styles and the stacks, so a browser opens it with no server running; its
-// links to the other views (Top, Graph, Source) need `go tool pprof -http`.
-//
-// Rejected: rendering the stacks with a flame-graph library of our own or a
-// third party's; the driver's page is the one people know from pprof, and
-// it stays right as pprof's profile format and views change.
+// the page `go tool pprof -http` serves at /ui/flamegraph: Render runs
+// github.com/google/pprof's driver as a library with an HTTPServer option
+// that, instead of listening, calls the /flamegraph handler once. The page
+// inlines its script, styles and stacks, so it opens with no server; its
+// links to pprof's other views need `go tool pprof -http`. pprof's own page
+// stays right as its profile format and views change, as a renderer of our
+// own would not.
 package flame
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,21 +58,13 @@ var mu sync.Mutex
 func Render(o Options, out string) error {
 	mu.Lock()
 	defer mu.Unlock()
-	log := o.Log
-	if log == nil {
-		log = io.Discard
-	}
+	log := cmp.Or[io.Writer](o.Log, io.Discard)
 	var page []byte
 	var serveErr error
-	// The driver's config (sample index and the like) outlives a call, so
-	// every flag that matters is given each time (an empty -sample_index
-	// is the profile's default). The port is never bound: HTTPServer below
-	// serves nothing.
-	args := []string{"-http=127.0.0.1:0", "-no_browser", "-sample_index=" + o.SampleIndex}
-	if o.Base != "" {
-		args = append(args, "-base="+o.Base)
-	}
-	args = append(args, o.Profile)
+	// The driver keeps its config (the sample index…) across calls, so
+	// every flag that matters is given each time (an empty -sample_index is
+	// the profile's default). HTTPServer below binds no port.
+	args := append([]string{"-no_browser", "-sample_index=" + o.SampleIndex}, o.Args("127.0.0.1:0")...)
 	err := driver.PProf(&driver.Options{
 		Flagset: newFlagset(args),
 		UI:      &ui{w: log},

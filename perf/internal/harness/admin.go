@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,11 +27,11 @@ func NewAdmin(addr string) *Admin {
 }
 
 // Get reads path and returns the body of a 200 answer.
-func (a *Admin) Get(path string) ([]byte, error) {
-	return a.do(http.MethodGet, path)
-}
+func (a *Admin) Get(path string) ([]byte, error) { return a.do(http.MethodGet, path, nil) }
 
-func (a *Admin) do(method, path string) ([]byte, error) {
+// do sends method path and returns the body of a 200 answer, decoded into
+// v too unless v is nil.
+func (a *Admin) do(method, path string, v any) ([]byte, error) {
 	req, err := http.NewRequest(method, a.URL+path, nil)
 	if err != nil {
 		return nil, err
@@ -47,7 +48,18 @@ func (a *Admin) do(method, path string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return body, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(body))
 	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			return body, fmt.Errorf("cannot parse %s: %w", path, err)
+		}
+	}
 	return body, nil
+}
+
+// getJSON reads path into v.
+func (a *Admin) getJSON(path string, v any) error {
+	_, err := a.do(http.MethodGet, path, v)
+	return err
 }
 
 // Stats is the part of GET /stats that the perf tools read (docs/PROTOCOL.md's
@@ -84,33 +96,20 @@ type Stats struct {
 
 // Stats reads GET /stats; raw is the body as the server wrote it.
 func (a *Admin) Stats() (st Stats, raw []byte, err error) {
-	raw, err = a.Get("/stats")
-	if err != nil {
-		return st, raw, err
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, raw, fmt.Errorf("cannot parse /stats: %w", err)
-	}
-	return st, raw, nil
+	raw, err = a.do(http.MethodGet, "/stats", &st)
+	return st, raw, err
 }
 
 // WaitConnections polls /stats until connections == n (and, when logins is
 // true, logins ≥ n) or the timeout passes; it returns the last Stats.
-func (a *Admin) WaitConnections(n int64, logins bool, timeout time.Duration) (Stats, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		st, _, err := a.Stats()
-		if err == nil && st.Connections == n && (!logins || st.Logins >= n) {
-			return st, nil
+func (a *Admin) WaitConnections(n int64, logins bool, timeout time.Duration) (st Stats, err error) {
+	err = poll(timeout, 50*time.Millisecond, func() error {
+		if st, _, err = a.Stats(); err == nil && (st.Connections != n || logins && st.Logins < n) {
+			err = fmt.Errorf("server has %d connections (%d logins) after %v; want %d", st.Connections, st.Logins, timeout, n)
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = fmt.Errorf("server has %d connections (%d logins) after %v; want %d", st.Connections, st.Logins, timeout, n)
-			}
-			return st, err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
+	return st, err
 }
 
 // Campaign is a campaign as POST /campaigns/{kind} and GET /campaigns answer.
@@ -129,47 +128,31 @@ type Campaign struct {
 
 // StartCampaign posts a campaign of kind (shake or send) with the query
 // parameters q.
-func (a *Admin) StartCampaign(kind string, q url.Values) (Campaign, error) {
-	var c Campaign
-	body, err := a.do(http.MethodPost, "/campaigns/"+kind+"?"+q.Encode())
-	if err != nil {
-		return c, err
-	}
-	if err := json.Unmarshal(body, &c); err != nil {
-		return c, fmt.Errorf("cannot parse the campaign: %w", err)
-	}
-	return c, nil
+func (a *Admin) StartCampaign(kind string, q url.Values) (c Campaign, err error) {
+	_, err = a.do(http.MethodPost, "/campaigns/"+kind+"?"+q.Encode(), &c)
+	return c, err
 }
 
 // Campaigns reads GET /campaigns; raw is the body.
 func (a *Admin) Campaigns() (list []Campaign, raw []byte, err error) {
-	raw, err = a.Get("/campaigns")
-	if err != nil {
-		return nil, raw, err
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, raw, fmt.Errorf("cannot parse /campaigns: %w", err)
-	}
-	return list, raw, nil
+	raw, err = a.do(http.MethodGet, "/campaigns", &list)
+	return list, raw, err
 }
 
 // WaitCampaigns waits until every campaign is done, polling GET /campaigns.
 func (a *Admin) WaitCampaigns(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return poll(timeout, 100*time.Millisecond, func() error {
 		list, _, err := a.Campaigns()
-		done := err == nil
 		for _, c := range list {
-			done = done && c.Done
+			if err == nil && !c.Done {
+				err = errors.New("running")
+			}
 		}
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) {
+		if err != nil {
 			return fmt.Errorf("campaigns not done %v after the load: %v", timeout, err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // GC makes the server collect garbage now, through the heap profile's gc=1

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +14,8 @@ import (
 	"time"
 )
 
-// Cluster is a NATS server and the gateway processes of the real server
-// binary over it, on loopback.
+// Cluster is gateway processes of the real server binary over NATS, on
+// loopback. The tool starts NATS and stops it after the gateways.
 type Cluster struct {
 	Bin     string   // the server binary
 	Sets    int      // -sets of every gateway
@@ -24,29 +23,20 @@ type Cluster struct {
 	Extra   []string // more server flags
 	Dir     string   // logs: gateway<i>.log (restarts: gateway<i>.<n>.log)
 	Echo    io.Writer
-	// NATS starts a NATS server on port (0: a free one) and returns its
-	// port and how to stop it: the embedded one of internal/embednats,
-	// injected so that tools without a cluster do not link it.
-	NATS func(port int) (int, func(), error)
+	// NATS are the nats-server processes the gateways connect to, for
+	// StopNATS and StartNATS and a report; URL, when set, is their address
+	// instead (one URL or several, comma-separated).
+	NATS *NATSServers
+	URL  string
 	// Auth gives the flags of gateway node's NATS identity, if any.
 	Auth func(node int) []string
-	// URL, when set, is the NATS the gateways connect to (one URL or
-	// several, comma-separated), run by the tool itself: NATS is then not
-	// started here.
-	URL string
 	// SamePorts makes a restart listen on the ports the gateway had, as a
 	// supervisor restarts a process: the addresses the clients and the
 	// other gateways hold stay good.
 	SamePorts bool
-	// NATSServers, when the tool runs nats-server processes for URL, are
-	// they: for its report (their commands, their CPU).
-	NATSServers *NATSServers
 	// Nodes is the gateways' -node N, the most the cluster will have (Join
 	// adds them); 0: as many as Start starts.
-	Nodes int
-
-	natsPort int
-	natsStop func()
+	Nodes    int
 	Gateways []*Gateway
 }
 
@@ -61,13 +51,10 @@ type Gateway struct {
 	restarts int
 }
 
-// Start starts NATS and n gateways at once and waits until every gateway
-// sees every other up and, where SETs are claimed, runs its even share:
-// the load must not begin among SETs still moving to even the cluster out.
+// Start starts n gateways at once and waits until every gateway sees every
+// other up and, where SETs are claimed, runs its even share: the load must
+// not begin among SETs still moving to even the cluster out.
 func (c *Cluster) Start(ctx context.Context, n int) error {
-	if err := c.StartNATS(); err != nil {
-		return err
-	}
 	for i := range n {
 		data, err := os.MkdirTemp("", fmt.Sprintf("hongbao-gw%d-", i))
 		if err != nil {
@@ -81,10 +68,8 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 		wg.Go(func() { errs[i] = c.start(ctx, i) })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if err := c.WaitUp(15 * time.Second); err != nil {
 		return err
@@ -98,18 +83,27 @@ func (c *Cluster) Start(ctx context.Context, n int) error {
 	return c.WaitBalanced(60 * time.Second)
 }
 
+// metrics reads /metrics of every running gateway (nil for one that does
+// not answer).
+func (c *Cluster) metrics() []map[string]float64 {
+	var out []map[string]float64
+	for _, g := range c.Gateways {
+		if g.Srv != nil {
+			m, _ := g.Srv.Admin.Metrics()
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // WaitBalanced waits until, where SETs are claimed, every running gateway
 // runs its even share of them (the SETs over the gateways, rounded down or
 // up) and none is moving: what -rebalance converges to.
 func (c *Cluster) WaitBalanced(timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+	return poll(timeout, 100*time.Millisecond, func() error {
 		var running []float64
 		moving := 0.0
-		for _, g := range c.Gateways {
-			if g.Srv == nil {
-				continue
-			}
-			m, _ := g.Srv.Admin.Metrics()
+		for _, m := range c.metrics() {
 			v, ok := m["hongbao_cluster_sets_running"]
 			if !ok {
 				return nil
@@ -117,44 +111,33 @@ func (c *Cluster) WaitBalanced(timeout time.Duration) error {
 			running = append(running, v)
 			moving += m["hongbao_cluster_moves_out"] + m["hongbao_cluster_moves_in"]
 		}
-		if len(running) == 0 {
-			return nil
-		}
-		lo, hi := c.Sets/len(running), (c.Sets+len(running)-1)/len(running)
+		n := max(1, len(running))
 		even := moving == 0
 		for _, v := range running {
-			even = even && int(v) >= lo && int(v) <= hi
+			even = even && int(v) >= c.Sets/n && int(v) <= (c.Sets+n-1)/n
 		}
-		if even {
-			return nil
-		}
-		if time.Now().After(deadline) {
+		if !even {
 			return fmt.Errorf("the gateways run %v of the %d SETs, %.0f moving, after %v: not evened out", running, c.Sets, moving, timeout)
 		}
-	}
+		return nil
+	})
 }
 
 // WaitRunning waits until the running gateways run every SET between them,
 // where SETs are claimed (-journal jetstream: hongbao_cluster_sets_running);
 // elsewhere each gateway's SETs run once it is up.
 func (c *Cluster) WaitRunning(timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+	return poll(timeout, 50*time.Millisecond, func() error {
 		n, claimed := 0.0, false
-		for _, g := range c.Gateways {
-			if g.Srv == nil {
-				continue
-			}
-			m, _ := g.Srv.Admin.Metrics()
+		for _, m := range c.metrics() {
 			v, ok := m["hongbao_cluster_sets_running"]
 			n, claimed = n+v, claimed || ok
 		}
-		if !claimed || int(n) == c.Sets {
-			return nil
-		}
-		if time.Now().After(deadline) {
+		if claimed && int(n) != c.Sets {
 			return fmt.Errorf("the gateways run %.0f of the %d SETs after %v", n, c.Sets, timeout)
 		}
-	}
+		return nil
+	})
 }
 
 func (c *Cluster) start(ctx context.Context, i int) error {
@@ -163,11 +146,14 @@ func (c *Cluster) start(ctx context.Context, i int) error {
 	if g.restarts > 0 {
 		name = fmt.Sprintf("gateway%d.%d.log", i, g.restarts)
 	}
-	nodes := c.Nodes
+	nodes, url := c.Nodes, c.URL
 	if nodes == 0 {
 		nodes = len(c.Gateways)
 	}
-	args := []string{"-nats", c.NATSURL(), "-node", fmt.Sprintf("%d/%d", i, nodes), "-sets", strconv.Itoa(c.Sets), "-data", g.Data}
+	if url == "" {
+		url = c.NATS.URL()
+	}
+	args := []string{"-nats", url, "-node", fmt.Sprintf("%d/%d", i, nodes), "-sets", strconv.Itoa(c.Sets), "-data", g.Data}
 	if c.Timeout != "" {
 		args = append(args, "-cluster-timeout", c.Timeout)
 	}
@@ -184,14 +170,6 @@ func (c *Cluster) start(ctx context.Context, i int) error {
 	}
 	g.Srv, g.Listen, g.AdminURL = srv, srv.Listen, srv.Admin.URL
 	return nil
-}
-
-// NATSURL is the NATS server's address (URL when set).
-func (c *Cluster) NATSURL() string {
-	if c.URL != "" {
-		return c.URL
-	}
-	return fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort)
 }
 
 // Addrs are the gateways' client addresses, and AdminURLs their admin
@@ -245,52 +223,39 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	return c.start(ctx, i)
 }
 
-// StopNATS shuts the NATS server down.
+// StopNATS kills every server of NATS with SIGKILL; StartNATS starts them
+// again on their ports.
 func (c *Cluster) StopNATS() {
-	if c.natsStop != nil {
-		c.natsStop()
-		c.natsStop = nil
+	for i := range c.NATS.Len() {
+		c.NATS.Kill(i)
 	}
 }
 
-// StartNATS starts NATS, on the port it had if it ran before, retrying
-// while that port is not free yet; with URL, nothing.
 func (c *Cluster) StartNATS() error {
-	if c.URL != "" {
-		return nil
-	}
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var port int
-		var stop func()
-		if port, stop, err = c.NATS(c.natsPort); err == nil {
-			c.natsPort, c.natsStop = port, stop
-			return nil
+	for i := range c.NATS.Len() {
+		if err := c.NATS.Restart(i); err != nil {
+			return err
 		}
-	}
-	return err
-}
-
-// Stop stops every running gateway with SIGTERM, then NATS; it returns
-// the gateways that did not exit 0.
-func (c *Cluster) Stop(timeout time.Duration) error {
-	var bad []string
-	for _, g := range c.Gateways {
-		if g.Srv != nil {
-			if _, err := g.Srv.Stop(timeout); err != nil {
-				bad = append(bad, fmt.Sprintf("gateway %d: %v", g.Node, err))
-			}
-			g.Srv = nil
-		}
-	}
-	c.StopNATS()
-	if len(bad) > 0 {
-		return fmt.Errorf("%s", strings.Join(bad, "; "))
 	}
 	return nil
 }
 
-// Cleanup kills what still runs and removes the journals.
+// Stop stops every running gateway with SIGTERM; it returns the gateways
+// that did not exit 0.
+func (c *Cluster) Stop(timeout time.Duration) error {
+	var bad []error
+	for _, g := range c.Gateways {
+		if g.Srv != nil {
+			if _, err := g.Srv.Stop(timeout); err != nil {
+				bad = append(bad, fmt.Errorf("gateway %d: %v", g.Node, err))
+			}
+			g.Srv = nil
+		}
+	}
+	return errors.Join(bad...)
+}
+
+// Cleanup kills the gateways that still run and removes the journals.
 func (c *Cluster) Cleanup() {
 	for _, g := range c.Gateways {
 		if g.Srv != nil {
@@ -298,7 +263,6 @@ func (c *Cluster) Cleanup() {
 		}
 		os.RemoveAll(g.Data)
 	}
-	c.StopNATS()
 }
 
 // Admin returns gateway i's admin API.
@@ -316,21 +280,14 @@ type ClusterMap struct {
 }
 
 // ReadClusterMap reads GET /cluster.
-func ReadClusterMap(a *Admin) (ClusterMap, error) {
-	var m ClusterMap
-	b, err := a.Get("/cluster")
-	if err == nil {
-		err = json.Unmarshal(b, &m)
-	}
+func ReadClusterMap(a *Admin) (m ClusterMap, err error) {
+	err = a.getJSON("/cluster", &m)
 	return m, err
 }
 
 // Owners is each SET's gateway by m (-1: none).
 func (m *ClusterMap) Owners(sets int) []int {
-	out := make([]int, sets)
-	for i := range out {
-		out[i] = -1
-	}
+	out := slices.Repeat([]int{-1}, sets)
 	for _, g := range m.Gateways {
 		for _, s := range g.Sets {
 			if s >= 0 && s < sets {
@@ -341,52 +298,43 @@ func (m *ClusterMap) Owners(sets int) []int {
 	return out
 }
 
-// allUp reports whether every gateway's GET /cluster shows every gateway
-// up with its address.
-func (c *Cluster) allUp() bool {
-	running := map[int]bool{}
-	for _, g := range c.Gateways {
-		if g.Srv != nil {
-			running[g.Node] = true
-		}
-	}
-	if len(running) == 0 {
-		return false
-	}
-	for _, g := range c.Gateways {
-		if g.Srv == nil {
-			continue
-		}
-		m, err := ReadClusterMap(g.Srv.Admin)
-		if err != nil || !m.NATS {
-			return false
-		}
-		seen := 0
-		for _, gw := range m.Gateways {
-			if running[gw.Node] {
-				if !gw.Up || gw.Addr == "" {
-					return false
-				}
-				seen++
+// WaitUp waits until every running gateway's GET /cluster shows every
+// running gateway up with its address.
+func (c *Cluster) WaitUp(timeout time.Duration) error {
+	return poll(timeout, 50*time.Millisecond, func() error {
+		notUp := fmt.Errorf("the gateways do not all see each other up after %v", timeout)
+		running := map[int]bool{}
+		for _, g := range c.Gateways {
+			if g.Srv != nil {
+				running[g.Node] = true
 			}
 		}
-		if seen != len(running) {
-			return false
+		for _, g := range c.Gateways {
+			if g.Srv == nil {
+				continue
+			}
+			m, err := ReadClusterMap(g.Srv.Admin)
+			if err != nil || !m.NATS {
+				return notUp
+			}
+			seen := 0
+			for _, gw := range m.Gateways {
+				if running[gw.Node] {
+					if !gw.Up || gw.Addr == "" {
+						return notUp
+					}
+					seen++
+				}
+			}
+			if seen != len(running) {
+				return notUp
+			}
 		}
-	}
-	return true
-}
-
-// WaitUp waits until every gateway sees every other up.
-func (c *Cluster) WaitUp(timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
-		if c.allUp() {
-			return nil
+		if len(running) == 0 {
+			return notUp
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the gateways do not all see each other up after %v", timeout)
-		}
-	}
+		return nil
+	})
 }
 
 // ClusterStats is GET /cluster/stats: the summed ledger and who answered.
@@ -397,12 +345,8 @@ type ClusterStats struct {
 }
 
 // ReadClusterStats reads GET /cluster/stats.
-func ReadClusterStats(a *Admin) (ClusterStats, error) {
-	var st ClusterStats
-	b, err := a.Get("/cluster/stats")
-	if err == nil {
-		err = json.Unmarshal(b, &st)
-	}
+func ReadClusterStats(a *Admin) (st ClusterStats, err error) {
+	err = a.getJSON("/cluster/stats", &st)
 	return st, err
 }
 
@@ -411,8 +355,8 @@ func ReadClusterStats(a *Admin) (ClusterStats, error) {
 // once no gateway is missing from it (within timeout); with the stats.
 func (c *Cluster) Money(not int, timeout time.Duration) (int64, ClusterStats, error) {
 	var cs ClusterStats
-	err := errors.New("no gateway answers")
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+	err := poll(timeout, 100*time.Millisecond, func() error {
+		err := errors.New("no gateway answers")
 		for _, g := range c.Gateways {
 			if g.Srv == nil || g.Node == not {
 				continue
@@ -421,26 +365,30 @@ func (c *Cluster) Money(not int, timeout time.Duration) (int64, ClusterStats, er
 				err = fmt.Errorf("gateways %v missing from /cluster/stats", cs.Missing)
 			}
 			if err == nil {
-				return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return 0, cs, err
-		}
+		return err
+	})
+	if err != nil {
+		return 0, cs, err
 	}
+	return cs.Shake.GotAmount + cs.Envelopes.OpenedAmount, cs, nil
 }
 
 // Settled is the cluster's Money at the end of a run, read again for up to
 // 10 s until both ledger invariants hold (a gateway may still be applying
 // what it took over), with the ledger's checks.
-func (c *Cluster) Settled() (int64, ClusterStats, []LedgerCheck, error) {
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		money, cs, err := c.Money(-1, 5*time.Second)
-		checks := LedgerChecks(&cs.Stats, nil)
-		if err == nil && len(FailedChecks(checks)) == 0 || time.Now().After(deadline) {
-			return money, cs, checks, err
+func (c *Cluster) Settled() (money int64, cs ClusterStats, checks []LedgerCheck, err error) {
+	poll(10*time.Second, 100*time.Millisecond, func() error {
+		money, cs, err = c.Money(-1, 5*time.Second)
+		checks = LedgerChecks(&cs.Stats, nil)
+		if err != nil || len(FailedChecks(checks)) > 0 {
+			return errors.New("not settled")
 		}
-	}
+		return nil
+	})
+	return money, cs, checks, err
 }
 
 // Crossings are a gateway's hongbao_cluster_* series and its goroutines,

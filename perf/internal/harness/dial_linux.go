@@ -1,10 +1,13 @@
 package harness
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -130,57 +133,37 @@ func waitFor(fd int, events int16, deadline time.Time) error {
 // closes what it opened and returns the error. progress, if not nil, is
 // called from one goroutine at a time with the count so far, every 1,000.
 func (d *Dialer) LoginMany(first uint32, n, workers int, progress func(done int)) ([]int, error) {
-	fds := make([]int, n)
-	for i := range fds {
-		fds[i] = -1
-	}
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	errc := make(chan error, workers)
-	done := make(chan int, n)
-	stop := make(chan struct{})
+	fds := slices.Repeat([]int{-1}, n)
+	var mu sync.Mutex // guards next, done, err and the calls of progress
+	next, done := 0, 0
+	var err error
+	var wg sync.WaitGroup
 	for range workers {
-		go func() {
-			for i := range next {
-				select {
-				case <-stop:
-					errc <- nil
-					return
-				default:
-				}
-				fd, err := d.Login(first + uint32(i))
-				if err != nil {
-					errc <- err
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := i >= n || err != nil
+				mu.Unlock()
+				if stop {
 					return
 				}
-				fds[i] = fd // each index written by one worker, read after all have sent on errc
-				done <- i
+				fd, e := d.Login(first + uint32(i))
+				mu.Lock()
+				if fds[i] = fd; e != nil {
+					err = cmp.Or(err, e)
+				} else if done++; progress != nil && done%1000 == 0 {
+					progress(done)
+				}
+				mu.Unlock()
 			}
-			errc <- nil
-		}()
+		})
 	}
-	var first1 error
-	for finished, count := 0, 0; finished < workers; {
-		select {
-		case err := <-errc:
-			finished++
-			if err != nil && first1 == nil {
-				first1 = err
-				close(stop)
-			}
-		case <-done:
-			count++
-			if progress != nil && count%1000 == 0 {
-				progress(count)
-			}
-		}
-	}
-	if first1 != nil {
+	wg.Wait()
+	if err != nil {
 		CloseAll(fds)
-		return nil, first1
+		return nil, err
 	}
 	return fds, nil
 }

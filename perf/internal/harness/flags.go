@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,15 +16,15 @@ import (
 // ParseModes parses an -ingress comma list: each entry epoll or netpoll.
 func ParseModes(s string) ([]string, error) {
 	var modes []string
-	var errs []error
+	var bad Problems
 	for _, m := range strings.Split(s, ",") {
 		if m = strings.TrimSpace(m); m != "epoll" && m != "netpoll" {
-			errs = append(errs, fmt.Errorf("-ingress: %q: want epoll or netpoll", m))
+			bad.If(true, "-ingress: %q: want epoll or netpoll", m)
 		} else {
 			modes = append(modes, m)
 		}
 	}
-	return modes, errors.Join(errs...)
+	return modes, bad.Err()
 }
 
 // ParseLoopbackSources parses -source like the load client does, and checks
@@ -123,11 +124,7 @@ func (p *Problems) If(bad bool, format string, args ...any) {
 
 // Add adds errors; nil ones are none.
 func (p *Problems) Add(errs ...error) {
-	for _, err := range errs {
-		if err != nil {
-			*p = append(*p, err)
-		}
-	}
+	*p = append(*p, slices.DeleteFunc(errs, func(err error) bool { return err == nil })...)
 }
 
 // Err is every problem joined, nil for none.

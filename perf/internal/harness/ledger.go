@@ -19,12 +19,15 @@ type LedgerCheck struct {
 // OK reports whether the equation holds.
 func (c LedgerCheck) OK() bool { return c.Left == c.Right }
 
-func (c LedgerCheck) String() string {
-	v := "ok"
-	if !c.OK() {
-		v = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
+func (c LedgerCheck) verdict() string {
+	if c.OK() {
+		return "ok"
 	}
-	return fmt.Sprintf("%s: %d = %d %s", c.Name, c.Left, c.Right, v)
+	return fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
+}
+
+func (c LedgerCheck) String() string {
+	return fmt.Sprintf("%s: %d = %d %s", c.Name, c.Left, c.Right, c.verdict())
 }
 
 // LedgerChecks returns docs/PROTOCOL.md's two invariants and, given the server's
@@ -91,19 +94,21 @@ func (a *Admin) SettledLedger(wait time.Duration, checks func(*Stats, []Campaign
 		checks = LedgerChecks
 	}
 	var l Ledger
-	for deadline := time.Now().Add(wait); ; time.Sleep(50 * time.Millisecond) {
-		var err error
+	var err error
+	poll(wait, 50*time.Millisecond, func() error {
 		if l.Stats, l.RawStats, err = a.Stats(); err != nil {
-			return l, err
+			return nil
 		}
 		if l.Campaigns, l.RawCamps, err = a.Campaigns(); err != nil {
-			return l, err
+			return nil
 		}
 		l.Checks = checks(&l.Stats, l.Campaigns)
-		if len(FailedChecks(l.Checks)) == 0 || time.Now().After(deadline) {
-			return l, nil
+		if len(FailedChecks(l.Checks)) > 0 {
+			return errors.New("not settled")
 		}
-	}
+		return nil
+	})
+	return l, err
 }
 
 // Settle is the ledger after a run: once the load client's connections are
@@ -131,10 +136,6 @@ func (l *Ledger) Write(dir string) error {
 // width wide.
 func WriteChecks(w io.Writer, cs []LedgerCheck, width int) {
 	for _, c := range cs {
-		verdict := "ok"
-		if !c.OK() {
-			verdict = fmt.Sprintf("MISMATCH by %+d", c.Left-c.Right)
-		}
-		fmt.Fprintf(w, "  %-62s %*d = %-*d %s\n", c.Name, width, c.Left, width, c.Right, verdict)
+		fmt.Fprintf(w, "  %-62s %*d = %-*d %s\n", c.Name, width, c.Left, width, c.Right, c.verdict())
 	}
 }

@@ -33,11 +33,11 @@ type NATSUser struct {
 }
 
 // NATSServers are real nats-server processes (bin/nats-server, which make
-// build builds from the nats-server module) clustered over loopback, each
-// with JetStream on its own store synced at every write (sync_interval:
-// always), as deploy/nats/nats-server-js.conf runs them: a server can be
-// killed with SIGKILL, as a machine dies, and started again on its ports
-// and store. Its methods are safe for concurrent use.
+// build builds from the nats-server module) clustered over loopback, with
+// JetStream, when they have a store, synced at every write as
+// deploy/nats/nats-server-js.conf runs it: a server can be killed with
+// SIGKILL, as a machine dies, and started again on its ports and store.
+// Its methods are safe for concurrent use.
 type NATSServers struct {
 	bin, dir, store string
 
@@ -54,10 +54,10 @@ type natsProc struct {
 	starts                 int
 }
 
-// StartNATSServers starts n servers of bin, their configurations and logs in
-// dir and their JetStream stores under store, with users (none: open to
-// every client), and waits until every one takes connections;
-// WaitJetStream waits for JetStream to form.
+// StartNATSServers starts n servers of bin, their configurations and logs
+// in dir, with users (none: open to every client), and waits until every
+// one takes connections. With a store, each runs JetStream under it
+// (WaitJetStream waits for it to form); without, none does.
 func StartNATSServers(bin, dir, store string, n int, users []NATSUser) (*NATSServers, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w (make build builds it from the nats-server module)", bin, err)
@@ -75,8 +75,6 @@ func StartNATSServers(bin, dir, store string, n int, users []NATSUser) (*NATSSer
 		if err := os.WriteFile(nd.conf, c.config(i, users), 0o600); err != nil {
 			return nil, err
 		}
-	}
-	for i := range c.nodes {
 		if err := c.start(i); err != nil {
 			c.Stop()
 			return nil, err
@@ -95,16 +93,20 @@ func (c *NATSServers) config(i int, users []NATSUser) []byte {
 		e.Encode(v)
 		return strings.TrimSpace(b.String())
 	}
-	var routes []string
-	for j, o := range c.nodes {
-		if j != i {
-			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.cluster))
-		}
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n", nd.name, nd.port, nd.monitor)
-	fmt.Fprintf(&b, "jetstream { store_dir: %s, sync_interval: always }\n", q(filepath.Join(c.store, nd.name)))
-	fmt.Fprintf(&b, "cluster { name: hongbao, listen: 127.0.0.1:%d, routes: %s }\n", nd.cluster, q(routes))
+	if c.store != "" {
+		fmt.Fprintf(&b, "jetstream { store_dir: %s, sync_interval: always }\n", q(filepath.Join(c.store, nd.name)))
+	}
+	if len(c.nodes) > 1 {
+		var routes []string
+		for j, o := range c.nodes {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.cluster))
+			}
+		}
+		fmt.Fprintf(&b, "cluster { name: hongbao, listen: 127.0.0.1:%d, routes: %s }\n", nd.cluster, q(routes))
+	}
 	if len(users) > 0 {
 		b.WriteString("authorization { users: [\n")
 		for _, u := range users {
@@ -146,8 +148,7 @@ func (c *NATSServers) start(i int) error {
 	go func() { cmd.Wait(); out.Close(); close(done) }()
 	nd.cmd, nd.done = cmd, done
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", nd.port), time.Second)
-		if err == nil {
+		if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", nd.port), time.Second); err == nil {
 			conn.Close()
 			return nil
 		}
@@ -192,8 +193,8 @@ func (c *NATSServers) URL() string {
 func (c *NATSServers) CommandLine(i int) string { return c.bin + " -c " + c.nodes[i].conf }
 
 // Kill kills server i with SIGKILL and waits for it: what it had not synced
-// is lost with it, its store stays for Restart. Killing a server that is
-// down does nothing.
+// is lost with it, its store stays for Restart. A server that is down is
+// left as it is.
 func (c *NATSServers) Kill(i int) {
 	c.mu.Lock()
 	nd := c.nodes[i]
@@ -235,48 +236,59 @@ func (c *NATSServers) Stop() {
 	}
 }
 
-// up are the servers running.
-func (c *NATSServers) up() []*natsProc {
+// get GETs path from the monitoring port of every running server, in
+// order, until fn returns true; a server that does not answer 200 gets
+// code and body of what it said (0 when nothing).
+func (c *NATSServers) get(ctx context.Context, path string, fn func(nd *natsProc, code int, body []byte) bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*natsProc
+	var up []*natsProc
 	for _, nd := range c.nodes {
 		if nd.cmd != nil {
-			out = append(out, nd)
+			up = append(up, nd)
 		}
 	}
-	return out
+	c.mu.Unlock()
+	for _, nd := range up {
+		code, body := 0, []byte(nil)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://127.0.0.1:%d%s", nd.monitor, path), nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+			resp.Body.Close()
+			code = resp.StatusCode
+		}
+		cancel()
+		if fn(nd, code, body) {
+			return
+		}
+	}
 }
 
 // WaitJetStream waits until every running server's /healthz says its
 // JetStream is current with the cluster's.
 func (c *NATSServers) WaitJetStream(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
 		var bad []string
-		for _, nd := range c.up() {
-			if code, body := monitor(ctx, nd, "/healthz"); code != http.StatusOK {
+		c.get(ctx, "/healthz", func(nd *natsProc, code int, body []byte) bool {
+			if code != http.StatusOK {
 				bad = append(bad, fmt.Sprintf("%s: %d %s", nd.name, code, strings.TrimSpace(string(body))))
 			}
-		}
+			return false
+		})
 		if len(bad) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("NATS JetStream not current within %v: %s", timeout, strings.Join(bad, "; "))
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
 // StreamLeader is the server that leads stream, by the first running
 // server's /jsz that names one; -1 if none does.
 func (c *NATSServers) StreamLeader(ctx context.Context, stream string) int {
-	for _, nd := range c.up() {
-		code, body := monitor(ctx, nd, "/jsz?accounts=true&streams=true")
-		if code != http.StatusOK {
-			continue
-		}
+	leader := -1
+	c.get(ctx, "/jsz?accounts=true&streams=true", func(_ *natsProc, code int, body []byte) bool {
 		var jsz struct {
 			Accounts []struct {
 				Streams []struct {
@@ -287,62 +299,57 @@ func (c *NATSServers) StreamLeader(ctx context.Context, stream string) int {
 				} `json:"stream_detail"`
 			} `json:"account_details"`
 		}
-		if json.Unmarshal(body, &jsz) != nil {
-			continue
+		if code != http.StatusOK || json.Unmarshal(body, &jsz) != nil {
+			return false
 		}
 		for _, a := range jsz.Accounts {
 			for _, s := range a.Streams {
 				for i, n := range c.nodes {
 					if s.Name == stream && s.Cluster.Leader == n.name {
-						return i
+						leader = i
+						return true
 					}
 				}
 			}
 		}
-	}
-	return -1
+		return false
+	})
+	return leader
 }
 
-// monitor GETs path from nd's monitoring port: the status and body (0 when
-// it does not answer).
-func monitor(ctx context.Context, nd *natsProc, path string) (int, []byte) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://127.0.0.1:%d%s", nd.monitor, path), nil)
-	if err != nil {
-		return 0, nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return resp.StatusCode, b
-}
-
-// StartGatewaysNATS starts n nats-server processes with JetStream for the
-// run, each store in a temporary directory, with a NATS user for each of
-// l's gateways (their JetStream permissions: their identities are
-// returned), the operator's and the users more; the operator provisions l
-// (as jsadmin provision does) before any gateway starts. Each server's
-// command line, and the provisioning's, is a step of the run. stop stops
-// them and removes the stores.
+// StartGatewaysNATS starts n nats-server processes for l's gateways, with a
+// NATS user for each (their identities are returned) and the users more.
+// With l.Replicas above 0 the servers run JetStream, each store in a
+// temporary directory, the gateways' users get its permissions too
+// (cluster.JetStreamPermissions), and an operator (deploy/nats's admin:
+// cluster.OperatorPermissions) provisions l, as jsadmin provision does,
+// before any gateway starts; with 0, no JetStream, and each gateway's user
+// may use its own subjects only (cluster.Permissions). Each server's command
+// line, and the provisioning's, is a step of the run. stop stops them and
+// removes the stores.
 func (r *Run) StartGatewaysNATS(ctx context.Context, bin string, n int, l jsjournal.Layout, more ...NATSUser) (ids []Identity, js *NATSServers, stop func(), err error) {
-	perms := func(node int) ([]string, []string) { return cluster.JetStreamPermissions(l.Prefix, node, l.Gateways) }
-	if ids, err = NewIdentities(r.Dir, l.Gateways, perms); err != nil {
-		return nil, nil, nil, err
+	perms := func(node int) ([]string, []string) { return cluster.Permissions(l.Prefix, node) }
+	store, users := "", more
+	if l.Replicas > 0 {
+		perms = func(node int) ([]string, []string) { return cluster.JetStreamPermissions(l.Prefix, node, l.Gateways) }
+		if store, err = os.MkdirTemp("", r.Name+"-nats-"); err != nil {
+			return nil, nil, nil, err
+		}
 	}
-	operator := NewOperator()
-	users := append(more, operator)
-	for _, id := range ids {
-		users = append(users, NATSUser{Name: id.Name, Password: id.Password, Publish: id.Publish, Subscribe: id.Subscribe})
+	pass := make([]byte, 16)
+	rand.Read(pass)
+	pub, sub := cluster.OperatorPermissions()
+	operator := NATSUser{Name: "admin", Password: hex.EncodeToString(pass), Publish: pub, Subscribe: sub}
+	if store != "" {
+		users = append(users, operator)
 	}
-	store, err := os.MkdirTemp("", r.Name+"-nats-")
+	if ids, err = NewIdentities(r.Dir, l.Gateways, perms); err == nil {
+		for _, id := range ids {
+			users = append(users, id.NATSUser)
+		}
+		js, err = StartNATSServers(bin, r.Dir, store, n, users)
+	}
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	if js, err = StartNATSServers(bin, r.Dir, store, n, users); err != nil {
 		os.RemoveAll(store)
 		return nil, nil, nil, err
 	}
@@ -350,34 +357,26 @@ func (r *Run) StartGatewaysNATS(ctx context.Context, bin string, n int, l jsjour
 		js.Stop()
 		os.RemoveAll(store)
 	}
-	if err := js.WaitJetStream(ctx, 30*time.Second); err != nil {
-		stop()
-		return nil, nil, nil, err
+	if store != "" {
+		err = js.WaitJetStream(ctx, 30*time.Second)
 	}
 	for i := range js.Len() {
 		r.Step("NATS server "+js.Name(i), js.CommandLine(i))
 	}
-	if err := ProvisionJetStream(ctx, js.URL(), operator, l); err != nil {
+	if store != "" && err == nil {
+		err = provision(ctx, js.URL(), operator, l)
+		r.Step("JetStream provisioned by the operator", fmt.Sprintf("bin/jsadmin provision -nats %s -nats-user %s -sets %d -gateways %d -replicas %d",
+			js.URL(), operator.Name, l.Sets, l.Gateways, l.Replicas))
+	}
+	if err != nil {
 		stop()
 		return nil, nil, nil, err
 	}
-	r.Step("JetStream provisioned by the operator", fmt.Sprintf("bin/jsadmin provision -nats %s -nats-user %s -sets %d -gateways %d -replicas %d",
-		js.URL(), operator.Name, l.Sets, l.Gateways, l.Replicas))
 	return ids, js, stop, nil
 }
 
-// NewOperator is the operator's NATS user, as deploy/nats gives it (admin:
-// cluster.OperatorPermissions), with a fresh password.
-func NewOperator() NATSUser {
-	pass := make([]byte, 16)
-	rand.Read(pass)
-	pub, sub := cluster.OperatorPermissions()
-	return NATSUser{Name: "admin", Password: hex.EncodeToString(pass), Publish: pub, Subscribe: sub}
-}
-
-// ProvisionJetStream makes the JetStream at url hold l, as the operator
-// (jsadmin provision): what a cluster's gateways need before they start.
-func ProvisionJetStream(ctx context.Context, url string, operator NATSUser, l jsjournal.Layout) error {
+// provision makes the JetStream at url hold l, as the operator.
+func provision(ctx context.Context, url string, operator NATSUser, l jsjournal.Layout) error {
 	nc, err := nats.Connect(url, nats.UserInfo(operator.Name, operator.Password), nats.Name("hongbao operator"))
 	if err != nil {
 		return fmt.Errorf("provisioning JetStream: %w", err)

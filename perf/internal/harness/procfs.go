@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -13,33 +12,43 @@ import (
 	"time"
 )
 
-// userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, 100 on
-// every Linux architecture that Go supports.
+// userHZ is the unit of the CPU times in /proc: USER_HZ, 100 on every
+// Linux architecture that Go supports.
 const userHZ = 100
 
-// RSS returns the resident set of process pid in bytes (VmRSS of
-// /proc/PID/status).
+// RSS returns the resident set of process pid in bytes (VmRSS).
 func RSS(pid int) (int64, error) {
-	return statusField(pid, "VmRSS:")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if v, ok := kBLines(b)["VmRSS"]; ok || err != nil {
+		return v, err
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
-// statusField reads a "kB" line of /proc/PID/status in bytes.
-func statusField(pid int, name string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, name); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("/proc/%d/status: cannot parse %q", pid, line)
+// kBLines reads the "Name: N [kB]" lines of /proc/meminfo or
+// /proc/PID/status, kB turned into bytes.
+func kBLines(b []byte) map[string]int64 {
+	m := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		name, rest, _ := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			if len(f) == 2 && f[1] == "kB" {
+				v <<= 10
 			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb << 10, err
+			m[name] = v
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, name)
+	return m
+}
+
+// afterComm returns the fields of a /proc/PID/stat line after "pid (comm)":
+// comm may hold spaces and parentheses, so they start after the last ')'.
+func afterComm(b []byte) []string {
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 }
 
 // CPUTime returns the user and system CPU time process pid has used
@@ -49,14 +58,7 @@ func CPUTime(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses, so
-	// count fields from the last ')'. utime and stime are fields 14 and 15,
-	// the 12th and 13th after it.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f := afterComm(b) // state is its 1st field, utime and stime its 12th and 13th
 	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields after comm", pid, len(f))
 	}
@@ -68,11 +70,11 @@ func CPUTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / userHZ, nil
 }
 
-// CPUWait returns how long the threads of process pid have waited, runnable,
-// for a CPU (run_delay in /proc/PID/task/*/schedstat, summed over the
-// threads alive now): what a machine short of CPU costs a process, which its
-// CPU time does not show. Over a window, its growth ÷ the window is how
-// many of the process's threads waited on average.
+// CPUWait returns how long the threads of process pid alive now have
+// waited, runnable, for a CPU (run_delay of /proc/PID/task/*/schedstat):
+// what a machine short of CPU costs a process, which its CPU time does not
+// show. Its growth over a window ÷ the window is how many of the process's
+// threads waited on average.
 func CPUWait(pid int) (time.Duration, error) {
 	var sum time.Duration
 	read := 0
@@ -88,13 +90,22 @@ func CPUWait(pid int) (time.Duration, error) {
 	return sum, err
 }
 
-// runningThreads counts pid's threads not stopped (state T in
-// /proc/PID/task/*/stat).
+// runDelay parses a schedstat line, "time on a CPU, time runnable and
+// waiting for one (both ns), timeslices", into its wait.
+func runDelay(b []byte) (time.Duration, error) {
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 0, fmt.Errorf("want 3 fields, got %q", b)
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	return time.Duration(ns), err
+}
+
+// runningThreads counts pid's threads not stopped (state T).
 func runningThreads(pid int) (int, error) {
 	running := 0
 	err := eachThread(pid, "stat", func(b []byte) error {
-		// pid (comm) state …: comm may hold spaces and parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+		if f := afterComm(b); len(f) == 0 || f[0] != "T" {
 			running++
 		}
 		return nil
@@ -108,9 +119,6 @@ func runningThreads(pid int) (int, error) {
 func eachThread(pid int, file string, f func([]byte) error) error {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
 	for _, t := range tasks {
 		b, err := os.ReadFile(filepath.Join(dir, t.Name(), file))
 		if err != nil {
@@ -120,21 +128,7 @@ func eachThread(pid int, file string, f func([]byte) error) error {
 			return fmt.Errorf("%s/%s/%s: %w", dir, t.Name(), file, err)
 		}
 	}
-	return nil
-}
-
-// runDelay parses a schedstat line, "time on a CPU, time runnable and
-// waiting for one (both ns), timeslices", into its wait.
-func runDelay(b []byte) (time.Duration, error) {
-	f := strings.Fields(string(b))
-	if len(f) != 3 {
-		return 0, fmt.Errorf("want 3 fields, got %q", b)
-	}
-	ns, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(ns), nil
+	return err
 }
 
 // SelfCPUTime returns the user and system CPU time of this process.
@@ -192,7 +186,7 @@ func ReadSystem(slabinfo bool) (System, error) {
 	if err != nil {
 		return s, err
 	}
-	m := parseMeminfo(b)
+	m := kBLines(b)
 	for name, p := range map[string]*int64{"MemTotal": &s.MemTotal, "MemAvailable": &s.MemAvailable, "Slab": &s.Slab,
 		"SReclaimable": &s.SReclaimable, "SUnreclaim": &s.SUnreclaim} {
 		v, ok := m[name]
@@ -215,41 +209,40 @@ func ReadSystem(slabinfo bool) (System, error) {
 	return s, nil
 }
 
-// parseMeminfo reads /proc/meminfo's "Name: N kB" lines into bytes.
-func parseMeminfo(b []byte) map[string]int64 {
-	m := map[string]int64{}
-	for line := range strings.Lines(string(b)) {
-		name, rest, _ := strings.Cut(line, ":")
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(f) == 2 && f[1] == "kB" {
-			v <<= 10
-		}
-		m[name] = v
-	}
-	return m
-}
-
 // parseSockstat reads the "TCP:" line of /proc/net/sockstat: inuse, orphan,
 // tw, alloc and mem (pages).
 func parseSockstat(b []byte) map[string]int64 {
 	m := map[string]int64{}
 	for line := range strings.Lines(string(b)) {
-		rest, ok := strings.CutPrefix(line, "TCP:")
-		if !ok {
+		if rest, ok := strings.CutPrefix(line, "TCP:"); ok {
+			f := strings.Fields(rest)
+			for i := 0; i+1 < len(f); i += 2 {
+				if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
+					m[f[i]] = v
+				}
+			}
+		}
+	}
+	return m
+}
+
+// readSlabinfo returns each slab cache's size, or nil when /proc/slabinfo
+// cannot be read.
+func readSlabinfo() map[string]int64 {
+	b, err := os.ReadFile("/proc/slabinfo")
+	if err != nil {
+		return nil
+	}
+	m := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line) // name active_objs num_objs objsize …
+		if len(f) < 4 || strings.HasPrefix(f[0], "#") || f[0] == "slabinfo" {
 			continue
 		}
-		f := strings.Fields(rest)
-		for i := 0; i+1 < len(f); i += 2 {
-			if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
-				m[f[i]] = v
-			}
+		n, err1 := strconv.ParseInt(f[2], 10, 64)
+		size, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err1 == nil && err2 == nil {
+			m[f[0]] += n * size
 		}
 	}
 	return m
@@ -259,31 +252,6 @@ func parseSockstat(b []byte) map[string]int64 {
 func CountFDs(pid int) (int64, error) {
 	names, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	return int64(len(names)), err
-}
-
-// readSlabinfo returns each slab cache's size, or nil when /proc/slabinfo
-// cannot be read.
-func readSlabinfo() map[string]int64 {
-	f, err := os.Open("/proc/slabinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	m := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// name active_objs num_objs objsize objperslab pagesperslab : …
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 4 || strings.HasPrefix(fs[0], "#") || fs[0] == "slabinfo" {
-			continue
-		}
-		n, err1 := strconv.ParseInt(fs[2], 10, 64)
-		size, err2 := strconv.ParseInt(fs[3], 10, 64)
-		if err1 == nil && err2 == nil {
-			m[fs[0]] += n * size
-		}
-	}
-	return m
 }
 
 // CacheGrowth is one slab cache's growth between two readings.

@@ -82,7 +82,7 @@ func TestRunDelay(t *testing.T) {
 }
 
 func TestParseMeminfo(t *testing.T) {
-	m := parseMeminfo([]byte("MemTotal:       24684096 kB\nMemAvailable:   24187284 kB\nSlab:             214300 kB\nSUnreclaim:        30188 kB\nHugePages_Total:       0\nbad line\n"))
+	m := kBLines([]byte("MemTotal:       24684096 kB\nMemAvailable:   24187284 kB\nSlab:             214300 kB\nSUnreclaim:        30188 kB\nHugePages_Total:       0\nbad line\n"))
 	want := map[string]int64{"MemTotal": 24684096 << 10, "MemAvailable": 24187284 << 10, "Slab": 214300 << 10, "SUnreclaim": 30188 << 10, "HugePages_Total": 0}
 	for k, v := range want {
 		if m[k] != v {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,7 +53,7 @@ func (r *Run) Say(format string, args ...any) { r.Printf(r.Name+": "+format, arg
 func (r *Run) Lines() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.lines...)
+	return slices.Clone(r.lines)
 }
 
 // Step records a step now, as the command that does it by hand.
@@ -127,20 +128,16 @@ func (s *Steps) Add(at time.Time, what, cmd string, took time.Duration) {
 // SetStart sets the time the steps are told relative to.
 func (s *Steps) SetStart(t time.Time) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.start = t
-	s.mu.Unlock()
 }
 
 // All returns the steps in the order they started, with the run's start.
 func (s *Steps) All() ([]Step, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := append([]Step(nil), s.list...)
-	for i := 1; i < len(out); i++ { // insertion sort: few, nearly sorted
-		for j := i; j > 0 && out[j].At.Before(out[j-1].At); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	out := slices.Clone(s.list)
+	slices.SortStableFunc(out, func(a, b Step) int { return a.At.Compare(b.At) })
 	return out, s.start
 }
 

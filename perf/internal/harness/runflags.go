@@ -1,9 +1,7 @@
 package harness
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -48,28 +46,19 @@ func (r *RunFlags) NATSServer() string { return filepath.Join(r.Bin, "nats-serve
 // at least 2 and more than recipients, and fit the open-files limit in
 // both processes; recipients 1..100.
 func (r *RunFlags) Validate(users, recipients int) error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if users < 2 || users < recipients+1 {
-		bad("-users=%d: want at least 2 and more than -recipients", users)
-	}
+	var bad Problems
+	bad.If(users < 2 || users < recipients+1, "-users=%d: want at least 2 and more than -recipients", users)
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(users+FDMargin) > lim.Cur {
-		bad("-users=%d: the server and the load client each need %d descriptors; the open-files limit is %d", users, users+FDMargin, lim.Cur)
-	}
-	if recipients < 1 || recipients > 100 {
-		bad("-recipients=%d: want 1..100 (the server's default -max-shares)", recipients)
-	}
+	err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	bad.If(err == nil && uint64(users+FDMargin) > lim.Cur, "-users=%d: the server and the load client each need %d descriptors; the open-files limit is %d", users, users+FDMargin, lim.Cur)
+	bad.If(recipients < 1 || recipients > 100, "-recipients=%d: want 1..100 (the server's default -max-shares)", recipients)
 	if r.Source != "" {
-		if _, err := ParseLoopbackSources(r.Source); err != nil {
-			errs = append(errs, err)
-		}
+		_, err := ParseLoopbackSources(r.Source)
+		bad.Add(err)
 	}
 	for _, f := range strings.Fields(r.ServerFlags) {
-		switch strings.TrimLeft(strings.SplitN(f, "=", 2)[0], "-") {
-		case "listen", "admin", "log-format":
-			bad("-server-flags: %s is %s's to set", f, r.tool)
-		}
+		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		bad.If(name == "listen" || name == "admin" || name == "log-format", "-server-flags: %s is %s's to set", f, r.tool)
 	}
-	return errors.Join(errs...)
+	return bad.Err()
 }

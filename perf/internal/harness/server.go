@@ -100,13 +100,14 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	cmd.Stdout = pw
-	if err := spawn(cfg.Spawn, cmd.Start); err != nil {
+	cleanup := func() {
 		if logf != nil {
 			logf.Close()
 		}
-		if data != "" {
-			os.RemoveAll(data)
-		}
+		os.RemoveAll(data) // "" is nothing
+	}
+	if err := spawn(cfg.Spawn, cmd.Start); err != nil {
+		cleanup()
 		return nil, fmt.Errorf("cannot start %s: %w", cfg.Bin, err)
 	}
 	s := &Server{PID: cmd.Process.Pid, Log: cfg.Log, cmd: cmd, done: make(chan struct{})}
@@ -138,12 +139,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		err := cmd.Wait()
 		pw.Close()
 		<-scanned
-		if logf != nil {
-			logf.Close()
-		}
-		if data != "" {
-			os.RemoveAll(data)
-		}
+		cleanup()
 		s.waitErr = err
 		close(s.done)
 	}()
@@ -243,14 +239,7 @@ func (s *Server) Wait(timeout time.Duration) (code int, ok bool) {
 	select {
 	case <-s.done:
 		return s.cmd.ProcessState.ExitCode(), true
-	default:
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-s.done:
-		return s.cmd.ProcessState.ExitCode(), true
-	case <-t.C:
+	case <-time.After(timeout):
 		return 0, false
 	}
 }
@@ -265,21 +254,14 @@ func (s *Server) Kill() {
 // LogLine decodes into v the last line of the JSON log at path whose msg
 // is msg ("recovered", "stopped"), and fails when there is none.
 func LogLine(path, msg string, v any) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var last []byte
-	for sc.Scan() {
-		var m struct {
-			Msg string `json:"msg"`
+	if err := ScanLog(path, msg, func(_ time.Time, line []byte) {
+		var l struct{ Msg string }
+		if json.Unmarshal(line, &l) == nil && l.Msg == msg { // not a longer msg
+			last = append(last[:0], line...)
 		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Msg == msg {
-			last = append(last[:0], sc.Bytes()...)
-		}
+	}); err != nil {
+		return err
 	}
 	if last == nil {
 		return fmt.Errorf("%s has no %q line", path, msg)
@@ -289,10 +271,10 @@ func LogLine(path, msg string, v any) error {
 
 // ScanLog calls fn with each line of the JSON log at path whose msg
 // starts with prefix.
-func ScanLog(path, prefix string, fn func(time.Time, []byte)) {
+func ScanLog(path, prefix string, fn func(time.Time, []byte)) error {
 	file, err := os.Open(path)
 	if err != nil {
-		return
+		return err
 	}
 	defer file.Close()
 	sc := bufio.NewScanner(file)
@@ -306,6 +288,7 @@ func ScanLog(path, prefix string, fn func(time.Time, []byte)) {
 			fn(l.Time, sc.Bytes())
 		}
 	}
+	return sc.Err()
 }
 
 // LogDuration reads a slog duration: nanoseconds, or a Go duration string.

@@ -7,9 +7,9 @@ package runlog
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -55,106 +55,22 @@ func ParseGCLine(line string) (g GC, ok bool, err error) {
 	if !strings.HasPrefix(line, "gc ") {
 		return g, false, nil
 	}
-	fail := func(what string) (GC, bool, error) {
-		return GC{}, true, fmt.Errorf("cannot parse gctrace line %q: %s", line, what)
+	// The head may go on after the percent: " (checking for goroutine leaks)".
+	head, rest, _ := strings.Cut(line, ": ")
+	rest, g.Forced = strings.CutSuffix(rest, "(forced)")
+	var at float64
+	var ms [8]float64
+	_, err1 := fmt.Sscanf(head, "gc %d @%fs %d%%", &g.N, &at, &g.Percent)
+	_, err2 := fmt.Sscanf(rest, "%f+%f+%f ms clock, %f+%f/%f/%f+%f ms cpu, %d->%d->%d MB, %d MB goal, %d MB stacks, %d MB globals, %d P",
+		&ms[0], &ms[1], &ms[2], &ms[3], &ms[4], &ms[5], &ms[6], &ms[7], &g.HeapStart, &g.HeapEnd, &g.HeapLive, &g.Goal, &g.Stacks, &g.Globals, &g.Procs)
+	if err := errors.Join(err1, err2); err != nil {
+		return GC{}, true, fmt.Errorf("cannot parse gctrace line %q: %w", line, err)
 	}
-	head, rest, found := strings.Cut(line, ": ")
-	if !found {
-		return fail("no ': '")
-	}
-	// head: gc N @T.TTTs P%[ (checking for goroutine leaks)]
-	f := strings.Fields(head)
-	if len(f) < 4 || !strings.HasPrefix(f[2], "@") || !strings.HasSuffix(f[2], "s") || !strings.HasSuffix(f[3], "%") {
-		return fail("want \"gc N @Ts P%\" before ':'")
-	}
-	if g.N, err = strconv.Atoi(f[1]); err != nil {
-		return fail("number " + f[1])
-	}
-	at, err := strconv.ParseFloat(f[2][1:len(f[2])-1], 64)
-	if err != nil {
-		return fail("time " + f[2])
-	}
+	d := func(i int) time.Duration { return time.Duration(ms[i] * float64(time.Millisecond)) }
 	g.At = time.Duration(at * float64(time.Second))
-	if g.Percent, err = strconv.Atoi(f[3][:len(f[3])-1]); err != nil {
-		return fail("percent " + f[3])
-	}
-	g.Forced = strings.HasSuffix(rest, "(forced)")
-	rest = strings.TrimSuffix(rest, "(forced)")
-	parts := strings.Split(rest, ", ")
-	if len(parts) < 7 {
-		return fail(fmt.Sprintf("%d comma-separated fields after ':'; want 7", len(parts)))
-	}
-	clock, ok1 := strings.CutSuffix(parts[0], " ms clock")
-	cpu, ok2 := strings.CutSuffix(parts[1], " ms cpu")
-	if !ok1 || !ok2 {
-		return fail("want \"… ms clock, … ms cpu\"")
-	}
-	c, err := millis(clock, "+", 3)
-	if err != nil {
-		return fail(err.Error())
-	}
-	g.SweepTerm, g.Mark, g.MarkTerm = c[0], c[1], c[2]
-	// sweep-term + assist/background/idle + mark-term
-	outer := strings.Split(cpu, "+")
-	if len(outer) != 3 {
-		return fail("cpu: want A+B/C/D+E")
-	}
-	mark, err := millis(outer[1], "/", 3)
-	if err != nil {
-		return fail(err.Error())
-	}
-	ends, err := millis(outer[0]+"+"+outer[2], "+", 2)
-	if err != nil {
-		return fail(err.Error())
-	}
-	g.SweepTermCPU, g.AssistCPU, g.BackgroundCPU, g.IdleCPU, g.MarkTermCPU = ends[0], mark[0], mark[1], mark[2], ends[1]
-	heap, ok3 := strings.CutSuffix(parts[2], " MB")
-	h := strings.Split(heap, "->")
-	if !ok3 || len(h) != 3 {
-		return fail("heap: want A->B->C MB")
-	}
-	for i, p := range []*int64{&g.HeapStart, &g.HeapEnd, &g.HeapLive} {
-		if *p, err = strconv.ParseInt(h[i], 10, 64); err != nil {
-			return fail("heap " + h[i])
-		}
-	}
-	for i, want := range []struct {
-		suffix string
-		p      *int64
-	}{{" MB goal", &g.Goal}, {" MB stacks", &g.Stacks}, {" MB globals", &g.Globals}} {
-		v, ok := strings.CutSuffix(parts[3+i], want.suffix)
-		if !ok {
-			return fail("want N" + want.suffix)
-		}
-		if *want.p, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
-			return fail(want.suffix + " " + v)
-		}
-	}
-	procs, ok4 := strings.CutSuffix(strings.TrimSpace(parts[6]), " P")
-	if !ok4 {
-		return fail("want N P")
-	}
-	if g.Procs, err = strconv.Atoi(procs); err != nil {
-		return fail("P " + procs)
-	}
+	g.SweepTerm, g.Mark, g.MarkTerm = d(0), d(1), d(2)
+	g.SweepTermCPU, g.AssistCPU, g.BackgroundCPU, g.IdleCPU, g.MarkTermCPU = d(3), d(4), d(5), d(6), d(7)
 	return g, true, nil
-}
-
-// millis parses n numbers of milliseconds separated by sep.
-func millis(s, sep string, n int) ([]time.Duration, error) {
-	f := strings.Split(s, sep)
-	if len(f) != n {
-		return nil, fmt.Errorf("%q: want %d numbers separated by %q", s, n, sep)
-	}
-	out := make([]time.Duration, n)
-	for i, x := range f {
-		v, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%q: %q is not a number of ms", s, x)
-		}
-		out[i] = time.Duration(v * float64(time.Millisecond))
-	}
-	return out, nil
 }
 
 // ParseGCTrace reads the gctrace lines of r and skips every other line. bad

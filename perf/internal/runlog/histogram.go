@@ -59,47 +59,25 @@ func ParseMetrics(r io.Reader) (map[string]float64, error) {
 type label struct{ Name, Value string }
 
 // splitSeries splits name{a="x",b="y"} into its name and labels; ok is false
-// when the labels do not parse.
+// when the labels do not parse. The exposition escapes a label value as Go
+// quotes a string (\\, \", \n).
 func splitSeries(series string) (name string, labels []label, ok bool) {
-	i := strings.IndexByte(series, '{')
-	if i < 0 {
+	name, rest, found := strings.Cut(series, "{")
+	if !found {
 		return series, nil, true
 	}
-	name, rest := series[:i], series[i+1:]
 	rest, ok = strings.CutSuffix(rest, "}")
-	if !ok {
-		return name, nil, false
-	}
-	for rest != "" {
-		eq := strings.IndexByte(rest, '=')
-		if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+	for ok && strings.TrimSpace(rest) != "" {
+		k, v, found := strings.Cut(rest, "=")
+		q, err := strconv.QuotedPrefix(strings.TrimSpace(v))
+		if !found || err != nil || q[0] != '"' {
 			return name, nil, false
 		}
-		l := label{Name: strings.TrimSpace(rest[:eq])}
-		j := eq + 2
-		var v strings.Builder
-		for ; j < len(rest) && rest[j] != '"'; j++ {
-			if rest[j] == '\\' && j+1 < len(rest) {
-				j++
-				switch rest[j] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(rest[j])
-				}
-				continue
-			}
-			v.WriteByte(rest[j])
-		}
-		if j >= len(rest) {
-			return name, nil, false
-		}
-		l.Value = v.String()
-		labels = append(labels, l)
-		rest = strings.TrimPrefix(strings.TrimSpace(rest[j+1:]), ",")
-		rest = strings.TrimSpace(rest)
+		val, _ := strconv.Unquote(q)
+		labels = append(labels, label{strings.TrimSpace(k), val})
+		rest = strings.TrimPrefix(strings.TrimSpace(strings.TrimSpace(v)[len(q):]), ",")
 	}
-	return name, labels, true
+	return name, labels, ok
 }
 
 // Histogram returns the buckets of histogram name from a scrape given as

@@ -1,12 +1,7 @@
 // Command connmem measures what an idle logged-in connection costs the
-// server: it starts the server binary once per ingress mode, reads its
-// memory, logs in -conns connections from this process (plain syscalls, so
-// the client side adds nothing but descriptors), waits until the server's
-// /stats counts them all, reads its memory again and prints the difference
-// per connection: RSS, Go heap + stacks, and the kernel's slab (both ends of
-// each loopback connection live in this one kernel).
-//
-// Run it from the module root after make build; -help lists the flags.
+// server, per ingress mode: RSS, Go heap + stacks and the kernel's slab,
+// with the connections held by this process on plain syscalls, so that the
+// client side adds nothing but descriptors. -help lists the flags.
 package main
 
 import (
@@ -19,15 +14,12 @@ import (
 )
 
 type config struct {
-	conns   int
-	modes   []string
-	sources []netip.Addr
-	workers int
-	settle  time.Duration
-	warm    bool
-	bin     string
-	out     string
-	server  string
+	conns, workers   int
+	modes            []string
+	sources          []netip.Addr
+	settle           time.Duration
+	warm             bool
+	bin, out, server string
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {

@@ -14,17 +14,11 @@ import (
 )
 
 type config struct {
-	conns    int
-	inflight int
-	duration time.Duration
-	warmup   time.Duration
-	loops    int
-	count    int
-	modes    []string
-	sources  []netip.Addr
-	bin      string
-	out      string
-	server   string
+	conns, inflight, loops, count int
+	duration, warmup              time.Duration
+	modes                         []string
+	sources                       []netip.Addr
+	bin, out, server              string
 }
 
 // maxInflight keeps a connection's PINGs within one write to an empty
