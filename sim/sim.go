@@ -29,6 +29,12 @@
 // What it does not model: the SETs' business (one amount per request
 // stands for a SHAKE's, an OPEN's or a SEND's answer), the journal's bytes,
 // standbys' and moves' reading of records (a delay), the crossings.
+//
+// Rejected: package replicated itself over an in-memory NATS. It runs a
+// goroutine per take, standby and move and reads the wall clock, so a seed
+// could not replay its interleavings; the machine it drives is the part
+// whose transitions decide, and it runs here unchanged. docs/TESTING.md
+// has the bugs put back to show the checks fail.
 package sim
 
 import (

@@ -40,7 +40,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	harness.DurationVar(fs, &c.window, "window", 15*time.Second, "the longest a moved SET may go without a money answer after its fault, `d`")
 	harness.DurationVar(fs, &c.probeEvery, "probe-every", 10*time.Millisecond, "each probe's SHAKE period during a fault, `d`")
 	c.RunFlags.Add(fs, "demofailover", "demofailover-")
-	harness.Usage(fs, `NATS inside this process (3 servers, JetStream), 3 gateways of bin/server (-journal jetstream,
+	harness.Usage(fs, `3 nats-server processes of -bin (JetStream, synced at every write), 3 gateways of bin/server (-journal jetstream,
 -replicas, -lease, -sets), bin/loadclient with -server and -admin naming every gateway (-reconcile
 at-least), a shake and a send campaign POSTed on gateway 2 (-shake-rate 0: the shake campaign
 deals 2 envelopes per SHAKE of the run within the lead, for a campaign's part ends with its
