@@ -1,4 +1,4 @@
-module hongbao
+module github.com/hongbao-io/hongbao
 
 go 1.26.7
 

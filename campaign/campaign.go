@@ -35,8 +35,8 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/envelope"
-	"hongbao/event"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
 )
 
 // MaxBatch is the most shake envelopes one KDeal event carries.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/event"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // sink stands in for the SETs' stages: it counts what the runner deals.

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/envelope"
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // The campaign runner's journal records. A campaign's progress is not among

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // TestRestore: recovered campaigns go on from what the SETs durably dealt

@@ -44,6 +44,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,7 +54,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Option configures Dial.
@@ -72,7 +73,29 @@ type options struct {
 	onLogin          func(addr string)
 	onDisconnect     func(addr string, err error)
 	onStop           func(err error)
+	dialer           func(ctx context.Context, network, addr string) (net.Conn, error)
+	tls              *tls.Config
+	writeTimeout     time.Duration
 }
+
+// WithDialer makes the Client open its connections with dial (a proxy, a
+// bound source address, a test's pipe) instead of a net.Dialer of
+// DialTimeout.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(o *options) { o.dialer = dial }
+}
+
+// WithTLS speaks TLS over each connection, with cfg (its ServerName, if
+// empty, the host of the address dialled): through a proxy that ends TLS
+// before the gateways.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WriteTimeout bounds the write of a request whose context has no deadline
+// (default 10 s; a context's deadline bounds it otherwise): a connection
+// whose peer stopped reading, its send buffer full, ends then
+// (ErrConnLost) and the Client logs in again, instead of holding its
+// callers.
+func WriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }
 
 // DialTimeout bounds each TCP connect, and the LOGIN_ACK after it
 // (default 5 s).
@@ -213,12 +236,15 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 		return nil, errors.New("hongbao: Dial needs at least one address")
 	}
 	o := options{dialTimeout: 5 * time.Second, reconnect: true, minWait: 50 * time.Millisecond, maxWait: 2 * time.Second,
-		maxRedirects: 4, pushBuffer: 1024, pingEvery: 5 * time.Second, maxReconnects: -1}
+		maxRedirects: 4, pushBuffer: 1024, pingEvery: 5 * time.Second, maxReconnects: -1, writeTimeout: 10 * time.Second}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.minWait <= 0 || o.maxWait < o.minWait {
 		return nil, fmt.Errorf("hongbao: ReconnectWait(%v, %v): want 0 < lo ≤ hi", o.minWait, o.maxWait)
+	}
+	if o.writeTimeout <= 0 {
+		return nil, fmt.Errorf("hongbao: WriteTimeout(%v): want a positive duration", o.writeTimeout)
 	}
 	log := o.logger
 	if log == nil {
@@ -760,10 +786,33 @@ func (c *Client) backoff(ctx context.Context, wait *time.Duration) bool {
 	}
 }
 
+// handshake runs TLS's handshake on nc, within DialTimeout.
+func (c *Client) handshake(ctx context.Context, nc net.Conn, addr string) (net.Conn, error) {
+	cfg := c.o.tls
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(nc, cfg)
+	hctx, cancel := context.WithTimeout(ctx, c.o.dialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
 // dial opens a connection to addr and starts its reader.
 func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
-	d := net.Dialer{Timeout: c.o.dialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dial := c.o.dialer
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: c.o.dialTimeout}).DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err == nil && c.o.tls != nil {
+		nc, err = c.handshake(ctx, nc, addr)
+	}
 	if err != nil {
 		c.dialErrors.Add(1)
 		if ctx.Err() == nil {
@@ -825,6 +874,16 @@ func (s *session) roundTrip(ctx context.Context, build func([]byte, uint64) []by
 	s.pending[stamp] = ch
 	s.mu.Unlock()
 	s.wmu.Lock()
+	if err = ctx.Err(); err != nil { // its turn came too late: not written
+		s.wmu.Unlock()
+		s.forget(stamp)
+		return answer{}, false, err
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(s.c.o.writeTimeout)
+	}
+	s.nc.SetWriteDeadline(dl)
 	s.buf = build(s.buf[:0], stamp)
 	_, err = s.nc.Write(s.buf)
 	s.wmu.Unlock()

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/client"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // gateway is a scripted server: answer decides what each request gets.

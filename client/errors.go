@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // The kinds of refusal a request can get, each wrapped by a *StatusError

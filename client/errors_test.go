@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestStatusKinds: every status of docs/PROTOCOL.md has its kind.

@@ -5,26 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"log/slog"
 
-	"hongbao/client"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/hongbaotest"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
-// startServer runs a hongbao server on a loopback port, with no journal,
-// for the examples; stop shuts it down.
+// startServer runs a hongbao server in this process for the examples
+// (package hongbaotest, as an application's own tests would); stop shuts
+// it down.
 func startServer() (addr string, stop func()) {
-	o := server.Options{Listen: "127.0.0.1:0", Admin: "off", Sets: 2, Ring: 256, Loops: 1, Journal: "off"}
-	o.Fill()
-	s, err := server.New(o, slog.New(slog.DiscardHandler))
+	srv, err := hongbaotest.Start()
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := s.Start(); err != nil {
-		log.Fatal(err)
-	}
-	return s.Addrs()[0].String(), func() { s.Shutdown(context.Background()) }
+	return srv.Addr, srv.Close
 }
 
 // Two users: alice sends bob a group envelope of 1.00 yuan; bob is pushed

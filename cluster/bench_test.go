@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/event"
-	"hongbao/internal/embednats"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // counter is a SET's stage: it counts the events its ring takes, and keeps

@@ -4,9 +4,9 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // A crossing is a request that went to another gateway (an OPEN of an

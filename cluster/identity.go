@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Every message a gateway sends is on a subject that names it,

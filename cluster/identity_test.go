@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/event"
-	"hongbao/internal/embednats"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // openAnswer is the OPEN_RESULT a gateway sends back for the OPEN ev.

@@ -18,9 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/internal/embednats"
-	"hongbao/journal"
-	"hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/jsjournal"
 )
 
 // jsUsersServer runs a single JetStream server (the replicas are 1) that

@@ -8,11 +8,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/conn"
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // link carries the events for the SETs of one other gateway: a ring, as a

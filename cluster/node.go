@@ -17,10 +17,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // Options configure a gateway's place in the cluster.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/event"
+	"github.com/hongbao-io/hongbao/event"
 )
 
 // The wire form of a batch of events, one NATS message per round of a link:

@@ -6,8 +6,8 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/event"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // sample returns events of every kind that crosses, with every field set.

@@ -30,9 +30,9 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
 
-	"hongbao/internal/embednats"
-	"hongbao/jsjournal"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 const rulesFile = "prometheus/hongbao.rules.yml"

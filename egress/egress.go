@@ -44,11 +44,11 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Egress is the egress stage of one SET. It owns the output side of every

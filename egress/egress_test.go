@@ -9,13 +9,13 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/egress"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/egress"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // owner stands in for the ingress: it counts what egress asks of it.

@@ -3,7 +3,7 @@ package envelope_test
 import (
 	"fmt"
 
-	"hongbao/envelope"
+	"github.com/hongbao-io/hongbao/envelope"
 )
 
 // The split stage draws a share per OPEN; the last takes the rest.

@@ -3,9 +3,9 @@ package event_test
 import (
 	"testing"
 
-	"hongbao/event"
-	"hongbao/internal/transport"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/internal/transport"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // TestBusOverTransports: the Bus gives requests and answers the same room on

@@ -7,8 +7,8 @@ package event
 import (
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/conn"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // Kind says what an Event asks of its SET.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"hongbao/event"
+	"github.com/hongbao-io/hongbao/event"
 )
 
 // TestEventSize pins the size of a ring slot: every SET's ring holds -ring of

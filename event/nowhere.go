@@ -3,7 +3,7 @@ package event
 import (
 	"errors"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // ErrNoOwner is Nowhere's Claim error: the SET has no owner at the moment,

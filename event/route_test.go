@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // seenStage records the Env of every event it handles.

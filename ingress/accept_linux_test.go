@@ -5,8 +5,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestAcceptBackoff runs the process out of descriptors: accept fails with

@@ -8,11 +8,11 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // drain is a stage that consumes events as an egress would: it puts their

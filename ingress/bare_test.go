@@ -3,8 +3,8 @@ package ingress_test
 import (
 	"testing"
 
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // bareStream is one of each request and the answers Bare mode gives them.

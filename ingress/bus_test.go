@@ -10,11 +10,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // fakeClock is an Options.Now whose value the test sets.

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestChatRateRefusals: CHATs past a connection's -chat-burst are answered

@@ -8,8 +8,8 @@
 package ingress
 
 import (
-	"hongbao/conn"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // bareProc makes p answer logged-in connections itself.

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/event"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
 )
 
 // netEngine is ModeNetpoll: one goroutine per connection on the standard net

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // netConn is one connection's goroutine.

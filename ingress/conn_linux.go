@@ -4,8 +4,8 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/event"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
 )
 
 // A loop's connection has these states (flags in iconn.flags):

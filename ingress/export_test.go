@@ -1,6 +1,6 @@
 package ingress
 
-import "hongbao/conn"
+import "github.com/hongbao-io/hongbao/conn"
 
 // TestConn drives the per-frame path of one logged-in connection without a
 // socket: decode, then publish, as a loop does after a read.

@@ -6,10 +6,10 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/conn"
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // This file is the per-frame half of the ingress, shared by both modes: what

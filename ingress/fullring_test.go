@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/internal/proctcp"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/internal/proctcp"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestOverload fills a ring of 8 (headroom 4) behind a blocked stage: the

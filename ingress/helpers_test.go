@@ -15,11 +15,11 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // waitTime bounds every wait of these tests.

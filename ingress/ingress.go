@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // be is the byte order of the wire.

@@ -3,8 +3,8 @@ package ingress_test
 import (
 	"testing"
 
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // BenchmarkBarePing measures a PING's round trip through Bare mode over

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // loop is one event loop: a goroutine that owns an epoll instance, the

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // rawClients opens n connections with bare syscalls and logs each in, so the

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"time"
 
-	"hongbao/event"
+	"github.com/hongbao-io/hongbao/event"
 )
 
 // Modes of an Ingress (Options.Mode).

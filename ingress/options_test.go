@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 func TestOptionsDefaults(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // header is a raw frame header with n-12 zero bytes of body.

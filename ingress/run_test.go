@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // orderStage is the only stage of a fused SET ring: it answers logins as a

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // skewClock is an Options.Now that runs with the real clock plus a skew the

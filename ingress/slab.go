@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"hongbao/conn"
+	"github.com/hongbao-io/hongbao/conn"
 )
 
 // iconn is the ingress's record of one connection: the conn.Conn that the

@@ -3,7 +3,7 @@ package ingress
 import (
 	"sync/atomic"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Stats is a snapshot of an Ingress's counters, summed over its loops. Every

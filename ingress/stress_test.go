@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/conn"
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/ingress"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestChurn runs many clients at once through small rings: connections come

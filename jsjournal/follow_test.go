@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // TestFollowMatchesFileReplay: a follower started from a group's snapshot

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/internal/embednats"
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // recTest is a record type for tests: the journal gives types no meaning.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // TestOpenChecksLayout: a gateway opens only what an operator provisioned,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // twin appends the same records to a file journal and to one on JetStream,

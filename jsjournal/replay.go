@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // ErrMoved: a newer snapshot was put, and what it holds purged, while the

@@ -3,7 +3,7 @@ package ledger_test
 import (
 	"testing"
 
-	"hongbao/ledger"
+	"github.com/hongbao-io/hongbao/ledger"
 )
 
 // TestLatencyBuckets walks every whole µs up to past the last bound: the

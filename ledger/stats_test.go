@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/ledger"
+	"github.com/hongbao-io/hongbao/ledger"
 )
 
 // TestSumCheck: Sum adds the SETs' counters up, and Check names the

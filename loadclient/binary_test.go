@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 var (
@@ -35,7 +35,7 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "loadclient")
-		cmd := exec.Command("go", "build", "-o", binPath, "hongbao/cmd/loadclient")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/hongbao-io/hongbao/cmd/loadclient")
 		buildOut, buildErr = cmd.CombinedOutput()
 	})
 	if buildErr != nil {

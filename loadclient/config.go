@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Config is one load-client run. ParseFlags fills it from a command line; Fill gives every

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 // config parses a command line as the binary would.

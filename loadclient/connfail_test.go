@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestConnectRefusedReason checks that a run against a port nobody listens on says why its

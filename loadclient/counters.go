@@ -1,6 +1,6 @@
 package loadclient
 
-import "hongbao/proto"
+import "github.com/hongbao-io/hongbao/proto"
 
 // Request kinds: the requests the client sends and times, and the index of their counters and
 // histograms.

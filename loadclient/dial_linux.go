@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Dialing: the queue of users to connect, the -connect-rate that paces it, non-blocking

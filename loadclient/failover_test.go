@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 // started is a run going on in the background.

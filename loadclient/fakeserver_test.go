@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // fakeServer speaks enough of the protocol to drive the load client without the real

@@ -3,7 +3,7 @@ package loadclient_test
 import (
 	"fmt"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 func ExampleLatencyHistogram() {

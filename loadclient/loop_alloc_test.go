@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestLoopAllocs checks that the per-message work of a loop allocates nothing once warm:

@@ -5,7 +5,7 @@ package loadclient
 import (
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Opens: each ENVELOPE push the loop opens is an open, which ends with the final answer of its

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 // checkOpenMoney checks the OPEN money of r: learned shares learned by a repeated OPEN,

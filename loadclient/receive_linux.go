@@ -5,7 +5,7 @@ package loadclient
 import (
 	"golang.org/x/sys/unix"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Receiving: reads within a per-connection budget, frames split across reads, and what each

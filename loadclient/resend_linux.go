@@ -3,7 +3,7 @@
 package loadclient
 
 import (
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // SHAKEs sent again (-request-ids): every SHAKE carries a request id made of its stamp (the

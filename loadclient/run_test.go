@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/loadclient"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // run runs cfg and fails the test if it takes longer than limit.

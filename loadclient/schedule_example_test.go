@@ -3,7 +3,7 @@ package loadclient_test
 import (
 	"fmt"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 // Two processes share 10 users at 4 sends a second. Each knows only its own range; their

@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Sending on schedule: the loop's share of the global SHAKE schedule, the pacers that space

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"hongbao/event"
-	"hongbao/exposition"
-	"hongbao/ledger"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/exposition"
+	"github.com/hongbao-io/hongbao/ledger"
 )
 
 // The latency histograms' le labels are the ledger's bucket bounds, summed

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // raceEnabled is set by race_test.go in -race builds.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 var requestTypes = []proto.Type{proto.Login, proto.Shake, proto.Open, proto.Send, proto.Chat, proto.Ping}

@@ -3,7 +3,7 @@ package proto_test
 import (
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // BenchmarkNextRequest decodes a stream of one of every request, reading every field.

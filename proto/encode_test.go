@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestAppendWireBytes pins every frame to bytes written out by hand from docs/PROTOCOL.md, so a

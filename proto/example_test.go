@@ -3,7 +3,7 @@ package proto_test
 import (
 	"fmt"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // A connection's reader appends what arrived to its buffer, decodes every complete frame and

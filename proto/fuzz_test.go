@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // The seed corpora in testdata/fuzz hold one stream of every type, each type alone, streams

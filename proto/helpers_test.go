@@ -7,7 +7,7 @@ import (
 	"math"
 	"strings"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // nextFunc is NextRequest or NextResponse.

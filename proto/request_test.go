@@ -3,7 +3,7 @@ package proto_test
 import (
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestRequestID: a SHAKE, OPEN or SEND carries its request id after its

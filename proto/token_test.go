@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 func TestMintTokenWireBytes(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"hongbao/jsjournal"
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // What the server asks of its replicated SETs.

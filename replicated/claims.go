@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/journal"
-	"hongbao/jsjournal"
-	"hongbao/placement"
-	"hongbao/set"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/placement"
+	"github.com/hongbao-io/hongbao/set"
 )
 
 // The claims: every heartbeat the placement is ticked with what this

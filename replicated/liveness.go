@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/cluster"
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // A gateway of replicated SETs (-journal jetstream) is current while it

@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/cluster"
-	"hongbao/event"
-	"hongbao/placement"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/placement"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Moving a SET on purpose (-journal jetstream): its owner, the source,

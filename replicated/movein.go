@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"hongbao/jsjournal"
-	"hongbao/ledger"
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // A move's target (move.go has the protocol): it follows the SET while

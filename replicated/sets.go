@@ -10,12 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/cluster"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/jsjournal"
-	"hongbao/placement"
-	"hongbao/set"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/placement"
+	"github.com/hongbao-io/hongbao/set"
 )
 
 const (

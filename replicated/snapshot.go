@@ -8,10 +8,10 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/jsjournal"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // Snapshot puts snapshot id of every SET run here to JetStream, purging

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"hongbao/jsjournal"
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // Standbys (-standby, on by default): every gateway follows the records of

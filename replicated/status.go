@@ -3,7 +3,7 @@ package replicated
 import (
 	"time"
 
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // What GET /cluster shows of the replicated SETs on this gateway.

@@ -3,7 +3,7 @@ package ring_test
 import (
 	"testing"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // TestBatchOf: a batch built outside a Ring indexes its slots by sequence

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // event is what the tests push through rings. marks[i] is set by stage i to the

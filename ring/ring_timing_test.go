@@ -7,7 +7,7 @@ import (
 
 	disruptor "github.com/smarty/go-disruptor"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // Throughput of our ring beside its two baselines in the same run, on the same

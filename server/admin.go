@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/admin"
-	"hongbao/campaign"
-	"hongbao/ledger"
-	"hongbao/replicated"
+	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/replicated"
 )
 
 // listenAdmin opens the admin API (package admin) and routes its calls.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // An attack runs in a process of its own: this test binary started again

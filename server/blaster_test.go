@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // The overload's load generator: connections that send SHAKEs open loop at a

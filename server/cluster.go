@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/admin"
-	"hongbao/buildinfo"
-	"hongbao/cluster"
-	"hongbao/proto"
-	"hongbao/replicated"
+	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/buildinfo"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/replicated"
 )
 
 // Cluster mode: -nats and -node make this server gateway I of N (package

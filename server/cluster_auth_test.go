@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/event"
-	"hongbao/internal/embednats"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // deployedNATS starts a NATS server with the configuration deploy/nats

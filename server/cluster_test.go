@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/envelope"
-	"hongbao/internal/embednats"
-	"hongbao/journal"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // startGateways starts gateways 0..n−1 of a cluster of n over ns, with

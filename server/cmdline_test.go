@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // TestRedactArgs: /debug/pprof/cmdline shows no secret given as a flag, in

@@ -9,11 +9,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/campaign"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/set"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/set"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // dataDir is the -data directory, locked for this process: two servers

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	hbclient "hongbao/client"
-	"hongbao/journal"
-	"hongbao/proto"
-	"hongbao/server"
+	hbclient "github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // shakeAll shakes as c's user until the pool answers empty, and returns the

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // These tests move money: shake campaigns, SEND and OPEN, send campaigns, and

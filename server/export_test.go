@@ -3,9 +3,9 @@ package server
 import (
 	"time"
 
-	"hongbao/admin"
-	"hongbao/flightrec"
-	"hongbao/replicated"
+	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/flightrec"
+	"github.com/hongbao-io/hongbao/replicated"
 )
 
 // LeaveCluster closes the gateway's NATS connection and links, as its

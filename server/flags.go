@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	"hongbao/cluster"
-	"hongbao/flightrec"
-	"hongbao/journal"
-	"hongbao/ring"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/flightrec"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ring"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // ParseFlags parses the server's command line into Options, validated and

@@ -19,11 +19,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/campaign"
-	hbclient "hongbao/client"
-	"hongbao/client/wire"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/campaign"
+	hbclient "github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // ingressMode is the -ingress of every test server: go test ./server/ -args

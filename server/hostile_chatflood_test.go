@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // TestHostileChatFlood: one user pipelines 1 KiB CHATs, 128 times

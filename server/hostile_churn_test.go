@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Attacks of many connections a second: half a frame then a reset, and the

@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"hongbao/client/wire"
-	"hongbao/internal/proctcp"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/internal/proctcp"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Helpers of the hostile, overload and -max-conns tests: connections that

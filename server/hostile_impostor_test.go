@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // An impostor: a client acting for another user who is online.

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Malformed frames, garbage and zero bytes, before and after LOGIN, and

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Slowloris: LOGINs trickled a byte at a time, silent connections, and

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // Hostile and broken clients, each attack run against a server that is

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"hongbao/journal"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // logBuffer keeps what the server logs, for the test to read.

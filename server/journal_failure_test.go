@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/envelope"
-	"hongbao/journal"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // requireJournalFailedAtShutdown shuts ts down and requires the error that

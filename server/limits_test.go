@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // TestSendLimits, over TCP: a SEND flood from one user is answered 3 past its

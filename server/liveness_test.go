@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/internal/embednats"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // blackhole is a TCP proxy to a NATS server that, once holed, forwards

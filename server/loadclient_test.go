@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // These tests drive an in-process server with the load client, as

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"hongbao/exposition"
-	"hongbao/metrics"
+	"github.com/hongbao-io/hongbao/exposition"
+	"github.com/hongbao-io/hongbao/metrics"
 )
 
 // serveMetrics serves GET /metrics: the server's own families (package

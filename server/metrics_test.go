@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"hongbao/internal/embednats"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestMetricsLint scrapes /metrics after a request of every type and lints

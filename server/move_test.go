@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	hbclient "hongbao/client"
-	"hongbao/internal/embednats"
-	"hongbao/proto"
-	"hongbao/replicated"
-	"hongbao/server"
+	hbclient "github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/replicated"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // shaker is an application's client of one user, given every gateway,

@@ -21,8 +21,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"hongbao/internal/embednats"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // specPath is the admin API's OpenAPI document, relative to this package.

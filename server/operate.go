@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"hongbao/admin"
-	"hongbao/campaign"
+	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/campaign"
 )
 
 // cancelCampaign serves DELETE /campaigns/{id}: 200 with the cancelled

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/campaign"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // These tests are of what keeps the server operable: bounded campaigns,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // TestOperatingFlagTable: docs/OPERATING.md's flag table lists exactly the

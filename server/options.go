@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/cluster"
-	"hongbao/ingress"
-	"hongbao/journal"
-	"hongbao/ring"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/ingress"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ring"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // Options configures a Server. Fill leaves set fields alone and gives every

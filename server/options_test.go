@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // TestParseFlags: a value given on the command line is checked as given; 0

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // Overload: twice the SHAKEs the server serves, into tiny rings.

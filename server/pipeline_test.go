@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // pipelineMode is the -pipeline of every test server that does not choose

@@ -14,9 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // These tests speak docs/PROTOCOL.md byte for byte to a whole server over TCP, with

@@ -8,15 +8,15 @@ import (
 	"strconv"
 	"time"
 
-	"hongbao/admin"
-	"hongbao/cluster"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/placement"
-	"hongbao/proto"
-	"hongbao/replicated"
-	"hongbao/set"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/placement"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/replicated"
+	"github.com/hongbao-io/hongbao/set"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // The replicated SETs (-journal jetstream, package replicated) in the

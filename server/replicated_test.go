@@ -12,11 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	hbclient "hongbao/client"
-	"hongbao/internal/embednats"
-	"hongbao/jsjournal"
-	"hongbao/proto"
-	"hongbao/server"
+	hbclient "github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // startReplicated starts gateway node of a replicated cluster of up to

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // idAnswers are the answers to one SHAKE, SEND and OPEN with request ids,

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/internal/embednats"
-	"hongbao/journal"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // stall holds the journal's syncs of a server while it is held: its money

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // TestTraceSlow: with -trace-slow below any answer's time, the first answer

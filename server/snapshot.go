@@ -13,10 +13,10 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/campaign"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // A snapshot file (snapshots/NNNN.snapshot under -data):

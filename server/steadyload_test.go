@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // The steady-load fixture of the hostile tests: an in-process server with an

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"hongbao/egress"
-	"hongbao/event"
-	"hongbao/internal/transport"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/ring"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/egress"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/internal/transport"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/ring"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // Stages is the number of stages of a SET: session, shake, split, egress.

@@ -8,10 +8,10 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/set"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/set"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 var limits = stages.Limits{MaxShares: 100, MaxTotal: 20000, TTL: time.Hour}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // gateway is one gateway process and the model of its driver (package

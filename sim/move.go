@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 // The move's protocol as package replicated's move.go runs it: the

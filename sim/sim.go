@@ -45,7 +45,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/placement"
+	"github.com/hongbao-io/hongbao/placement"
 )
 
 type duration = time.Duration

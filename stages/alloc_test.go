@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/event"
-	"hongbao/ledger"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // sink reads everything sent to cl into a fixed buffer, allocating nothing,

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // answers is a stage's memory of the money answers it gave to requests that

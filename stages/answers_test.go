@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // TestAnswersAgainstAMap drives the answers table with puts and lookups of

@@ -7,9 +7,9 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
-	"hongbao/event"
-	"hongbao/ledger"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // chatBytes publishes a CHAT of text from cl to user to, as the ingress

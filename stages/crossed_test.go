@@ -10,14 +10,14 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/proto"
-	"hongbao/ring"
-	"hongbao/set"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/ring"
+	"github.com/hongbao-io/hongbao/set"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // recorder is the stage of a ring standing for another gateway: it keeps

@@ -7,10 +7,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/proto"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // FuzzStages drives the SETs' stages with an arbitrary sequence of requests

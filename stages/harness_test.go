@@ -10,14 +10,14 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
-	"hongbao/conn"
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/proto"
-	"hongbao/set"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/set"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // pipeline is n SETs wired as the server wires them (session → shake →

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/ledger"
-	"hongbao/proto"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // clock is a fake clock for the SETs: it moves only when the test says.

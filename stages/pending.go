@@ -3,7 +3,7 @@ package stages
 import (
 	"math"
 
-	"hongbao/ledger"
+	"github.com/hongbao-io/hongbao/ledger"
 )
 
 // DefaultPendingPerUser is how many ENVELOPE pushes are kept for one offline

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"hongbao/journal"
+	"github.com/hongbao-io/hongbao/journal"
 )
 
 // The journal records of the stages: each a change of a SET's state, written

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/set"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/set"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // FuzzSplitRestore feeds the split stage an arbitrary snapshot part and

@@ -3,7 +3,7 @@ package stages
 import (
 	"time"
 
-	"hongbao/ledger"
+	"github.com/hongbao-io/hongbao/ledger"
 )
 
 // senders is the SEND state of the users of one SET, owned by its split

@@ -7,11 +7,11 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Shake is the stage that owns a SET's pool of shake envelopes: campaigns

@@ -10,9 +10,9 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/envelope"
-	"hongbao/ledger"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Part is one stage's state for a snapshot, taken on its own goroutine at a

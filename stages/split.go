@@ -9,11 +9,11 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/envelope"
-	"hongbao/event"
-	"hongbao/journal"
-	"hongbao/ledger"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Limits are the SEND limits of PROTOCOL.md, server flags.

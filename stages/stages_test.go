@@ -10,11 +10,11 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
-	"hongbao/conn"
-	"hongbao/event"
-	"hongbao/ledger"
-	"hongbao/proto"
-	"hongbao/stages"
+	"github.com/hongbao-io/hongbao/conn"
+	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/ledger"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 var defaultLimits = stages.Limits{MaxShares: 100, MaxTotal: 20000, TTL: time.Hour}

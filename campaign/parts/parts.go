@@ -13,8 +13,8 @@ import (
 	"log/slog"
 	"time"
 
-	"hongbao/campaign"
-	"hongbao/cluster"
+	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/cluster"
 )
 
 // Dealer deals campaigns by parts over the gateways of a cluster.

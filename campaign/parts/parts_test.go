@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hongbao/campaign"
+	"github.com/hongbao-io/hongbao/campaign"
 )
 
 // The parts of a campaign add up to it exactly, whatever the gateways' shares

@@ -10,7 +10,7 @@ import (
 	"net"
 	"time"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Conn is one connection: frames written whole, answers read one at a

@@ -23,9 +23,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/buildinfo"
-	"hongbao/cluster"
-	"hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/buildinfo"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/jsjournal"
 )
 
 // passEnv holds the -nats-user's password when -nats-password-file is not given.

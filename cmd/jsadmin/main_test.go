@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/cluster"
-	"hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/internal/embednats"
 )
 
 // TestProvisionAndCheck: against a NATS server that lets in the operator

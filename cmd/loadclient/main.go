@@ -12,8 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"hongbao/buildinfo"
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/buildinfo"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 func main() {

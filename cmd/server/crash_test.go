@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/campaign"
-	"hongbao/proto"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/proto"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 // The crash test: the real binary under load with campaigns running gets

@@ -15,8 +15,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"hongbao/buildinfo"
-	"hongbao/server"
+	"github.com/hongbao-io/hongbao/buildinfo"
+	"github.com/hongbao-io/hongbao/server"
 )
 
 func main() {

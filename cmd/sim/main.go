@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/sim"
+	"github.com/hongbao-io/hongbao/sim"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"hongbao/internal/ports"
+	"github.com/hongbao-io/hongbao/internal/ports"
 )
 
 // JSClusterName is the cluster.name of every JSCluster: JetStream's Raft groups span

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/internal/embednats"
+	"github.com/hongbao-io/hongbao/internal/embednats"
 )
 
 // retryJS calls f until it succeeds, failing t at the deadline with f's last error.

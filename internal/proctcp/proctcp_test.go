@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"hongbao/internal/proctcp"
+	"github.com/hongbao-io/hongbao/internal/proctcp"
 )
 
 // TestParse reads a table as the kernel writes it.

@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"sync"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // Chan runs a chain of ring.Handler stages on Go channels (-pipeline=chan),

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // Options configures a transport.

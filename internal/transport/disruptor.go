@@ -8,7 +8,7 @@ import (
 
 	disruptor "github.com/smarty/go-disruptor"
 
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // Disruptor runs a chain of ring.Handler stages on go-disruptor v0.5.0

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/internal/transport"
-	"hongbao/ring"
+	"github.com/hongbao-io/hongbao/internal/transport"
+	"github.com/hongbao-io/hongbao/ring"
 )
 
 // event is what the tests push through a chain. Stage i sets marks[i] to the

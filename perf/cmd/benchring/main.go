@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // benchPattern selects the benchmarks of ring/ring_timing_test.go and

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // canned is go test -bench output as benchring gets it, cut down: three runs
@@ -16,7 +16,7 @@ import (
 // lines that are not results.
 const canned = `goos: linux
 goarch: amd64
-pkg: hongbao/ring
+pkg: github.com/hongbao-io/hongbao/ring
 cpu: Intel(R) Xeon(R) Processor
 BenchmarkRing/shape=1to1-claim16/impl=ring-2         	 9058612	        12.00 ns/op	        22.71 events/batch	       0 B/op	       0 allocs/op
 BenchmarkRing/shape=1to1-claim16/impl=ring-spin-2    	 6885981	        19.45 ns/op	        27.93 events/batch	       0 B/op	       0 allocs/op
@@ -38,7 +38,7 @@ BenchmarkIdleCost/impl=ring-2         	       1	         0.04137 %cpu	       0 B
 BenchmarkIdleCost/impl=disruptor-2    	       1	        68.54 %cpu	    6624 B/op	      69 allocs/op
 BenchmarkBroken-2 	 notanumber	 1 ns/op
 PASS
-ok  	hongbao/ring	9.314s
+ok  	github.com/hongbao-io/hongbao/ring	9.314s
 `
 
 func TestParseLine(t *testing.T) {

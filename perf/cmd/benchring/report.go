@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // parseLine parses a result line of go test -bench output,

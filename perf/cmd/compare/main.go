@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 func main() {

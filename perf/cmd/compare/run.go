@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // Phases of a comparison.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // summary is each variant's figures, gathered from its measurements.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 func testConfig() *config {

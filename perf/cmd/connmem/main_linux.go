@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 type config struct {

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // fdMargin is what this process needs beyond one descriptor per

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // The crash moments: after crashLead of load (the connects, the campaigns

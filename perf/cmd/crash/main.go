@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // config is one crash run; the flags say what each field is.

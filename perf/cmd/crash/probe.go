@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/client"
-	"hongbao/perf/internal/harness"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // probe is a few users of the tool's own, each an application's client

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // crashRun is one run: a harness.Run whose lines and checks make report.md,

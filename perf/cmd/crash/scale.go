@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // runSingle is the run with one kill: the load client stopped at it, the

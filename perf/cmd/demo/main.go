@@ -9,7 +9,7 @@ import (
 	"flag"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 type config struct {

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"hongbao/perf/internal/flagtest"
+	"github.com/hongbao-io/hongbao/perf/internal/flagtest"
 )
 
 func TestParseFlags(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // cpuSide is one process's CPU per SHAKE over the steady window.

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/envelope"
-	"hongbao/jsjournal"
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // The failure tests run a cluster of 3 gateways of the real server binary

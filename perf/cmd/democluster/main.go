@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/jsjournal"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // config is one run.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/perf/internal/flagtest"
+	"github.com/hongbao-io/hongbao/perf/internal/flagtest"
 )
 
 func TestParseFlags(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/perf/internal/harness"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // openResult is the figures of one phase of -mode open.

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // demoReport is the text of report.txt.

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/journal"
-	"hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/journal"
+	"github.com/hongbao-io/hongbao/jsjournal"
 )
 
 // stream is the journal's JetStream stream, as the gateways name it.

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/steprun"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/steprun"
 )
 
 // fault is one fault and what it did.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/perf/internal/flagtest"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/flagtest"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 func TestParseFlags(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"hongbao/client"
+	"github.com/hongbao-io/hongbao/client"
 )
 
 // probeBase is above every load-client user: the probe of SET s is the

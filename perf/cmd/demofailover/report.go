@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/steprun"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/steprun"
 )
 
 // line is a fault in one line.

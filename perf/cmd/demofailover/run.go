@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/steprun"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/steprun"
 )
 
 // result is summary.json.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"hongbao/client/wire"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/client/wire"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 const (

@@ -15,8 +15,8 @@ import (
 	"flag"
 	"time"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/steprun"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/steprun"
 )
 
 // config is one run.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"hongbao/perf/internal/flagtest"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/flagtest"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 func TestParseFlags(t *testing.T) {

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/steprun"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/steprun"
 )
 
 // line is a step in one line.

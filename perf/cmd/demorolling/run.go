@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
-	"hongbao/perf/internal/steprun"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/steprun"
 )
 
 // step is one step of the run and what it did.

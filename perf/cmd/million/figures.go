@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // summary is the run's figures: each row of the final table (printed, and

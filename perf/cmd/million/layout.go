@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 // part is one server and its load client: its users and its shares of the

@@ -1,6 +1,6 @@
 package main
 
-import "hongbao/perf/internal/harness"
+import "github.com/hongbao-io/hongbao/perf/internal/harness"
 
 // totals are the money and the counts of all servers, or of all load
 // clients, added up.

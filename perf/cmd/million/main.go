@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // config is one run; the flags say what each field is.

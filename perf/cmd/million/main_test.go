@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"hongbao/perf/internal/flagtest"
+	"github.com/hongbao-io/hongbao/perf/internal/flagtest"
 )
 
 func TestSplitEven(t *testing.T) {

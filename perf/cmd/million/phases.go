@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // ramp prints a progress line a second until every server has all of its

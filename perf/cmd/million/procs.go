@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // The memory readings: servers idle before the ramp, every connection up

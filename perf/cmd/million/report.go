@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // write writes the run's files (report.md, summary.json, servers.csv,

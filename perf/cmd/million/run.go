@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // Memory estimate for the pre-flight check: per connection two kernel

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // sysRow is one second of the machine: system.csv.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 	"image/color"
 	"math"
 	"os"
@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // chart is one PNG of the report.

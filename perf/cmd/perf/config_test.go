@@ -55,7 +55,7 @@ func TestShortFunc(t *testing.T) {
 		}
 	}
 	f("runtime.futex", "runtime.futex")
-	f("hongbao/ring.(*Stage[go.shape.struct { Out [32]uint8 }]).run", "hongbao/ring.(*Stage[…]).run")
+	f("github.com/hongbao-io/hongbao/ring.(*Stage[go.shape.struct { Out [32]uint8 }]).run", "github.com/hongbao-io/hongbao/ring.(*Stage[…]).run")
 	f("a.F[x].G[y]", "a.F[…].G[…]")
 }
 

@@ -4,9 +4,9 @@ import (
 	"math"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // analysis is everything a run measured, on one time axis: seconds since

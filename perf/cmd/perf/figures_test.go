@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // The server's latency between two scrapes, from its histogram without

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"hongbao/perf/internal/flame"
+	"github.com/hongbao-io/hongbao/perf/internal/flame"
 )
 
 // flameOut is one rendered flame graph.

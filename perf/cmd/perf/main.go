@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 func main() {

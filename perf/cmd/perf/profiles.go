@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // topEntry is one function of a profile's top list.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // ms is d in milliseconds: three decimals, as loopback latencies are well

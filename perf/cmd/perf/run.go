@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/perf/internal/harness"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // outcome is how the run's processes ended, for the report.

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/loadclient"
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // maxPartial is the most bytes of an unfinished frame a connection keeps

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // pongServer answers every PING on fd with a PONG carrying its stamp, until

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // drainTime bounds the wait for the PONGs of the last PINGs after the window.

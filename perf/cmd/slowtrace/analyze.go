@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/exp/trace"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // markCategory is the category of the log event the server makes for a

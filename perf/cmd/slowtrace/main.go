@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 func main() {

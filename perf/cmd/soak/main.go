@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // config is one soak run.

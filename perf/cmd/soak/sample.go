@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // required are the series a sample must have to count.

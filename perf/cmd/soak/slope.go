@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // leastSquares returns the slope of the least-squares line through the

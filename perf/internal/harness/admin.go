@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // Admin talks to a server's admin API. Safe for concurrent use.

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/loadclient"
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // ClientConfig says how to run the load client against a server.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/internal/ports"
+	"github.com/hongbao-io/hongbao/internal/ports"
 )
 
 // Command is exec.CommandContext for a child that must not outlive the

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"hongbao/proto"
+	"github.com/hongbao-io/hongbao/proto"
 )
 
 // Dialer opens logged-in client connections with plain syscalls: no

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/loadclient"
 )
 
 // ParseModes parses an -ingress comma list: each entry epoll or netpoll.

@@ -20,9 +20,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"hongbao/cluster"
-	"hongbao/internal/ports"
-	"hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/cluster"
+	"github.com/hongbao-io/hongbao/internal/ports"
+	"github.com/hongbao-io/hongbao/jsjournal"
 )
 
 // NATSUser is a user of NATSServers: its name, password and the subjects

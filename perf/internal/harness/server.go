@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"hongbao/perf/internal/runlog"
+	"github.com/hongbao-io/hongbao/perf/internal/runlog"
 )
 
 // ServerConfig says how to start a server.

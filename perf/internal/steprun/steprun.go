@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"hongbao/jsjournal"
-	"hongbao/loadclient"
-	"hongbao/perf/internal/harness"
+	"github.com/hongbao-io/hongbao/jsjournal"
+	"github.com/hongbao-io/hongbao/loadclient"
+	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
 // Main is main of a tool whose run lasts at most ramp + load(c), bounded
