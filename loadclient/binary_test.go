@@ -123,7 +123,7 @@ func TestMemoryPerUser(t *testing.T) {
 	fake := newFakeServer(t, 0)
 	mem := func(users string) *loadclient.MemoryReport {
 		r, err, out := runBinary(t, 60*time.Second, "-server", fake.addr(), "-users", users, "-qps", "500",
-			"-duration", "2s", "-connect-rate", "20000")
+			"-duration", "5s", "-connect-rate", "20000") // time for every user to connect on a busy machine
 		if err != nil {
 			t.Fatalf("binary: %v\n%s", err, out)
 		}
