@@ -328,11 +328,11 @@ func TestMachineOneTeller(t *testing.T) {
 	step(b, Served{Set: 0})
 }
 
-// TestEveryEventDriven fails when an event type of machine.go has no case
+// TestEveryEventDriven fails when an event type of events.go has no case
 // in TestMachineTransitions' table that steps it: a new event comes with its
 // transitions tested.
 func TestEveryEventDriven(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "machine.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "events.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +353,6 @@ func TestEveryEventDriven(t *testing.T) {
 		}
 	}
 	if len(events) < 20 {
-		t.Fatalf("found %d event types in machine.go: the parse is wrong", len(events))
+		t.Fatalf("found %d event types in events.go: the parse is wrong", len(events))
 	}
 }
