@@ -41,6 +41,12 @@ const grace = time.Second
 type Options struct {
 	Addr  string // where it listens
 	Token string // the bearer token every request must carry; "" none
+	// ReadToken is a second bearer token, for reading only: GET and HEAD
+	// of the paths in Reads. "" none.
+	ReadToken string
+	// Reads are the paths the read token may GET: metrics, health, the
+	// ledger, the views; not pprof, which costs the server CPU.
+	Reads []string
 	Log   *slog.Logger
 	// Long is the more time a request may take to write its answer: a move
 	// waits for another gateway. 0 for the others.
@@ -74,7 +80,7 @@ func Listen(o Options) (*Server, error) {
 	a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	var ctx context.Context
 	ctx, a.cancel = context.WithCancel(context.Background())
-	a.srv = &http.Server{Handler: authorize(o.Token, writeDeadline(o.Long, a.mux)),
+	a.srv = &http.Server{Handler: authorize(o, writeDeadline(o.Long, a.mux)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second, // no admin request has a body worth more
 		IdleTimeout:       time.Minute,      // keep-alive: a scraper comes back within its interval
@@ -146,16 +152,24 @@ func writeDeadline(long func(*http.Request) time.Duration, next http.Handler) ht
 	})
 }
 
-// authorize requires the admin token on every request when one is set.
-func authorize(token string, next http.Handler) http.Handler {
-	if token == "" {
+// authorize requires the admin token on every request when one is set,
+// or the read token on a GET or HEAD of one of o.Reads.
+func authorize(o Options, next http.Handler) http.Handler {
+	if o.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + token)
+	want := []byte("Bearer " + o.Token)
+	read := []byte("Bearer " + o.ReadToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		got := []byte(r.Header.Get("Authorization"))
+		switch {
+		case subtle.ConstantTimeCompare(got, want) == 1:
+		case o.ReadToken == "" || subtle.ConstantTimeCompare(got, read) != 1:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hongbao admin"`)
 			WriteJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong admin token"})
+			return
+		case r.Method != http.MethodGet && r.Method != http.MethodHead || !slices.Contains(o.Reads, r.URL.Path):
+			WriteJSON(w, http.StatusForbidden, map[string]string{"error": "the read token may only GET " + strings.Join(o.Reads, ", ") + ": this needs the admin token"})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -163,7 +177,7 @@ func authorize(token string, next http.Handler) http.Handler {
 }
 
 // serveCmdline is pprof's /debug/pprof/cmdline with the values of the
-// flags that take secrets (-auth-secret, -admin-token) redacted: a profile
+// flags that take secrets (-auth-secret, -admin-token, -read-token) redacted: a profile
 // shared with whoever reads it must not carry them.
 func serveCmdline(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -191,4 +205,4 @@ func RedactArgs(args []string) []string {
 
 // secretFlags are the flags whose value is a secret itself (the -…-file
 // flags name files, which may be shown).
-var secretFlags = map[string]bool{"auth-secret": true, "admin-token": true}
+var secretFlags = map[string]bool{"auth-secret": true, "admin-token": true, "read-token": true}

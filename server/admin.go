@@ -19,7 +19,11 @@ func (s *Server) listenAdmin() error {
 	if err != nil {
 		return err
 	}
-	a, err := admin.Listen(admin.Options{Addr: s.opts.Admin, Token: token, Log: s.log, Long: func(r *http.Request) time.Duration {
+	read, err := s.opts.readToken()
+	if err != nil {
+		return err
+	}
+	a, err := admin.Listen(admin.Options{Addr: s.opts.Admin, Token: token, ReadToken: read, Reads: readPaths, Log: s.log, Long: func(r *http.Request) time.Duration {
 		if strings.HasPrefix(r.URL.Path, "/sets/") || r.URL.Path == "/cluster/rebalance" {
 			return replicated.MoveTimeout // a move waits for another gateway
 		}
@@ -42,6 +46,10 @@ func (s *Server) listenAdmin() error {
 	s.admin = a
 	return nil
 }
+
+// readPaths are what -read-token may GET: what a scraper, a health check
+// and a dashboard read.
+var readPaths = []string{"/metrics", "/healthz", "/stats", "/campaigns", "/cluster", "/cluster/stats"}
 
 // Stats sums the ledger now.
 func (s *Server) Stats() Stats {

@@ -19,6 +19,7 @@ func TestRedactArgs(t *testing.T) {
 	f([]string{"server", "-admin-token", "s3cret", "-sets", "8"}, []string{"server", "-admin-token", "REDACTED", "-sets", "8"})
 	f([]string{"server", "--admin-token=s3cret"}, []string{"server", "--admin-token=REDACTED"})
 	f([]string{"server", "-auth-secret=k", "-auth-secret", "k2"}, []string{"server", "-auth-secret=REDACTED", "-auth-secret", "REDACTED"})
+	f([]string{"server", "-read-token", "r", "-read-token-file", "/etc/hongbao/read-token"}, []string{"server", "-read-token", "REDACTED", "-read-token-file", "/etc/hongbao/read-token"})
 	f([]string{"server", "-admin-token-file", "/etc/hongbao/token"}, []string{"server", "-admin-token-file", "/etc/hongbao/token"})
 	f([]string{"server", "-admin-token"}, []string{"server", "-admin-token"})
 	f([]string{"-admin-token"}, []string{"-admin-token"}) // the program's name is never a flag

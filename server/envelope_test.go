@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -461,6 +463,49 @@ func TestAdminToken(t *testing.T) {
 	}
 	if cs := ts.campaigns(); len(cs) != 1 {
 		t.Errorf("%d campaigns; want the one POST that carried the token", len(cs))
+	}
+}
+
+// The read token reads what a scraper, a health check and a dashboard
+// read, and nothing else: not a campaign, not a profile; the admin token
+// still does everything.
+func TestReadToken(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(o *server.Options) { o.AdminToken, o.ReadToken = "admin secret", "read only" })
+	for _, ep := range []struct {
+		method, path string
+		read         int // its status with the read token
+	}{
+		{"GET", "/metrics", http.StatusOK},
+		{"GET", "/healthz", http.StatusOK},
+		{"GET", "/stats", http.StatusOK},
+		{"GET", "/campaigns", http.StatusOK},
+		{"HEAD", "/stats", http.StatusOK},
+		{"POST", "/campaigns/shake?rate=1&total=1&min=1&max=1", http.StatusForbidden},
+		{"DELETE", "/campaigns/1", http.StatusForbidden},
+		{"GET", "/debug/pprof/cmdline", http.StatusForbidden},
+		{"GET", "/debug/pprof/goroutine?debug=1", http.StatusForbidden},
+	} {
+		if code, body := ts.do(ep.method, ep.path, "read only"); code != ep.read {
+			t.Errorf("%s %s with the read token: %d %.100s; want %d", ep.method, ep.path, code, body, ep.read)
+		}
+		if code, _ := ts.do(ep.method, ep.path, "read only!"); code != http.StatusUnauthorized {
+			t.Errorf("%s %s with a wrong token: %d; want 401", ep.method, ep.path, code)
+		}
+	}
+	if code, body := ts.do("POST", "/campaigns/shake?rate=1&total=1&min=1&max=1", "admin secret"); code != http.StatusOK {
+		t.Errorf("a campaign with the admin token: %d %s", code, body)
+	}
+	if cs := ts.campaigns(); len(cs) != 1 {
+		t.Errorf("%d campaigns; want the one the admin token started", len(cs))
+	}
+	for _, o := range []server.Options{{ReadToken: "r"}, {AdminToken: "same", ReadToken: "same"}} {
+		o.Listen, o.Admin, o.Journal = "127.0.0.1:0", "127.0.0.1:0", "off"
+		o.Fill()
+		if s, err := server.New(o, slog.New(slog.DiscardHandler)); err == nil {
+			s.Shutdown(context.Background())
+			t.Errorf("admin token %q, read token %q: started; want refused", o.AdminToken, o.ReadToken)
+		}
 	}
 }
 

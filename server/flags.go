@@ -22,6 +22,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) (Options, error) {
 	fs.StringVar(&o.Admin, "admin", DefaultAdmin, "admin HTTP `address` (/metrics, /stats, /campaigns, /debug/pprof); off to disable")
 	fs.StringVar(&o.AdminToken, "admin-token", "", "if set, every admin request must carry Authorization: Bearer `TOKEN` (visible in ps: prefer -admin-token-file or $"+AdminTokenEnv+")")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "read the admin token from this `file` (less a final line break; an empty file is an error: it would turn the check off)")
+	fs.StringVar(&o.ReadToken, "read-token", "", "a second bearer `TOKEN` that may only GET /metrics, /healthz, /stats, /campaigns, /cluster and /cluster/stats: for Prometheus, health checks and dashboards (needs -admin-token; visible in ps: prefer -read-token-file or $"+ReadTokenEnv+")")
+	fs.StringVar(&o.ReadTokenFile, "read-token-file", "", "read the read-only token from this `file` (less a final line break)")
 	fs.IntVar(&o.Sets, "sets", DefaultSets, "number of SETs (shards), 1..4096: each owns its users, one ring and its stages")
 	fs.IntVar(&o.Ring, "ring", DefaultRing, "`slots` per SET ring, a power of two in 16..1048576; a full ring answers overloaded")
 	fs.IntVar(&o.Loops, "loops", runtime.GOMAXPROCS(0), "ingress event loops (epoll), 1..1024")

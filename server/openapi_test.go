@@ -50,12 +50,13 @@ const specPath = "../docs/openapi.yaml"
 func TestOpenAPI(t *testing.T) {
 	t.Parallel()
 	sp := loadSpec(t)
-	const adminToken = "openapi-test-token"
-	ts := startServer(t, func(o *server.Options) { o.AdminToken = adminToken })
+	const adminToken, readToken = "openapi-test-token", "openapi-read-token"
+	tokens := func(o *server.Options) { o.AdminToken, o.ReadToken = adminToken, readToken }
+	ts := startServer(t, tokens)
 	// The /cluster paths are a gateway's: the first of a cluster of two
 	// whose second has gone, so that /cluster lists a gateway down and
 	// /cluster/stats one missing.
-	gws := startGateways(t, embednats.StartTest(t), 2, 4, func(o *server.Options) { o.AdminToken = adminToken })
+	gws := startGateways(t, embednats.StartTest(t), 2, 4, tokens)
 	gw := gws[0]
 	if err := gws[1].shutdown(); err != nil {
 		t.Fatal(err)
@@ -68,9 +69,9 @@ func TestOpenAPI(t *testing.T) {
 	// The moves' paths are a replicated gateway's (-journal jetstream): the
 	// first of two, which runs every SET, so that SET 0 can move.
 	js := embednats.StartTestJetStream(t, t.TempDir())
-	rg := startReplicated(t, js, 0, 2, 2, func(o *server.Options) { o.AdminToken = adminToken })
+	rg := startReplicated(t, js, 0, 2, 2, tokens)
 	waitFor(t, "the replicated gateway to run every SET", func() bool { return metric(t, rg, "hongbao_cluster_sets_running") == 2 })
-	startReplicated(t, js, 1, 2, 2, func(o *server.Options) { o.AdminToken = adminToken })
+	startReplicated(t, js, 1, 2, 2, tokens)
 	waitFor(t, "the replicated gateways to hear each other", func() bool {
 		var m struct{ Gateways []struct{ Up bool } }
 		rg.getJSON("/cluster", &m)
@@ -244,6 +245,29 @@ func TestOpenAPI(t *testing.T) {
 				default:
 					sp.checkBody(t, what, r, resp, body)
 				}
+			}
+		}
+	})
+
+	t.Run("read token", func(t *testing.T) {
+		for _, op := range ops {
+			path := op.paths(t, true)[0]
+			resp, body := call(t, op.method, path, readToken)
+			what := fmt.Sprintf("%s %s with the read token", op.method, path)
+			if op.readable() {
+				if resp.StatusCode/100 != 2 {
+					t.Errorf("%s, which lists readBearer: %d %s; want 2xx", what, resp.StatusCode, trim(body))
+				}
+				continue
+			}
+			r := op.response(http.StatusForbidden)
+			switch {
+			case r == nil:
+				t.Errorf("%s: the operation neither lists readBearer nor documents 403", what)
+			case resp.StatusCode != http.StatusForbidden:
+				t.Errorf("%s: %d %s; want 403", what, resp.StatusCode, trim(body))
+			default:
+				sp.checkBody(t, what, r, resp, body)
 			}
 		}
 	})
@@ -551,6 +575,20 @@ func (sp *spec) operations(t *testing.T) []operation {
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].path+ops[i].method < ops[j].path+ops[j].method })
 	return ops
+}
+
+// readable reports whether the operation lists the read token among its
+// security requirements.
+func (o operation) readable() bool {
+	list, _ := o.op["security"].([]any)
+	for _, req := range list {
+		if m, ok := req.(map[string]any); ok {
+			if _, ok := m["readBearer"]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // params returns the operation's parameters (the path item's too) that are in where.

@@ -49,6 +49,8 @@ type Options struct {
 	LogFormat       string        // -log-format: text | json
 	LogLevel        string        // -log-level: debug | info | warn | error
 	AdminTokenFile  string        // -admin-token-file
+	ReadToken       string        // -read-token (or -read-token-file, $HONGBAO_READ_TOKEN)
+	ReadTokenFile   string        // -read-token-file
 	MaxCampaigns    int           // -max-campaigns: running at once
 	MaxPool         int           // -max-pool: shake envelopes in all pools
 	SendRate        float64       // -send-rate: SENDs a second per user
@@ -163,6 +165,7 @@ const (
 // Defaults of the campaign and admin bounds, each with its reason.
 const (
 	AdminTokenEnv = "HONGBAO_ADMIN_TOKEN"
+	ReadTokenEnv  = "HONGBAO_READ_TOKEN"
 	NATSPassEnv   = "HONGBAO_NATS_PASSWORD"
 	// DefaultMaxCampaigns: the operators' campaigns are few; the bound is
 	// against a script gone wrong, not a limit anyone should meet.
@@ -366,6 +369,9 @@ func (o *Options) Validate() error {
 	if o.AdminToken != "" && o.AdminTokenFile != "" {
 		bad("admin-token-file", "give the token by one means only (-admin-token is also set)")
 	}
+	if o.ReadToken != "" && o.ReadTokenFile != "" {
+		bad("read-token-file", "give the token by one means only (-read-token is also set)")
+	}
 	if o.NATS != "" || o.Node != "" {
 		o.validateCluster(bad)
 	}
@@ -389,12 +395,34 @@ func (o *Options) secret() ([]byte, error) {
 // adminToken returns the admin token from the flag, the file or the
 // environment; "" for none.
 func (o *Options) adminToken() (string, error) {
-	t, err := readSecret(o.AdminToken, "admin-token-file", o.AdminTokenFile, AdminTokenEnv)
+	return headerToken("admin", o.AdminToken, "admin-token-file", o.AdminTokenFile, AdminTokenEnv)
+}
+
+// readToken returns the read-only token likewise; one without an admin
+// token is an error: nothing is checked then, and the read token would
+// seem to protect what it does not.
+func (o *Options) readToken() (string, error) {
+	t, err := headerToken("read", o.ReadToken, "read-token-file", o.ReadTokenFile, ReadTokenEnv)
+	if err != nil || t == "" {
+		return t, err
+	}
+	if admin, _ := o.adminToken(); admin == "" {
+		return "", errors.New("-read-token without -admin-token: without an admin token the admin API checks nothing")
+	} else if admin == t {
+		return "", errors.New("-read-token is the admin token: give it a token of its own")
+	}
+	return t, nil
+}
+
+// headerToken reads a bearer token (readSecret) that an Authorization
+// header can carry exactly.
+func headerToken(name, value, flag, file, env string) (string, error) {
+	t, err := readSecret(value, flag, file, env)
 	if err == nil && (strings.TrimSpace(t) != t || strings.ContainsAny(t, "\r\n\x00")) {
 		// HTTP strips the whitespace around a header's value before any
 		// handler sees it: such a token would never match, or match a
 		// header without it.
-		return "", errors.New("the admin token begins or ends with whitespace, or holds a line break: no Authorization header can carry it exactly")
+		return "", fmt.Errorf("the %s token begins or ends with whitespace, or holds a line break: no Authorization header can carry it exactly", name)
 	}
 	return t, err
 }
