@@ -39,13 +39,13 @@ const childSecretEnv = "HONGBAO_LOADCLIENT_AUTH_SECRET"
 
 // childMsg is one line from a child.
 type childMsg struct {
-	K       string        `json:"k"` // tick, drained, result
-	C       counters      `json:"c"`
-	Live    *histWire     `json:"live,omitempty"`
-	Drained bool          `json:"drained,omitempty"` // nothing in flight (else the grace ran out)
-	Hists   []histWire    `json:"h,omitempty"`
-	Mem     *MemoryReport `json:"mem,omitempty"`
-	Err     string        `json:"err,omitempty"`
+	K       string           `json:"k"` // tick, drained, result
+	C       counters         `json:"c"`
+	Live    *LatencyBuckets  `json:"live,omitempty"`
+	Drained bool             `json:"drained,omitempty"` // nothing in flight (else the grace ran out)
+	Hists   []LatencyBuckets `json:"h,omitempty"`
+	Mem     *MemoryReport    `json:"mem,omitempty"`
+	Err     string           `json:"err,omitempty"`
 }
 
 // runChild runs one child's share of the load, talking to its parent on in and out.

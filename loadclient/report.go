@@ -69,6 +69,8 @@ type LatencyReport struct {
 	P99   int64   `json:"p99_ns"`
 	P999  int64   `json:"p99_9_ns"`
 	Max   int64   `json:"max_ns"`
+	// Buckets are every latency recorded, to merge with other reports' (MergeLatency).
+	Buckets *LatencyBuckets `json:"buckets,omitempty"`
 }
 
 // MemoryReport is the client's memory with every connection up, after a collection: the
@@ -84,8 +86,17 @@ func latencyOf(h *LatencyHistogram) LatencyReport {
 	return LatencyReport{
 		Count: h.Count(), Mean: h.Mean(),
 		P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), P999: h.Quantile(0.999),
-		Max: h.Max(),
+		Max: h.Max(), Buckets: bucketsOf(h),
 	}
+}
+
+// bucketsOf is h's buckets for a report, nil for an empty histogram.
+func bucketsOf(h *LatencyHistogram) *LatencyBuckets {
+	if h.Count() == 0 {
+		return nil
+	}
+	w := wireOf(h)
+	return &w
 }
 
 func buildReport(cfg *Config, rep *reporter, res *loadResult, rec *ReconcileReport, mem *MemoryReport) *Report {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
 
+	"github.com/hongbao-io/hongbao/loadclient"
 	"github.com/hongbao-io/hongbao/perf/internal/harness"
 )
 
@@ -25,37 +27,34 @@ func (m *summary) add(name, text string, kv ...any) {
 	}
 }
 
-// latencies is one request kind over the load clients. Each client has its
-// own histogram, so the percentiles are the spread of theirs: median, min
-// and max over the clients.
+// latencies is one request kind over the load clients: its quantiles over
+// every request, merged from the clients' histograms (loadclient.MergeLatency),
+// and the spread of the clients' own p99s, median, min and max.
 type latencies struct {
-	Count        uint64
-	MeanNs       float64
-	P50, P99     [3]int64
-	P999Max, Max int64
+	loadclient.LatencyReport
+	ClientP99 [3]int64 `json:"client_p99_ns"`
 }
 
-func aggregate(ps []*pair, kind string) (l latencies) {
-	var p50, p99 []int64
-	var sum float64
+func aggregate(ps []*pair, kind string) (l latencies, err error) {
+	var all []loadclient.LatencyReport
+	var p99 []int64
 	for _, p := range ps {
 		if p.rep == nil || p.rep.Requests[kind] == nil || p.rep.Requests[kind].Latency.Count == 0 {
 			continue
 		}
 		r := p.rep.Requests[kind].Latency
-		l.Count += r.Count
-		sum += r.Mean * float64(r.Count)
-		p50, p99 = append(p50, r.P50), append(p99, r.P99)
-		l.P999Max, l.Max = max(l.P999Max, r.P999), max(l.Max, r.Max)
+		all, p99 = append(all, r), append(p99, r.P99)
 	}
-	spread := func(v []int64) [3]int64 {
-		slices.Sort(v)
-		return [3]int64{v[len(v)/2], v[0], v[len(v)-1]}
+	if len(all) == 0 {
+		return l, nil
 	}
-	if l.Count > 0 {
-		l.MeanNs, l.P50, l.P99 = sum/float64(l.Count), spread(p50), spread(p99)
+	if l.LatencyReport, err = loadclient.MergeLatency(all); err != nil {
+		return l, fmt.Errorf("%s latencies: %w", kind, err)
 	}
-	return l
+	l.Buckets = nil // the clients' report.json keep them
+	slices.Sort(p99)
+	l.ClientP99 = [3]int64{p99[len(p99)/2], p99[0], p99[len(p99)-1]}
+	return l, nil
 }
 
 // summary computes the figures. Per connection is (ramped − idle) / conns;
@@ -99,10 +98,14 @@ func (s *state) summary(rows []sysRow) *summary {
 	}
 	m.add("load", fmt.Sprintf("%.0f s at %s SHAKE/s target: sent %s/s, received %s/s (whole seconds %s–%s)", secs, th(int64(s.cfg.qps)), th(int64(sent+0.5)), th(int64(recv+0.5)), th(int64(lo)), th(int64(hi))),
 		"load_s", secs, "target_qps", s.cfg.qps, "shake_sent_per_s", sent, "shake_received_per_s", recv, "shake_per_s_min", lo, "shake_per_s_max", hi)
-	sh, op := aggregate(s.pairs, "SHAKE"), aggregate(s.pairs, "OPEN")
-	m.add("SHAKE latency", fmt.Sprintf("p50 %s (clients %s–%s), p99 %s (clients %s–%s), p99.9 ≤ %s, max %s; %s SHAKEs",
-		ms(sh.P50[0]), ms(sh.P50[1]), ms(sh.P50[2]), ms(sh.P99[0]), ms(sh.P99[1]), ms(sh.P99[2]), ms(sh.P999Max), ms(sh.Max), th(int64(sh.Count))), "shake_latency", sh)
-	m.add("OPEN latency", fmt.Sprintf("p50 %s, p99 %s (clients up to %s), max %s; %s OPENs", ms(op.P50[0]), ms(op.P99[0]), ms(op.P99[2]), ms(op.Max), th(int64(op.Count))), "open_latency", op)
+	sh, errSh := aggregate(s.pairs, "SHAKE")
+	op, errOp := aggregate(s.pairs, "OPEN")
+	if err := errors.Join(errSh, errOp); err != nil {
+		m.add("latency", "not merged: "+err.Error())
+	}
+	m.add("SHAKE latency", fmt.Sprintf("over every SHAKE: p50 %s, p99 %s, p99.9 %s, max %s (the clients' p99 %s–%s, median %s); %s SHAKEs",
+		ms(sh.P50), ms(sh.P99), ms(sh.P999), ms(sh.Max), ms(sh.ClientP99[1]), ms(sh.ClientP99[2]), ms(sh.ClientP99[0]), th(int64(sh.Count))), "shake_latency", sh)
+	m.add("OPEN latency", fmt.Sprintf("over every OPEN: p50 %s, p99 %s, max %s (the clients' p99 up to %s); %s OPENs", ms(op.P50), ms(op.P99), ms(op.Max), ms(op.ClientP99[2]), th(int64(op.Count))), "open_latency", op)
 
 	t := s.srvTotals
 	m.add("money", fmt.Sprintf("SHAKE %s got %s fen; group envelopes %s (%s fen), %s shares opened (%s fen), outstanding %s fen",
