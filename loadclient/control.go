@@ -43,6 +43,7 @@ func serveControl(addr string, src source, rt *rates, rep *reporter) (stop func(
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		updateMetrics(set, rep.latest(), rt.at(time.Now().UnixNano()))
 		set.WritePrometheus(w)
+		rep.writeLatency(w)
 		metrics.WriteProcessMetrics(w)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

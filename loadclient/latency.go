@@ -144,6 +144,23 @@ func (h *LatencyHistogram) Reset() {
 	*h = LatencyHistogram{}
 }
 
+// AtMost returns how many recorded latencies are at most ns, to the resolution of the
+// buckets: a bucket counts once ns reaches its largest value.
+func (h *LatencyHistogram) AtMost(ns int64) uint64 {
+	if ns < LatencyMin {
+		return 0
+	}
+	last := bucketOf(min(ns, LatencyMax))
+	if _, hi := bucketRange(last); hi > ns {
+		last--
+	}
+	var n uint64
+	for _, c := range h.counts[:last+1] {
+		n += c
+	}
+	return n
+}
+
 // Count returns the number of latencies recorded.
 func (h *LatencyHistogram) Count() uint64 { return h.count }
 

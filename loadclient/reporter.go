@@ -27,8 +27,9 @@ type reporter struct {
 	rows   []timelineRow
 	maxUp  int64
 
-	mu   sync.Mutex
-	last counters
+	mu     sync.Mutex
+	last   counters
+	shakes LatencyHistogram // every SHAKE's latency so far, for /metrics
 }
 
 // timelineRow is one second of the run; rates are per second over the tick's interval.
@@ -81,6 +82,7 @@ func (r *reporter) tick(now int64, cur *counters, live *LatencyHistogram) {
 	r.prev, r.prevNs = *cur, now
 	r.mu.Lock()
 	r.last = *cur
+	r.shakes.Merge(live)
 	r.mu.Unlock()
 	if r.out != nil {
 		fmt.Fprintln(r.out, r.line(&row, cur))
@@ -115,6 +117,25 @@ func (r *reporter) latest() counters {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
+}
+
+// latencyBounds are the le bounds of /metrics' latency histogram, in seconds: the
+// report's buckets are far finer (3,584), too many series for a scrape.
+var latencyBounds = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
+
+// writeLatency writes the SHAKE latencies so far as a Prometheus histogram. Safe for
+// concurrent use.
+func (r *reporter) writeLatency(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := &r.shakes
+	fmt.Fprintf(w, "# HELP loadclient_shake_latency_seconds SHAKE latency from each request's scheduled send to its answer, to the last whole second.\n# TYPE loadclient_shake_latency_seconds histogram\n")
+	for _, le := range latencyBounds {
+		fmt.Fprintf(w, "loadclient_shake_latency_seconds_bucket{le=\"%g\"} %d\n", le, h.AtMost(int64(le*1e9)))
+	}
+	fmt.Fprintf(w, "loadclient_shake_latency_seconds_bucket{le=\"+Inf\"} %d\n", h.Count())
+	fmt.Fprintf(w, "loadclient_shake_latency_seconds_sum %g\n", h.Mean()*float64(h.Count())/1e9)
+	fmt.Fprintf(w, "loadclient_shake_latency_seconds_count %d\n", h.Count())
 }
 
 func ms(ns int64) string {
