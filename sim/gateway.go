@@ -25,8 +25,8 @@ type gateway struct {
 	skew        duration // its clock's error
 	leaving     bool
 	m           *placement.Machine
-	heard       []duration // per gateway, its last heartbeat heard, by this gateway's clock
-	takers      []bool     // per gateway, whether its last heartbeat said it takes SETs
+	heard       [2][]duration // per connection (core, journal's), per gateway: its last heartbeat heard, by this gateway's clock
+	takers      []bool        // per gateway, whether its last heartbeat said it takes SETs
 	view        []placement.Owner
 	busy        int // takes under way: the claims wait for them, as replicated's loop does
 	sets        []*loaded
@@ -66,12 +66,21 @@ func (g *gateway) later(d duration, f func()) {
 	g.w.at(d, run)
 }
 
-// receive runs f on g after a network delay, if NATS carries it: not
-// while either end is cut off, not if the message is lost; sometimes
-// twice.
+// receive runs f on g after a network delay, if NATS carries it on the
+// core connection: not while either end is cut off or deaf, not if the
+// message is lost.
 func (g *gateway) receive(from *gateway, f func()) {
+	if from.deaf || g.deaf {
+		return
+	}
+	g.receiveOn(from, f)
+}
+
+// receiveOn is receive on the journal's connection, which a silent core
+// connection leaves be.
+func (g *gateway) receiveOn(from *gateway, f func()) {
 	w := g.w
-	if from.cut || g.cut || from.deaf || g.deaf || w.chance(w.drop) {
+	if from.cut || g.cut || w.chance(w.drop) {
 		return
 	}
 	g.later(w.between(time.Millisecond, 30*time.Millisecond), func() {
@@ -88,9 +97,11 @@ func (g *gateway) start() {
 	g.up, g.cut, g.deaf, g.fenced, g.leaving, g.busy = true, false, false, false, false, 0
 	g.unwell = w.now
 	g.m = placement.New(placement.Config{Node: g.node, Sets: w.cfg.Sets, Lease: w.cfg.Lease, Standby: true, Rebalance: time.Second}, g.clock())
-	g.heard = make([]duration, len(w.gws))
-	for i := range g.heard {
-		g.heard[i] = -time.Hour
+	for c := range g.heard {
+		g.heard[c] = make([]duration, len(w.gws))
+		for i := range g.heard[c] {
+			g.heard[c][i] = -time.Hour
+		}
 	}
 	g.takers = make([]bool, len(w.gws))
 	g.sets = make([]*loaded, w.cfg.Sets)
@@ -123,27 +134,48 @@ func (g *gateway) owner(c claim) placement.Owner {
 	return placement.Owner{Node: c.node, Name: name, Epoch: c.epoch}
 }
 
-// beat sends g's heartbeat to every gateway, itself included.
+// beat sends g's heartbeat to every gateway, itself included, heard on
+// both connections (replicated's liveness.go): the core one and the
+// journal's.
 func (g *gateway) beat() {
 	for _, o := range g.w.gws {
 		taker := !g.leaving
-		o.receive(g, func() { o.heard[g.node], o.takers[g.node] = o.local(), taker })
-		if g.w.chance(0.02) { // duplicated
-			o.receive(g, func() { o.heard[g.node], o.takers[g.node] = o.local(), taker })
+		for c, recv := range []func(*gateway, func()){o.receive, o.receiveOn} {
+			for range 1 + boolInt(g.w.chance(0.02)) { // sometimes twice
+				recv(g, func() { o.heard[c][g.node], o.takers[g.node] = o.local(), taker })
+			}
 		}
 	}
 	g.later(placement.Beat, g.beat)
 }
 
-// within lists the gateways heard within d.
-func (g *gateway) within(d duration) []int {
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// within lists the gateways heard within d on the core connection, or on
+// either (any).
+func (g *gateway) within(d duration, any bool) []int {
 	var out []int
-	for n, at := range g.heard {
-		if g.local()-at < d {
+	for n := range g.heard[0] {
+		if g.local()-g.heard[0][n] < d || any && g.local()-g.heard[1][n] < d {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// hears reports whether g heard itself within d on both connections (both
+// true), or on one.
+func (g *gateway) hears(d duration, both bool) bool {
+	core, js := g.local()-g.heard[0][g.node] < d, g.local()-g.heard[1][g.node] < d
+	if both {
+		return core && js
+	}
+	return core || js
 }
 
 // tick is the claims' heartbeat: the placement ticked with what g hears,
@@ -151,9 +183,11 @@ func (g *gateway) within(d duration) []int {
 func (g *gateway) tick() {
 	g.later(placement.Beat, g.tick)
 	w := g.w
-	hearsSelf := g.local()-g.heard[g.node] < w.cfg.Lease/2
+	// Current: it hears itself on both connections within half the lease;
+	// cut off: on neither for a lease.
+	hearsSelf := g.hears(w.cfg.Lease/2, true)
 	switch {
-	case !g.fenced && g.local()-g.heard[g.node] >= w.cfg.Lease:
+	case !g.fenced && !g.hears(w.cfg.Lease, false):
 		g.fenced = true
 		w.log("%s fences itself: it has not heard itself for a lease", g.name)
 	case g.fenced && hearsSelf:
@@ -165,7 +199,7 @@ func (g *gateway) tick() {
 	if g.busy > 0 {
 		return
 	}
-	live := g.within(w.cfg.Lease)
+	live := g.within(w.cfg.Lease, w.cfg.Broken != "core")
 	var takers []int
 	for _, n := range live {
 		if g.takers[n] {
@@ -173,11 +207,11 @@ func (g *gateway) tick() {
 		}
 	}
 	current := !g.fenced && hearsSelf
-	if w.cfg.Broken == "current" {
+	if w.cfg.Broken == "core" {
 		current = !g.fenced
 	}
 	tick := placement.Tick{Now: g.clock(), Current: current, Owner: slices.Clone(g.view),
-		Live: live, Heard: g.within(time.Second), Takers: takers}
+		Live: live, Heard: g.within(time.Second, false), Takers: takers}
 	g.step(tick)
 	g.ready()
 }

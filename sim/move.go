@@ -24,9 +24,9 @@ var errNoAnswer = errors.New("no answer")
 // ask sends op to gateway t over NATS and calls then once: with op's
 // answer, or errNoAnswer after within.
 func (g *gateway) ask(t *gateway, within duration, op func(reply func(error)), then func(error)) {
-	answered := false
+	answered, inc := false, g.inc
 	once := func(err error) {
-		if !answered {
+		if !answered && g.inc == inc { // not for a later process of g's
 			answered = true
 			then(err)
 		}
@@ -41,7 +41,7 @@ func (g *gateway) ask(t *gateway, within duration, op func(reply func(error)), t
 func (g *gateway) moveOut(set, to int) {
 	w := g.w
 	t := w.gws[to]
-	taker := slices.Contains(g.within(w.cfg.Lease), to) && g.takers[to]
+	taker := slices.Contains(g.within(w.cfg.Lease, true), to) && g.takers[to]
 	if err := g.step(placement.MoveOut{Set: set, To: to, ToName: t.name, Taker: taker, Now: g.clock()}); err != nil {
 		return
 	}

@@ -61,8 +61,9 @@ type Config struct {
 	// Broken, in the tests that show the checks can fail: "fence", the
 	// stream takes appends whatever they expect; "replay", a SET loaded
 	// forgets the answers kept for request ids; "inflight", a round whose
-	// ack did not come is taken for a fence; "current", a gateway claims
-	// though it does not hear its own heartbeat.
+	// ack did not come is taken for a fence; "core", a gateway goes by its
+	// core connection alone (the others live if heard there, itself current
+	// whether it hears itself or not).
 	Broken string
 }
 

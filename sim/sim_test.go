@@ -86,7 +86,7 @@ func TestSeedReplays(t *testing.T) {
 // wait for a round's fate or the claims' guard broken on purpose, some seed
 // finds the violation.
 func TestBrokenIsCaught(t *testing.T) {
-	for _, broken := range []string{"fence", "replay", "inflight", "current"} {
+	for _, broken := range []string{"fence", "replay", "inflight", "core"} {
 		t.Run(broken, func(t *testing.T) {
 			for seed := uint64(1); seed <= 100; seed++ {
 				if r := Run(seed, Config{Broken: broken}); r.Err != nil {
