@@ -20,7 +20,9 @@
 //
 // Checked at every step: a money answer told is durable in its SET's
 // journal; a request id is answered with the same amount every time; at
-// most one gateway tells a SET's money at any epoch. Checked once the
+// most one gateway tells a SET's money at any epoch; a take never claims
+// the SET of a gateway that was well and heard all along; a gateway stops
+// for a loss only when its SET's last claim is another's. Checked once the
 // faults have been quiet for a while: every SET is told by a gateway. At
 // the end, the faults over and the clients' retries settled: every request
 // answered, every id answered once in the journals, and the money told
