@@ -64,6 +64,26 @@ func selectors(t *testing.T, where, expr string) []use {
 	return out
 }
 
+// runbookURL is where each alert's runbook_url points, less its section:
+// docs/RUNBOOK.md as the published module shows it.
+const runbookURL = "https://github.com/hongbao-io/hongbao/blob/main/docs/RUNBOOK.md#"
+
+// runbookSections returns the names of docs/RUNBOOK.md's sections ("## Name").
+func runbookSections(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../docs/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, ok := strings.CutPrefix(line, "## "); ok {
+			out[strings.TrimSpace(name)] = true
+		}
+	}
+	return out
+}
+
 // rules parses the rules file and returns the series its expressions
 // select, and the names it records.
 func rules(t *testing.T) (used []use, recorded map[string]bool) {
@@ -76,6 +96,7 @@ func rules(t *testing.T) (used []use, recorded map[string]bool) {
 		t.FailNow()
 	}
 	recorded = map[string]bool{}
+	runbook := runbookSections(t)
 	alerts := 0
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -87,6 +108,12 @@ func rules(t *testing.T) (used []use, recorded map[string]bool) {
 				alerts++
 				if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 					t.Errorf("%s: an alert needs a severity, a summary and a description", where)
+				}
+				if want := runbookURL + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+					t.Errorf("%s: runbook_url %q; want %q", where, r.Annotations["runbook_url"], want)
+				}
+				if !runbook[r.Alert] {
+					t.Errorf("%s: docs/RUNBOOK.md has no section \"## %s\"", where, r.Alert)
 				}
 			}
 		}
