@@ -133,15 +133,15 @@ func dashboard(t *testing.T) []use {
 		t.Fatal(err)
 	}
 	var d struct {
-		Title  string `json:"title"`
-		UID    string `json:"uid"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Type    string `json:"type"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Title      string  `json:"title"`
+		UID        string  `json:"uid"`
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name, Type string
+				Query      any `json:"query"` // a string, or an object with one
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -153,19 +153,52 @@ func dashboard(t *testing.T) []use {
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$instance", ".*")
 	var used []use
 	queries := 0
-	for _, p := range d.Panels {
-		if p.Type != "row" && len(p.Targets) == 0 {
-			t.Errorf("%s: panel %q has no query", file, p.Title)
+	// A collapsed row holds its panels inside it: they are checked too.
+	var walk func(ps []panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			if p.Type != "row" && len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", file, p.Title)
+			}
+			for _, q := range p.Targets {
+				queries++
+				used = append(used, selectors(t, file+": "+p.Title, vars.Replace(q.Expr))...)
+			}
+			walk(p.Panels)
 		}
-		for _, q := range p.Targets {
-			queries++
-			used = append(used, selectors(t, file+": "+p.Title, vars.Replace(q.Expr))...)
+	}
+	walk(d.Panels)
+	// A query variable's label_values(SELECTOR, label) selects series too.
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
 		}
+		q, _ := v.Query.(string)
+		if m, ok := v.Query.(map[string]any); ok {
+			q, _ = m["query"].(string)
+		}
+		inner, ok := strings.CutPrefix(q, "label_values(")
+		i := strings.LastIndex(inner, ",")
+		if !ok || i < 0 {
+			t.Errorf("%s: variable %q: query %q is not label_values(selector, label)", file, v.Name, q)
+			continue
+		}
+		used = append(used, selectors(t, file+": variable "+v.Name, inner[:i])...)
 	}
 	if queries < 20 {
 		t.Errorf("%s: %d queries", file, queries)
 	}
 	return used
+}
+
+// panel is a dashboard panel; a row's panels, when it is collapsed, are in it.
+type panel struct {
+	Title   string `json:"title"`
+	Type    string `json:"type"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+	Panels []panel `json:"panels"`
 }
 
 // TestPrometheusConfig: the scrape configuration decodes strictly into
