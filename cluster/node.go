@@ -622,6 +622,26 @@ func (n *Node) heardNodes(self bool, keep func(peer) bool) []int {
 	return out
 }
 
+// departedFor is how long a gateway that left on purpose counts as
+// departed: the hour over which HongbaoGatewayMissing remembers the
+// gateways it heard.
+const departedFor = time.Hour
+
+// Departed returns how many gateways are unheard whose last heartbeat said
+// they were leaving (a drain, a SIGTERM handing its SETs over), within
+// departedFor: planned departures, not failures.
+func (n *Node) Departed() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	count := 0
+	for node, p := range n.peers {
+		if age := time.Since(p.seen); node != n.o.Node && p.Leaving && age >= n.o.downAfter() && age < departedFor {
+			count++
+		}
+	}
+	return count
+}
+
 // SetLeaving announces that this gateway hands its SETs over and takes no
 // more (or, false, that it takes them again).
 func (n *Node) SetLeaving(on bool) {

@@ -288,6 +288,7 @@ func writeCluster(e exposition.Writer, s Sources) {
 	// Every gateway tells the cluster's SETs: an alert sums what they run
 	// against it, and hongbao_ring_capacity lists only the SETs run here.
 	e.Gauge("hongbao_cluster_sets", "SETs of the cluster (-sets), whichever gateways run them: the SETs the gateways run (hongbao_cluster_sets_running, summed over them) should add up to it.", int64(s.Sets))
+	e.Gauge("hongbao_cluster_gateways_departed", "Gateways unheard whose last heartbeat said they were leaving (POST /cluster/drain, a SIGTERM handing their SETs over), within the last hour: planned departures, which HongbaoGatewayMissing does not page for.", int64(s.Node.Departed()))
 	e.Gauge("hongbao_cluster_gateways_up", "Gateways up: ready (their SETs recovered) and heard from within the last second (heartbeats every 250 ms), this one included.", int64(len(s.Node.Peers())))
 	connected := int64(0)
 	if s.Node.Connected() {
