@@ -89,3 +89,66 @@ func TestProvisionAndCheck(t *testing.T) {
 		t.Fatalf("credentials in the URL: exit %d; want 2", code)
 	}
 }
+
+// TestStepdown: on a 3-server JetStream cluster, stepdown -server names the
+// journal stream's leader and the stream has another leader when it
+// returns; the buckets that server led too; a server that leads nothing is
+// told so.
+func TestStepdown(t *testing.T) {
+	opub, osub := cluster.OperatorPermissions()
+	c := embednats.StartTestJSCluster(t, 3, []embednats.User{{Name: "admin", Password: "apw", Publish: opub, Subscribe: osub}})
+	t.Setenv(passEnv, "apw")
+	jsadmin := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errs bytes.Buffer
+		code := run(append(args, "-nats", c.URL(), "-nats-user", "admin", "-sets", "4", "-gateways", "2", "-replicas", "3"), &out, &errs)
+		return code, out.String(), errs.String()
+	}
+	// The cluster elects its meta leader first: provisioning may wait for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for code, out, errs := jsadmin("provision"); code != 0; code, out, errs = jsadmin("provision") {
+		if time.Now().After(deadline) {
+			t.Fatalf("provision: %d %q %q", code, out, errs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	nc, err := nats.Connect(c.URL(), nats.UserInfo("admin", "apw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	leaderOf := func(stream string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, stream)
+		if err != nil || st.CachedInfo().Cluster == nil {
+			return ""
+		}
+		return st.CachedInfo().Cluster.Leader
+	}
+	var was string
+	for deadline := time.Now().Add(20 * time.Second); was == ""; time.Sleep(100 * time.Millisecond) {
+		if was = leaderOf("hongbao_journal"); was == "" && time.Now().After(deadline) {
+			t.Fatal("the journal stream has no leader")
+		}
+	}
+	code, out, errs := jsadmin("stepdown", "-server", was)
+	if code != 0 || !strings.Contains(out, "stream hongbao_journal: leader ") {
+		t.Fatalf("stepdown -server %s: %d %q %q", was, code, out, errs)
+	}
+	if now := leaderOf("hongbao_journal"); now == was || now == "" {
+		t.Fatalf("the journal's leader after the stepdown: %q; want another than %s", now, was)
+	}
+	for _, name := range []string{"OBJ_hongbao_snapshots_0", "OBJ_hongbao_snapshots_1"} {
+		if leaderOf(name) == was {
+			t.Errorf("%s still led by %s", name, was)
+		}
+	}
+	if code, out, _ := jsadmin("stepdown", "-server", "no-such-server"); code != 0 || !strings.Contains(out, "leads none") {
+		t.Fatalf("stepdown of a server that leads nothing: %d %q", code, out)
+	}
+	if code, _, _ := jsadmin("check", "-server", was); code != 2 {
+		t.Fatalf("-server without stepdown: exit %d; want 2", code)
+	}
+}
