@@ -137,6 +137,7 @@ func TestStepdown(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "stream hongbao_journal: leader ") {
 		t.Fatalf("stepdown -server %s: %d %q %q", was, code, out, errs)
 	}
+	t.Logf("stepdown -server %s:\n%s", was, out)
 	if now := leaderOf("hongbao_journal"); now == was || now == "" {
 		t.Fatalf("the journal's leader after the stepdown: %q; want another than %s", now, was)
 	}
