@@ -9,6 +9,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +48,10 @@ type Options struct {
 	// Reads are the paths the read token may GET: metrics, health, the
 	// ledger, the views; not pprof, which costs the server CPU.
 	Reads []string
-	Log   *slog.Logger
+	// TLS, when set, serves the API over TLS with it (a client
+	// certificate asked for if it says so); nil: plain HTTP.
+	TLS *tls.Config
+	Log *slog.Logger
 	// Long is the more time a request may take to write its answer: a move
 	// waits for another gateway. 0 for the others.
 	Long func(r *http.Request) time.Duration
@@ -72,6 +76,12 @@ func Listen(o Options) (*Server, error) {
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && o.Token == "" {
 		o.Log.Warn("admin API bound beyond loopback without -admin-token: anyone who reaches it can start campaigns and read profiles", "admin", ln.Addr())
 	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && o.TLS == nil && o.Token != "" {
+		o.Log.Warn("admin API bound beyond loopback without -admin-tls-cert: its token travels in clear", "admin", ln.Addr())
+	}
+	if o.TLS != nil {
+		ln = tls.NewListener(ln, o.TLS)
+	}
 	a := &Server{ln: ln, mux: http.NewServeMux(), log: o.Log}
 	a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 	a.mux.HandleFunc("/debug/pprof/cmdline", serveCmdline)
@@ -87,6 +97,8 @@ func Listen(o Options) (*Server, error) {
 		// No WriteTimeout: writeDeadline sets one per request, long enough
 		// for the profile or trace asked for.
 		BaseContext: func(net.Listener) context.Context { return ctx },
+		// The server's own errors (a TLS handshake refused) go to the log.
+		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn),
 	}
 	// TYPE lines for the runtime and process metrics (a process-wide
 	// setting of the library); package exposition gives them their HELP.

@@ -23,7 +23,11 @@ func (s *Server) listenAdmin() error {
 	if err != nil {
 		return err
 	}
-	a, err := admin.Listen(admin.Options{Addr: s.opts.Admin, Token: token, ReadToken: read, Reads: readPaths, Log: s.log, Long: func(r *http.Request) time.Duration {
+	tlsCfg, err := s.opts.adminTLS()
+	if err != nil {
+		return err
+	}
+	a, err := admin.Listen(admin.Options{Addr: s.opts.Admin, Token: token, ReadToken: read, Reads: readPaths, TLS: tlsCfg, Log: s.log, Long: func(r *http.Request) time.Duration {
 		if strings.HasPrefix(r.URL.Path, "/sets/") || r.URL.Path == "/cluster/rebalance" {
 			return replicated.MoveTimeout // a move waits for another gateway
 		}

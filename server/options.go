@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +53,9 @@ type Options struct {
 	AdminTokenFile  string        // -admin-token-file
 	ReadToken       string        // -read-token (or -read-token-file, $HONGBAO_READ_TOKEN)
 	ReadTokenFile   string        // -read-token-file
+	AdminTLSCert    string        // -admin-tls-cert: the admin API's certificate (PEM); "" plain HTTP
+	AdminTLSKey     string        // -admin-tls-key: its private key
+	AdminTLSCA      string        // -admin-tls-client-ca: CAs a client certificate must chain to; "" none asked
 	MaxCampaigns    int           // -max-campaigns: running at once
 	MaxPool         int           // -max-pool: shake envelopes in all pools
 	SendRate        float64       // -send-rate: SENDs a second per user
@@ -372,6 +377,12 @@ func (o *Options) Validate() error {
 	if o.ReadToken != "" && o.ReadTokenFile != "" {
 		bad("read-token-file", "give the token by one means only (-read-token is also set)")
 	}
+	if (o.AdminTLSCert == "") != (o.AdminTLSKey == "") {
+		bad("admin-tls-key", "give -admin-tls-cert and -admin-tls-key together")
+	}
+	if o.AdminTLSCA != "" && o.AdminTLSCert == "" {
+		bad("admin-tls-client-ca", "needs -admin-tls-cert: client certificates are asked for over TLS")
+	}
 	if o.NATS != "" || o.Node != "" {
 		o.validateCluster(bad)
 	}
@@ -455,4 +466,29 @@ func (o Options) Limits() stages.Limits {
 	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
 		RequestWindow: o.RequestWindow, SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
 		MaxEnvelopes: (o.MaxEnvelopes + o.localSets() - 1) / o.localSets()}
+}
+
+// adminTLS is the admin API's TLS configuration from -admin-tls-cert,
+// -admin-tls-key and -admin-tls-client-ca; nil for plain HTTP.
+func (o *Options) adminTLS() (*tls.Config, error) {
+	if o.AdminTLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.AdminTLSCert, o.AdminTLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("-admin-tls-cert, -admin-tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.AdminTLSCA != "" {
+		pem, err := os.ReadFile(o.AdminTLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("-admin-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-admin-tls-client-ca: no PEM certificate in %s", o.AdminTLSCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
