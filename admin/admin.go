@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,3 +219,29 @@ func RedactArgs(args []string) []string {
 // secretFlags are the flags whose value is a secret itself (the -…-file
 // flags name files, which may be shown).
 var secretFlags = map[string]bool{"auth-secret": true, "admin-token": true, "read-token": true}
+
+// TLSConfig is the admin API's TLS configuration from the PEM files of its
+// certificate and key and, if clientCA is set, of the CAs every client's
+// certificate must chain to (mutual TLS); nil when certFile is empty.
+func TLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	if certFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-admin-tls-cert, -admin-tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("-admin-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-admin-tls-client-ca: no PEM certificate in %s", clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

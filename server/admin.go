@@ -23,7 +23,7 @@ func (s *Server) listenAdmin() error {
 	if err != nil {
 		return err
 	}
-	tlsCfg, err := s.opts.adminTLS()
+	tlsCfg, err := admin.TLSConfig(s.opts.AdminTLSCert, s.opts.AdminTLSKey, s.opts.AdminTLSCA)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -466,29 +464,4 @@ func (o Options) Limits() stages.Limits {
 	return stages.Limits{MaxShares: uint16(o.MaxShares), MaxTotal: uint32(o.MaxTotal), TTL: o.EnvelopeTTL, Retain: o.OpenedRetention,
 		RequestWindow: o.RequestWindow, SendRate: o.SendRate, SendBurst: o.SendBurst, MaxLive: o.MaxLivePerUser,
 		MaxEnvelopes: (o.MaxEnvelopes + o.localSets() - 1) / o.localSets()}
-}
-
-// adminTLS is the admin API's TLS configuration from -admin-tls-cert,
-// -admin-tls-key and -admin-tls-client-ca; nil for plain HTTP.
-func (o *Options) adminTLS() (*tls.Config, error) {
-	if o.AdminTLSCert == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(o.AdminTLSCert, o.AdminTLSKey)
-	if err != nil {
-		return nil, fmt.Errorf("-admin-tls-cert, -admin-tls-key: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if o.AdminTLSCA != "" {
-		pem, err := os.ReadFile(o.AdminTLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("-admin-tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-admin-tls-client-ca: no PEM certificate in %s", o.AdminTLSCA)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
 }
