@@ -31,6 +31,12 @@ func newGateway(t *testing.T, answer func(g *gateway, c net.Conn, f proto.Frame)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveGateway(t, ln, answer)
+}
+
+// serveGateway answers with answer on ln's connections (a TLS listener's
+// too) until the test ends.
+func serveGateway(t *testing.T, ln net.Listener, answer func(g *gateway, c net.Conn, f proto.Frame) []byte) *gateway {
 	g := &gateway{ln: ln, answer: answer}
 	t.Cleanup(func() { ln.Close(); g.closeAll() })
 	go func() {

@@ -2,19 +2,15 @@ package client_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/internal/testcert"
 	"github.com/hongbao-io/hongbao/proto"
 )
 
@@ -78,25 +74,16 @@ func TestWriteDeadline(t *testing.T) {
 
 // WithTLS speaks TLS to a gateway behind it, checking its certificate.
 func TestWithTLS(t *testing.T) {
-	cert, pool := selfSigned(t)
+	ca := testcert.NewCA(t)
+	cert, _, _ := ca.Issue(t, t.TempDir(), "gateway", x509.ExtKeyUsageServerAuth)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gateway{ln: ln, answer: owner}
-	t.Cleanup(func() { ln.Close(); g.closeAll() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go g.serve(c)
-		}
-	}()
+	g := serveGateway(t, ln, owner)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, []string{g.addr()}, client.WithTLS(&tls.Config{RootCAs: pool}))
+	c, err := client.Dial(ctx, []string{g.addr()}, client.WithTLS(&tls.Config{RootCAs: ca.Pool}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,23 +103,4 @@ func TestWithTLS(t *testing.T) {
 		}
 		t.Fatalf("dialled over TLS without trusting the gateway's certificate: %v", err)
 	}
-}
-
-// selfSigned is a certificate for 127.0.0.1 and a pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gateway"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }

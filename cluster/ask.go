@@ -33,9 +33,8 @@ type Answer struct {
 // asking is a request waiting for its answers: the gateways asked, and
 // those that answered.
 type asking struct {
-	want     map[int]bool // asked, not answered yet
-	answers  chan Answer  // room for one answer from every gateway asked
-	answered int
+	want    map[int]bool // asked, not answered yet
+	answers chan Answer  // room for one answer from every gateway asked
 }
 
 // Request sends data to every other gateway that is up as request name,

@@ -108,9 +108,3 @@ func (cl *closer) shut(wait time.Duration) {
 	}
 }
 
-// lingering is the number of released sockets waiting for their peer.
-func (cl *closer) lingering() int {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return len(cl.socks)
-}

@@ -52,15 +52,6 @@ func putRoundHeader(b []byte, seq uint64) {
 	binary.BigEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
 }
 
-// appendRound appends a round of body with seq to dst.
-func appendRound(dst []byte, seq uint64, body []byte) []byte {
-	start := len(dst)
-	dst = append(dst, make([]byte, RoundHeaderLen)...)
-	dst = append(dst, body...)
-	putRoundHeader(dst[start:], seq)
-	return dst
-}
-
 // readRoundHeader reads a round header at the start of b: false when b is
 // shorter than one, or its magic or checksum is wrong.
 func readRoundHeader(b []byte) (roundHeader, bool) {

@@ -395,10 +395,3 @@ func TestCompactAfterSnapshot(t *testing.T) {
 	}
 }
 
-func seqs(ms []*jetstream.RawStreamMsg) []uint64 {
-	var out []uint64
-	for _, m := range ms {
-		out = append(out, m.Sequence)
-	}
-	return out
-}

@@ -274,7 +274,7 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("OnGroupFailed for %v; want both groups", seen)
 	}
 
-	ns = startJSAt(t, dir, port)
+	startJSAt(t, dir, port)
 	nc := s.o.Conn
 	eventually(t, "the journal's connection back", func() bool { return nc.Status() == nats.CONNECTED })
 	for g, p := range ps {

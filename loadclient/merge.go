@@ -1,9 +1,6 @@
 package loadclient
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // MergeReports sums the reports of several load-client processes (or machines) that ran
 // one load together into one: users, connections, requests, pushes, money and errors
@@ -83,9 +80,6 @@ func MergeReports(rs []*Report) (*Report, error) {
 		if out.Requests[name] == nil {
 			out.Requests[name] = &RequestReport{Status: map[string]uint64{}}
 		}
-	}
-	if out.Start.IsZero() {
-		out.Start = time.Unix(0, 0)
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ func (s *Server) listenAdmin() error {
 	if err != nil {
 		return err
 	}
-	read, err := s.opts.readToken()
+	read, err := s.opts.readToken(token)
 	if err != nil {
 		return err
 	}

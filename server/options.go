@@ -407,17 +407,17 @@ func (o *Options) adminToken() (string, error) {
 	return headerToken("admin", o.AdminToken, "admin-token-file", o.AdminTokenFile, AdminTokenEnv)
 }
 
-// readToken returns the read-only token likewise; one without an admin
-// token is an error: nothing is checked then, and the read token would
-// seem to protect what it does not.
-func (o *Options) readToken() (string, error) {
+// readToken returns the read-only token likewise, given the admin token;
+// one without an admin token is an error: nothing is checked then, and the
+// read token would seem to protect what it does not.
+func (o *Options) readToken(admin string) (string, error) {
 	t, err := headerToken("read", o.ReadToken, "read-token-file", o.ReadTokenFile, ReadTokenEnv)
-	if err != nil || t == "" {
+	switch {
+	case err != nil || t == "":
 		return t, err
-	}
-	if admin, _ := o.adminToken(); admin == "" {
+	case admin == "":
 		return "", errors.New("-read-token without -admin-token: without an admin token the admin API checks nothing")
-	} else if admin == t {
+	case admin == t:
 		return "", errors.New("-read-token is the admin token: give it a token of its own")
 	}
 	return t, nil

@@ -44,16 +44,14 @@ func (f stalledFile) Sync() error {
 // another). Every answer that carries the share must carry the same one,
 // and the ledger must count it once.
 type shareRace struct {
-	t        *testing.T
-	send     func() uint64            // a new envelope from the sender to the opener, its id
-	opener   func() *client           // a new connection of the opener, logged in
-	envelope func() *testServer       // the gateway whose journal draws the share
-	hold     func(func())             // runs the OPEN on A with the envelope's journal held, if set
-	told     map[uint64]uint32        // by envelope: the share every answer told
-	untold   int                      // OPEN answers that never reached A
-	opened   func() (uint64, uint64)  // shares and fen the cluster counts as opened
-	drawn    func(uint64) func() bool // the envelope's SET drew its nth share
-	lost     func() uint64            // hongbao_open_untold_total, where A's answer was lost
+	t      *testing.T
+	send   func() uint64            // a new envelope from the sender to the opener, its id
+	opener func() *client           // a new connection of the opener, logged in
+	hold   func(func())             // runs the OPEN on A with the envelope's journal held, if set
+	told   map[uint64]uint32        // by envelope: the share every answer told
+	opened func() (uint64, uint64)  // shares and fen the cluster counts as opened
+	drawn  func(uint64) func() bool // the envelope's SET drew its nth share
+	lost   func() uint64            // hongbao_open_untold_total, where A's answer was lost
 }
 
 // run plays the race for one envelope.

@@ -5,9 +5,6 @@ import "time"
 // durable records the answers of a round that landed in set's journal:
 // each request id is answered with money once in all the journals.
 func (w *world) durable(set int, answers []answer) {
-	if w.kept == nil {
-		w.kept = map[uint64]int64{}
-	}
 	for _, a := range answers {
 		if prev, ok := w.kept[a.id]; ok {
 			w.fail("request %d answered with money twice in the journals (SET %d): %d fen, then %d", a.id, set, prev, a.amount)

@@ -55,31 +55,18 @@ func (w *world) fault() {
 			return
 		}
 		until += w.between(500*time.Millisecond, 5*time.Second)
-		g.cut = true
-		g.unwell = max(g.unwell, until)
 		w.log("%s cut off from NATS until %.3fs", g.name, until.Seconds())
-		inc := g.inc
-		w.at(until-w.now, func() {
-			g.cut = false
+		w.spell(g, until, &g.cut, func() {
 			w.log("%s reaches NATS again", g.name)
-			if g.inc == inc {
-				g.later(0, g.catchUp)
-			}
+			g.later(0, g.catchUp)
 		})
 	case "deaf":
 		if !g.up || g.deaf {
 			return
 		}
 		until += w.between(500*time.Millisecond, 5*time.Second)
-		g.deaf = true
-		g.unwell = max(g.unwell, until)
 		w.log("%s's core NATS connection silent until %.3fs", g.name, until.Seconds())
-		inc := g.inc
-		w.at(until-w.now, func() {
-			if g.inc == inc {
-				g.deaf = false
-			}
-		})
+		w.spell(g, until, &g.deaf, nil)
 	case "drift":
 		g.skew += w.between(-300*time.Millisecond, 300*time.Millisecond)
 		w.log("%s's clock drifts to %v", g.name, g.skew)
@@ -114,4 +101,22 @@ func (w *world) fault() {
 	}
 	w.res.Faults[faultKinds[kind]]++
 	w.faulted = max(w.faulted, until)
+}
+
+// spell sets a condition of g's (cut off, deaf) until until, then clears it
+// and calls ended; a start of g meanwhile clears it itself, and ended is
+// not called for a later process.
+func (w *world) spell(g *gateway, until duration, on *bool, ended func()) {
+	*on = true
+	g.unwell = max(g.unwell, until)
+	inc := g.inc
+	w.at(until-w.now, func() {
+		if g.inc != inc {
+			return
+		}
+		*on = false
+		if ended != nil {
+			ended()
+		}
+	})
 }

@@ -141,19 +141,15 @@ func (g *gateway) beat() {
 	for _, o := range g.w.gws {
 		taker := !g.leaving
 		for c, recv := range []func(*gateway, func()){o.receive, o.receiveOn} {
-			for range 1 + boolInt(g.w.chance(0.02)) { // sometimes twice
-				recv(g, func() { o.heard[c][g.node], o.takers[g.node] = o.local(), taker })
+			heard := func() { o.heard[c][g.node], o.takers[g.node] = o.local(), taker }
+			twice := g.w.chance(0.02) // sometimes twice
+			recv(g, heard)
+			if twice {
+				recv(g, heard)
 			}
 		}
 	}
 	g.later(placement.Beat, g.beat)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // within lists the gateways heard within d on the core connection, or on
@@ -300,27 +296,9 @@ func (g *gateway) js(op func() bool, reply func(ok, acked bool)) {
 
 // take claims set after the claim g heard last, loads it and serves it.
 func (g *gateway) take(set int) {
-	w := g.w
-	was := g.view[set].Epoch
 	g.busy++
-	var c claim
-	var seq uint64
-	g.js(func() bool {
-		var ok bool
-		prev := w.js.claim[set].node
-		c, seq, ok = w.js.appendClaim(set, g.node, was, 0)
-		if ok {
-			w.checkClaim(set, prev, g)
-			w.log("%s claims SET %d at epoch %d (message %d)", g.name, set, c.epoch, seq)
-			w.tellClaim(set, c)
-		}
-		return ok
-	}, func(ok, acked bool) {
-		if ok && acked && w.chance(w.ackLoss) {
-			acked = false
-			w.log("%s: the ack of its claim of SET %d is lost", g.name, set)
-		}
-		if !ok || !acked {
+	g.claim(set, g.view[set].Epoch, 0, func(c claim, seq uint64, ok bool) {
+		if !ok {
 			g.busy--
 			return
 		}
@@ -333,6 +311,37 @@ func (g *gateway) take(set int) {
 			}
 			g.ready()
 		})
+	})
+}
+
+// claim appends g's claim of set after the claim at epoch was — a take's
+// (after 0), or a move's right after message after — and calls then with
+// it; ok is false if it did not land, or landed and its ack was lost (in a
+// share of seeds), which g cannot tell apart.
+func (g *gateway) claim(set int, was, after uint64, then func(c claim, seq uint64, ok bool)) {
+	w := g.w
+	var c claim
+	var seq uint64
+	g.js(func() bool {
+		var ok bool
+		prev := w.js.claim[set].node
+		if c, seq, ok = w.js.appendClaim(set, g.node, was, after); ok {
+			how := "a take"
+			if after == 0 {
+				w.checkClaim(set, prev, g)
+			} else {
+				how = "a move"
+			}
+			w.log("%s claims SET %d at epoch %d (message %d, %s)", g.name, set, c.epoch, seq, how)
+			w.tellClaim(set, c)
+		}
+		return ok
+	}, func(ok, acked bool) {
+		if ok && acked && w.chance(w.ackLoss) {
+			acked = false
+			w.log("%s: the ack of its claim of SET %d is lost", g.name, set)
+		}
+		then(c, seq, ok && acked)
 	})
 }
 

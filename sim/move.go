@@ -130,21 +130,8 @@ func (t *gateway) switchIn(set, from int, last uint64, reply func(error)) {
 			ended(errors.New("the SET's last claim is not the source's"))
 			return
 		}
-		var c claim
-		var seq uint64
-		t.js(func() bool {
-			var ok bool
-			if c, seq, ok = w.js.appendClaim(set, t.node, was.Epoch, last); ok {
-				w.log("%s claims SET %d at epoch %d after message %d (a move)", t.name, set, c.epoch, last)
-				w.tellClaim(set, c)
-			}
-			return ok
-		}, func(ok, acked bool) {
-			if ok && acked && w.chance(w.ackLoss) {
-				acked = false
-				w.log("%s: the ack of its claim of SET %d is lost", t.name, set)
-			}
-			if !ok || !acked {
+		t.claim(set, was.Epoch, last, func(c claim, seq uint64, ok bool) {
+			if !ok {
 				ended(errors.New("the claim did not go through"))
 				return
 			}

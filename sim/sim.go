@@ -126,14 +126,13 @@ type world struct {
 	toldBy  map[[2]uint64]int
 	kept    map[uint64]int64 // each request id's money in the journals
 	told    []duration       // per SET, when some gateway last told it
-	done    bool
 }
 
 // Run simulates the cluster from seed.
 func Run(seed uint64, cfg Config) Result {
 	cfg.fill()
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), js: newStream(cfg.Sets),
-		res: &Result{Seed: seed, Faults: map[string]int{}, Transitions: map[string]int{}}, toldBy: map[[2]uint64]int{},
+		res: &Result{Seed: seed, Faults: map[string]int{}, Transitions: map[string]int{}}, toldBy: map[[2]uint64]int{}, kept: map[uint64]int64{},
 		told: make([]duration, cfg.Sets)}
 	w.js.noFence = cfg.Broken == "fence"
 	w.weights = make([]int, len(faultKinds))
@@ -161,7 +160,6 @@ func Run(seed uint64, cfg Config) Result {
 		w.res.Steps++
 		e.f()
 	}
-	w.done = true
 	if w.res.Err == nil {
 		w.final()
 	}
