@@ -107,4 +107,3 @@ func (cl *closer) shut(wait time.Duration) {
 		cl.mu.Unlock()
 	}
 }
-

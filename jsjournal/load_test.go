@@ -394,4 +394,3 @@ func TestCompactAfterSnapshot(t *testing.T) {
 		t.Fatalf("loaded %v after snapshot 3; want the one record after its mark", got)
 	}
 }
-
