@@ -1,8 +1,16 @@
 // Package campaign runs the admin API's campaigns: producers that create
 // envelopes off the hot path, paced exactly (envelope.Pacer), and deal them
-// round-robin over the SETs (envelope.Dealer), one ring event per batch.
-// It does not touch the pools, the group envelopes or the ledger: what it
-// deals reaches them only as events the SETs' stages apply.
+// into the SETs, one ring event per batch. It does not touch the pools, the
+// group envelopes or the ledger: what it deals reaches them only as events
+// the SETs' stages apply.
+//
+// A campaign is dealt by shares: each SET's share of its rate and its total
+// (ShareOf) is the SET's own state — taken by a KShare event the SET
+// journals, with what it dealt, and ended by another — so that whichever
+// gateway runs a SET deals what is left of its share: a campaign reaches
+// its total through restarts, failovers and moves. A Runner deals the
+// shares of the SETs run here: Adopt gives it a SET's, read from the SET
+// before it runs; a SET that left is no longer dealt.
 //
 // One goroutine drives every campaign: each envelope.TickInterval it deals
 // what each running campaign's pacer says is due. A goroutine and a ticker
@@ -17,16 +25,17 @@
 //
 // With a journal (Runner.Journal) a campaign's start and cancellation are
 // durable before the admin API answers; its progress is not journalled by
-// the runner but by the SETs, in the records of what they dealt, each naming
-// the campaign (event Peer), so that after a crash Restore resumes each
-// campaign at its rate from exactly what was durably dealt: envelopes on
-// their way to a SET at the crash are dealt again, none twice.
+// the runner but by the SETs, in their shares and the records of what they
+// dealt, each naming the campaign (event Peer), so that after a crash each
+// share resumes at its rate from exactly what was durably dealt: envelopes
+// on their way to a SET at the crash are dealt again, none twice.
 package campaign
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -37,6 +46,7 @@ import (
 
 	"github.com/hongbao-io/hongbao/envelope"
 	"github.com/hongbao-io/hongbao/event"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
 // MaxBatch is the most shake envelopes one KDeal event carries.
@@ -112,30 +122,75 @@ const (
 
 var waitings = [...]string{notWaiting: "", waitPool: "pool full", waitHeld: "envelopes full", waitJournal: "journal failed"}
 
+// ShareOf is SET set's share of campaign p over sets SETs: its part of the
+// rate and the total, rounded so that the shares add up to p's exactly. A
+// share with envelopes but a rate under 1 a second deals 1 a second.
+func ShareOf(p Params, set, sets int) stages.Share {
+	split := func(x uint64) uint64 {
+		return x*uint64(set+1)/uint64(sets) - x*uint64(set)/uint64(sets)
+	}
+	sh := stages.Share{Send: p.Kind == Send, Rate: split(p.Rate), Total: split(p.Total), Min: p.Min, Max: p.Max, Recipients: p.Recipients}
+	if sh.Total > 0 && sh.Rate == 0 {
+		sh.Rate = 1
+	}
+	return sh
+}
+
+// paramsOf is the Params of one share, for a campaign known only by a
+// SET's share of it.
+func paramsOf(sh stages.Share) Params {
+	k := Shake
+	if sh.Send {
+		k = Send
+	}
+	return Params{Kind: k, Rate: sh.Rate, Total: sh.Total, Min: sh.Min, Max: sh.Max, Recipients: sh.Recipients}
+}
+
 // Campaign is one running, finished or cancelled campaign. Safe for
 // concurrent use.
 type Campaign struct {
 	ID      int
-	Params  Params
+	Params  Params // the whole campaign's
 	Started time.Time
+	// Partial: known here only by the shares of SETs that arrived (their
+	// gateway's creation or its own record not heard yet): Params is one
+	// share's.
+	partial bool
+	local   func(set int) bool // whether SET set runs here
 
-	// Owned by the runner's goroutine, under mu.
-	pacer   envelope.Pacer
-	dealer  *envelope.Dealer
-	rnd     envelope.Rand
-	perTick uint64 // envelopes due in one tick at the campaign's rate, at least 1
-	lastDue uint64 // the pacer's Due at the last tick
-	n       uint64 // envelopes dealt
-	base    uint64 // envelopes dealt before a restart: the pacer counts from there
+	// mu is held while the runner deals c, by Cancel and by Adopt, so that
+	// nothing is dealt once Cancel has returned.
+	mu    sync.Mutex
+	parts map[int]*part // the shares of the SETs run here, by SET
+	// final: what it dealt when it ended, in all (a restart's from the
+	// runner's record; the SETs may since have forgotten their shares)
+	finalN, finalAmount uint64
+	hasFinal            bool
 
-	// mu is held while the runner deals c and by Cancel, so that nothing is
-	// dealt once Cancel has returned.
-	mu      sync.Mutex
-	dealt   atomic.Uint64 // envelopes handed to the SETs so far
-	amount  atomic.Uint64 // their amounts (shake) or totals (send)
 	state   atomic.Uint32 // index into states
 	waiting atomic.Uint32 // index into waitings
 	ended   atomic.Int64  // unix ns when it finished or was cancelled
+}
+
+// part is one SET's share of a campaign, as the runner deals it.
+type part struct {
+	set       int
+	share     stages.Share
+	told      bool // the SET holds the share: taken by a KShare the runner published, or found there
+	ended     bool // the SET holds it ended
+	n, amount uint64
+	pacer     envelope.Pacer
+	rnd       envelope.Rand
+	perTick   uint64 // envelopes due in one tick at the share's rate, at least 1
+	lastDue   uint64 // the pacer's Due at the last tick
+	base      uint64 // dealt before the runner took the share on: the pacer counts from there
+}
+
+func newPart(set, id int, sh stages.Share, n, amount uint64, now time.Time) *part {
+	return &part{set: set, share: sh, n: n, amount: amount, base: n, lastDue: n,
+		pacer:   envelope.NewPacer(now.UnixNano(), sh.Rate, sh.Total-min(n, sh.Total)),
+		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(id)<<20 ^ uint64(set)),
+		perTick: max(1, perTick(sh.Rate, envelope.TickInterval))}
 }
 
 // Status is a campaign's progress, for GET /campaigns.
@@ -143,10 +198,14 @@ type Status struct {
 	ID      int       `json:"id"`
 	Params            // inlined
 	Started time.Time `json:"started"`
-	Dealt   uint64    `json:"dealt"`
-	Amount  uint64    `json:"amount"`
-	Done    bool      `json:"done"` // nothing more will be dealt: finished or cancelled
-	State   State     `json:"state"`
+	// Dealt and Amount are what the SETs run here dealt of it, all of them
+	// on a server alone; summed over a cluster's gateways, the campaign's.
+	Dealt  uint64 `json:"dealt"`
+	Amount uint64 `json:"amount"`
+	// Sets is how many SETs run here hold a share of it.
+	Sets  int   `json:"sets"`
+	Done  bool  `json:"done"` // nothing more will be dealt here: finished or cancelled
+	State State `json:"state"`
 	// Waiting says why a running campaign deals less than its pacer says is
 	// due: "pool full" (shake: the pools hold Config.MaxPool envelopes),
 	// "envelopes full" (send: Config.MaxLive group envelopes live) or
@@ -157,12 +216,28 @@ type Status struct {
 }
 
 // Status snapshots c.
-func (c *Campaign) Status() Status {
-	// The state first: an ended campaign's counts are final before its state
-	// says so, so a status that says ended shows them all.
-	state := c.State()
-	st := Status{ID: c.ID, Params: c.Params, Started: c.Started, Dealt: c.dealt.Load(),
-		Amount: c.amount.Load(), State: state, Waiting: waitings[c.waiting.Load()]}
+func (c *Campaign) Status() Status { return c.status(c.local) }
+
+// status snapshots c; local says which SETs run here.
+func (c *Campaign) status(local func(int) bool) Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := Status{ID: c.ID, Params: c.Params, Started: c.Started, State: c.State(), Waiting: waitings[c.waiting.Load()]}
+	if c.hasFinal {
+		st.Dealt, st.Amount = c.finalN, c.finalAmount
+	} else {
+		for set, p := range c.parts {
+			if local(set) {
+				st.Dealt += p.n
+				st.Amount += p.amount
+			}
+		}
+	}
+	for set := range c.parts {
+		if local(set) {
+			st.Sets++
+		}
+	}
 	st.Done = st.State != Running
 	if ns := c.ended.Load(); ns != 0 {
 		st.Ended = time.Unix(0, ns)
@@ -174,10 +249,26 @@ func (c *Campaign) Status() Status {
 func (c *Campaign) State() State { return states[c.state.Load()] }
 
 // end moves a running c to s; the caller holds c.mu.
-func (c *Campaign) end(s State, now time.Time) {
+func (c *Campaign) end(s State, now time.Time, local func(int) bool) {
+	c.finalN, c.finalAmount = 0, 0
+	for set, p := range c.parts {
+		if local(set) {
+			c.finalN += p.n
+			c.finalAmount += p.amount
+		}
+	}
+	c.hasFinal = true
 	c.ended.Store(now.UnixNano())
 	c.waiting.Store(notWaiting)
 	c.state.Store(uint32(slices.Index(states[:], s)))
+}
+
+// resume moves a finished c back to running: a SET arrived with its share
+// not dealt in full. The caller holds c.mu.
+func (c *Campaign) resume() {
+	c.hasFinal = false
+	c.ended.Store(0)
+	c.state.Store(uint32(slices.Index(states[:], Running)))
 }
 
 // Config configures a Runner. The zero values of the bounds mean: no bound.
@@ -189,15 +280,15 @@ type Config struct {
 	// KeepFinished is how many finished and cancelled campaigns List still
 	// shows, the latest ones; older ones are forgotten. Default 1,000.
 	KeepFinished int
-	// MaxPool bounds the shake envelopes in the SETs' pools: a shake
-	// campaign deals only while the envelopes it dealt, less Taken, are
-	// fewer. Those are the pools plus the deals still on their way to them,
-	// so the pools never exceed MaxPool, except by envelopes that SHAKE
-	// answers give back after Taken was read.
+	// MaxPool bounds the shake envelopes in the pools of the SETs run here:
+	// a shake campaign deals only while the envelopes dealt into them, less
+	// Taken, are fewer. Those are the pools plus the deals still on their
+	// way to them, so the pools never exceed MaxPool, except by envelopes
+	// that SHAKE answers give back after Taken was read.
 	MaxPool uint64
-	// Taken is the shake envelopes taken from the SETs' pools and not given
-	// back, summed over the SETs (the ledgers' Popped − Returned).
-	Taken func() uint64
+	// Taken is the shake envelopes taken from SET set's pool and not given
+	// back (its ledger's Popped − Returned).
+	Taken func(set int) uint64
 	// MaxLive bounds the live group envelopes: a send campaign deals only
 	// while Live is below it, at most MaxLive − Live a tick.
 	MaxLive uint64
@@ -239,19 +330,28 @@ type Runner struct {
 	tick time.Duration
 
 	// Owned by the dealing goroutine.
-	ids        envelope.IDGen // shake ids
-	shakeDealt uint64         // shake envelopes published in all
-	rotate     int            // the campaign dealt first at the next tick: each gets the first share of the room in turn
+	ids    envelope.IDGen // shake ids
+	rotate int            // the campaign dealt first at the next tick: each gets the first share of the room in turn
 
-	mu       sync.Mutex
-	nextID   int
-	running  []*Campaign
-	finished []*Campaign // oldest first, at most cfg.KeepFinished
-	byID     map[int]*Campaign
-	started  bool // the dealing goroutine
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closed   bool
+	// dealtTo is, per SET, the shake envelopes dealt into it: the stages'
+	// count at Adopt, then the runner's.
+	dealtTo []atomic.Uint64
+	// arriving: given by Adopt and not yet routed here; its shares count
+	// as running.
+	arriving []atomic.Bool
+
+	mu        sync.Mutex
+	nextID    int
+	running   []*Campaign
+	finished  []*Campaign // oldest first, at most cfg.KeepFinished
+	byID      map[int]*Campaign
+	adopted   map[int]uint32 // the SETs given by Adopt, with the campaign up to which each forgot its ended shares
+	toEnd     []*Campaign    // cancelled campaigns whose shares a SET given by Adopt holds running
+	lastShake uint64         // the latest shake id the SETs hold, for the dealing goroutine's ids
+	started   bool           // the dealing goroutine
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closed    bool
 
 	jn journalled
 }
@@ -270,8 +370,12 @@ func NewRunner(bus *event.Bus, cfg Config) (*Runner, error) {
 		return nil, errors.New("campaign: a MaxPool needs Taken and a MaxLive needs Live")
 	}
 	return &Runner{bus: bus, cfg: cfg, now: time.Now, tick: time.Duration(envelope.TickInterval),
-		ids: ids, byID: map[int]*Campaign{}, stop: make(chan struct{})}, nil
+		ids: ids, byID: map[int]*Campaign{}, adopted: map[int]uint32{}, stop: make(chan struct{}),
+		dealtTo: make([]atomic.Uint64, bus.Sets()), arriving: make([]atomic.Bool, bus.Sets())}, nil
 }
+
+// local reports whether SET set runs here and was given by Adopt.
+func (r *Runner) local(set int) bool { return r.bus.IsLocal(set) }
 
 // Start validates p and starts a campaign.
 func (r *Runner) Start(p Params) (*Campaign, error) {
@@ -279,7 +383,7 @@ func (r *Runner) Start(p Params) (*Campaign, error) {
 }
 
 // ReserveID takes a new id, for a campaign StartAs starts under it (in a
-// cluster: this gateway's part of a campaign created here).
+// cluster: a campaign created here).
 func (r *Runner) ReserveID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -297,13 +401,10 @@ func (r *Runner) newID() int {
 }
 
 // StartAs starts campaign p with the given id, chosen by the gateway of a
-// cluster where it was created (0: a new id of this Runner's).
+// cluster where it was created (0: a new id of this Runner's): each SET
+// given by Adopt that holds no share of it takes its share.
 func (r *Runner) StartAs(id int, p Params) (*Campaign, error) {
 	if err := p.Validate(r.cfg.Limits); err != nil {
-		return nil, err
-	}
-	dealer, err := envelope.NewDealer(max(1, len(r.bus.Local())), MaxBatch) // deal follows Local
-	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -316,34 +417,135 @@ func (r *Runner) StartAs(id int, p Params) (*Campaign, error) {
 	}
 	if id == 0 {
 		id = r.newID()
-	} else if r.byID[id] != nil {
+	}
+	c := r.byID[id]
+	if c != nil && !c.partial {
 		return nil, fmt.Errorf("campaign %d exists already", id)
 	}
 	r.nextID = max(r.nextID, id)
 	now := r.now()
-	c := &Campaign{ID: id, Params: p, Started: now,
-		pacer:   envelope.NewPacer(now.UnixNano(), p.Rate, p.Total),
-		dealer:  dealer,
-		rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(id)),
-		perTick: max(1, perTick(p.Rate, envelope.TickInterval)),
+	fresh := c == nil
+	if fresh {
+		c = &Campaign{ID: id, parts: map[int]*part{}, local: r.local}
 	}
-	if err := r.jn.record(RecStarted, startedRecord(c), true, func() {
-		r.running = append(r.running, c)
-		r.byID[c.ID] = c
-	}); err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Params, c.Started, c.partial = p, now, false
+	err := r.jn.record(RecStarted, startedRecord(c), true, func() {
+		if fresh {
+			r.running = append(r.running, c)
+			r.byID[c.ID] = c
+		}
+		for set, forgot := range r.adopted {
+			r.addPart(c, set, forgot, 0, 0, now)
+		}
+	})
+	if err != nil {
 		return nil, err // durable before it deals: the SETs' records of its deals name it
 	}
+	r.startLoop()
+	return c, nil
+}
+
+// addPart gives c a share of set, unless the SET holds one or forgot it
+// (id ≤ forgot): n and amount, what the SET dealt of it already (a SET
+// journalled by an earlier version holds tallies, not shares). The caller
+// holds r.mu and c.mu.
+func (r *Runner) addPart(c *Campaign, set int, forgot uint32, n, amount uint64, now time.Time) {
+	if c.parts[set] != nil || uint32(c.ID) <= forgot || c.State() == Cancelled {
+		return
+	}
+	sh := ShareOf(c.Params, set, len(r.dealtTo))
+	if sh.Total == 0 {
+		return
+	}
+	c.parts[set] = newPart(set, c.ID, sh, n, amount, now)
+}
+
+func (r *Runner) startLoop() {
 	if !r.started {
 		r.started = true
 		r.wg.Add(1)
 		go r.loop()
 	}
-	return c, nil
 }
 
 // perTick is ⌈rate·tick/1s⌉: what falls due in one tick.
 func perTick(rate uint64, tick time.Duration) uint64 {
 	return (rate*uint64(tick) + uint64(time.Second) - 1) / uint64(time.Second)
+}
+
+// Adopt gives the runner SET set, about to run here, with what it holds of
+// the campaigns (read from it while it is stopped): its shares go on from
+// what it dealt, a share it has not taken of a running campaign is given to
+// it, and a share of a cancelled one is ended. What the runner knew of the
+// SET before (it ran here earlier) is dropped.
+func (r *Runner) Adopt(set int, h stages.Campaigns) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.adopted[set] = h.Forgotten
+	r.dealtTo[set].Store(h.Created)
+	r.arriving[set].Store(!r.local(set))
+	r.lastShake = max(r.lastShake, h.LastShake)
+	for _, c := range slices.Concat(r.running, r.finished) {
+		c.mu.Lock()
+		delete(c.parts, set)
+		c.mu.Unlock()
+	}
+	for _, id := range slices.Sorted(maps.Keys(h.Shares)) {
+		sh := h.Shares[id]
+		c := r.byID[int(id)]
+		if c == nil { // its start not heard yet, or long forgotten here
+			c = &Campaign{ID: int(id), Params: paramsOf(sh), Started: now, partial: true, parts: map[int]*part{}, local: r.local}
+			r.byID[c.ID] = c
+			r.running = append(r.running, c)
+			r.nextID = max(r.nextID, c.ID)
+		}
+		d := h.Shake[id]
+		if sh.Send {
+			d = h.Send[id]
+		}
+		p := newPart(set, c.ID, sh, d.N, d.Amount, now)
+		p.told = true
+		if sh.Ended {
+			p.ended, p.n, p.amount = true, sh.N, sh.Amount
+		}
+		c.mu.Lock()
+		c.parts[set] = p
+		switch {
+		case p.ended:
+		case c.State() == Finished:
+			c.resume()
+			r.unretire(c)
+		case c.State() == Cancelled:
+			r.toEnd = append(r.toEnd, c) // the dealing goroutine ends the SET's share
+		}
+		c.mu.Unlock()
+	}
+	for _, c := range r.running {
+		c.mu.Lock()
+		if c.parts[set] == nil {
+			d := h.Shake[uint32(c.ID)]
+			if c.Params.Kind == Send {
+				d = h.Send[uint32(c.ID)]
+			}
+			r.addPart(c, set, h.Forgotten, d.N, d.Amount, now)
+		}
+		c.mu.Unlock()
+	}
+	if len(r.running) > 0 || len(r.toEnd) > 0 {
+		r.startLoop()
+	}
+}
+
+// unretire moves c from the finished list back to the running one; the
+// caller holds r.mu.
+func (r *Runner) unretire(c *Campaign) {
+	if i := slices.Index(r.finished, c); i >= 0 {
+		r.finished = slices.Delete(r.finished, i, i+1)
+		r.running = append(r.running, c)
+	}
 }
 
 // List returns the status of every running campaign and of the latest
@@ -353,13 +555,43 @@ func (r *Runner) List() []Status {
 	defer r.mu.Unlock()
 	out := make([]Status, 0, len(r.running)+len(r.finished))
 	for _, c := range r.finished {
-		out = append(out, c.Status())
+		out = append(out, c.status(r.local))
 	}
 	for _, c := range r.running {
-		out = append(out, c.Status())
+		out = append(out, c.status(r.local))
 	}
 	slices.SortFunc(out, func(a, b Status) int { return a.ID - b.ID })
 	return out
+}
+
+// Status is campaign id's status, if the runner knows it.
+func (r *Runner) Status(id int) (Status, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.byID[id]
+	if c == nil {
+		return Status{}, false
+	}
+	return c.status(r.local), true
+}
+
+// Has reports whether the runner knows campaign id, whole (not only by a
+// SET's share of it).
+func (r *Runner) Has(id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.byID[id]
+	return c != nil && !c.partial
+}
+
+// Room says whether a campaign may start: nil, or a TooManyError.
+func (r *Runner) Room() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg.MaxRunning > 0 && len(r.running) >= r.cfg.MaxRunning {
+		return &TooManyError{Max: r.cfg.MaxRunning}
+	}
+	return nil
 }
 
 // Running is the number of campaigns running.
@@ -369,11 +601,12 @@ func (r *Runner) Running() int {
 	return len(r.running)
 }
 
-// Cancel stops campaign id: once it returns nothing more is dealt; what was
-// dealt stays in the SETs. It returns the campaign's status, and ErrNotFound
-// for an id never started or long forgotten, ErrFinished (with the status)
-// for a campaign that dealt everything. Cancelling a cancelled campaign
-// returns its status again.
+// Cancel stops campaign id: once it returns nothing more is dealt here, and
+// the shares of the SETs run here are ended; what was dealt stays in the
+// SETs. It returns the campaign's status, and ErrNotFound for an id never
+// started or long forgotten, ErrFinished (with the status) for a campaign
+// that dealt everything. Cancelling a cancelled campaign returns its
+// status again.
 func (r *Runner) Cancel(id int) (Status, error) {
 	r.mu.Lock()
 	c := r.byID[id]
@@ -385,19 +618,43 @@ func (r *Runner) Cancel(id int) (Status, error) {
 	switch c.State() {
 	case Finished:
 		c.mu.Unlock()
-		return c.Status(), ErrFinished
+		return c.status(r.local), ErrFinished
 	case Running:
 		now := r.now()
-		if err := r.jn.record(RecCancelled, endRecord(c.ID, now), true, func() { c.end(Cancelled, now) }); err != nil {
+		if err := r.jn.record(RecCancelled, endRecord(c.ID, now), true, func() {
+			for _, p := range c.parts {
+				r.endPart(c, p)
+			}
+			c.end(Cancelled, now, r.local)
+		}); err != nil {
 			c.mu.Unlock()
-			return c.Status(), err
+			return c.status(r.local), err
 		}
 		c.mu.Unlock()
 		r.retire(c)
 	default:
 		c.mu.Unlock()
 	}
-	return c.Status(), nil
+	return c.status(r.local), nil
+}
+
+// endPart ends p's share in its SET, if the SET runs here: a KShare with
+// what it dealt. The caller holds c.mu.
+func (r *Runner) endPart(c *Campaign, p *part) {
+	if p.ended || !r.local(p.set) {
+		return
+	}
+	if !p.told { // nothing dealt: the SET never needs to hear of it
+		p.ended = true
+		return
+	}
+	if r.publish(p.set, func(ev *event.Event) {
+		ev.Kind, ev.Status, ev.Peer = event.KShare, stages.ShareEnd, uint32(c.ID)
+		ev.Buf = bytebufferpool.Get()
+		ev.Buf.B = stages.AppendShareEnd(ev.Buf.B[:0], uint32(c.ID), p.n, p.amount)
+	}) {
+		p.ended = true
+	}
 }
 
 // retire moves c from the running to the finished list, forgetting the
@@ -444,7 +701,17 @@ func (r *Runner) loop() {
 		case <-t.C:
 			r.mu.Lock()
 			running = append(running[:0], r.running...)
+			r.ids.After(r.lastShake)
+			toEnd := r.toEnd
+			r.toEnd = nil
 			r.mu.Unlock()
+			for _, c := range toEnd {
+				c.mu.Lock()
+				for _, p := range c.parts {
+					r.endPart(c, p)
+				}
+				c.mu.Unlock()
+			}
 			if len(running) > 0 {
 				r.dealTick(running, r.now())
 			}
@@ -476,8 +743,12 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 	if r.cfg.MaxPool > 0 {
 		// Read once a tick: Taken only grows meanwhile, so the estimate
 		// (what was dealt less what was taken) errs on the full side.
-		taken := r.cfg.Taken()
-		pool = room(r.cfg.MaxPool, r.shakeDealt-min(taken, r.shakeDealt))
+		var in uint64
+		for _, set := range r.bus.Local() {
+			dealt := r.dealtTo[set].Load()
+			in += dealt - min(r.cfg.Taken(set), dealt)
+		}
+		pool = room(r.cfg.MaxPool, in)
 	}
 	if r.cfg.MaxLive > 0 {
 		held = room(r.cfg.MaxLive, r.cfg.Live())
@@ -495,7 +766,7 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 			c.mu.Lock()
 			if c.State() == Running {
 				// The record is for its end time: recovery sees it dealt in full anyway.
-				r.jn.record(RecFinished, endRecord(c.ID, now), false, func() { c.end(Finished, now) })
+				r.jn.record(RecFinished, endRecord(c.ID, now), false, func() { c.end(Finished, now, r.local) })
 			}
 			c.mu.Unlock()
 			r.retire(c)
@@ -503,54 +774,80 @@ func (r *Runner) dealTick(cs []*Campaign, now time.Time) {
 	}
 }
 
-// step deals c's share of this tick from *budget and reports whether c has
-// dealt everything. A campaign deals what fell due since the last tick and
-// at most a tick's worth of what it was due earlier but could not deal
-// within the budget (perTick: ⌈rate × tick⌉, at least one envelope), so a
-// campaign that waited catches up at about twice its rate (at least one
-// envelope a tick at low rates), never in one burst. Without a wait this is exactly the pacer's Due.
+// step deals c's shares of this tick from *budget and reports whether every
+// share of the SETs run here has ended (none runs here: not). A share deals what fell due since
+// the last tick and at most a tick's worth of what it was due earlier but
+// could not deal within the budget (perTick: ⌈rate × tick⌉, at least one
+// envelope), so a share that waited catches up at about twice its rate (at
+// least one envelope a tick at low rates), never in one burst. Without a
+// wait this is exactly the pacer's Due.
 func (r *Runner) step(c *Campaign, now time.Time, budget *uint64, why uint32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.State() != Running {
 		return false
 	}
-	due := c.base + c.pacer.Due(now.UnixNano())
-	fresh, behind := due-c.lastDue, c.lastDue-c.n
-	c.lastDue = due
-	want := fresh + min(behind, c.perTick)
-	give := min(want, *budget)
-	if give < want {
+	done, short := true, false
+	for _, set := range slices.Sorted(maps.Keys(c.parts)) {
+		p := c.parts[set]
+		if !r.local(set) {
+			done = done && (p.ended || !r.arriving[set].Load())
+			continue
+		}
+		r.arriving[set].Store(false)
+		if p.ended {
+			continue
+		}
+		if !p.told && !r.tell(c, p) {
+			done = false
+			continue
+		}
+		due := p.base + p.pacer.Due(now.UnixNano())
+		fresh, behind := due-p.lastDue, p.lastDue-p.n
+		p.lastDue = due
+		want := fresh + min(behind, p.perTick)
+		give := min(want, *budget)
+		short = short || give < want
+		if give > 0 {
+			*budget -= give
+			r.deal(c, p, give)
+		}
+		if p.n == p.share.Total {
+			r.endPart(c, p)
+		}
+		done = done && p.ended
+	}
+	if short {
 		c.waiting.Store(why)
 	} else {
 		c.waiting.Store(notWaiting)
 	}
-	if give > 0 {
-		*budget -= give
-		r.deal(c, give)
-	}
-	return c.n == c.Params.Total
+	return done && len(r.bus.Local()) > 0 // a gateway that runs no SET yet has all to deal
 }
 
-func (r *Runner) deal(c *Campaign, n uint64) {
-	p := c.Params
-	span := uint64(p.Max-p.Min) + 1
-	draw := func() uint32 { return p.Min + uint32(c.rnd.Uint64n(span)) }
-	local := r.bus.Local()
-	if len(local) == 0 {
-		return // no SET runs here now: dealt once one does
-	}
-	if len(local) != c.dealer.Sets() { // SETs moved here or away
-		c.dealer.Resize(len(local))
-	}
-	c.dealer.Deal(n, func(i int, count uint32) {
-		set := local[i]
-		switch p.Kind {
-		case Shake: // one event carries the whole batch
+// tell publishes p's share to its SET, before anything dealt of it.
+func (r *Runner) tell(c *Campaign, p *part) bool {
+	p.told = r.publish(p.set, func(ev *event.Event) {
+		ev.Kind, ev.Status, ev.Peer = event.KShare, stages.ShareStart, uint32(c.ID)
+		ev.Buf = bytebufferpool.Get()
+		ev.Buf.B = stages.AppendShare(ev.Buf.B[:0], uint32(c.ID), p.share)
+	})
+	return p.told
+}
+
+// deal deals n envelopes of p's share into its SET.
+func (r *Runner) deal(c *Campaign, p *part, n uint64) {
+	sh := p.share
+	n = min(n, sh.Total-p.n)
+	span := uint64(sh.Max-sh.Min) + 1
+	draw := func() uint32 { return sh.Min + uint32(p.rnd.Uint64n(span)) }
+	if !sh.Send { // one event carries a batch
+		for n > 0 {
+			count := min(n, MaxBatch)
 			var sum uint64
-			if !r.publish(set, func(ev *event.Event) {
+			if !r.publish(p.set, func(ev *event.Event) {
 				ev.Kind, ev.N, ev.Peer = event.KDeal, uint16(count), uint32(c.ID)
-				ev.Env = r.ids.Reserve(uint64(count))
+				ev.Env = r.ids.Reserve(count)
 				ev.Buf = bytebufferpool.Get()
 				for range count {
 					a := draw()
@@ -560,27 +857,23 @@ func (r *Runner) deal(c *Campaign, n uint64) {
 			}) {
 				return
 			}
-			r.shakeDealt += uint64(count)
-			c.dealtN(uint64(count), sum)
-		case Send: // one event per envelope: the SET picks each one's recipients among its online users
-			for range count {
-				total := draw()
-				if !r.publish(set, func(ev *event.Event) {
-					ev.Kind, ev.N, ev.Total, ev.Peer = event.KSystemSend, p.Recipients, total, uint32(c.ID)
-				}) {
-					return
-				}
-				c.dealtN(1, uint64(total))
-			}
+			r.dealtTo[p.set].Add(count)
+			p.n += count
+			p.amount += sum
+			n -= count
 		}
-	})
-}
-
-// dealtN counts n envelopes of the given amount as dealt.
-func (c *Campaign) dealtN(n, amount uint64) {
-	c.n += n
-	c.amount.Add(amount)
-	c.dealt.Add(n)
+		return
+	}
+	for range n { // one event per envelope: the SET picks each one's recipients among its online users
+		total := draw()
+		if !r.publish(p.set, func(ev *event.Event) {
+			ev.Kind, ev.N, ev.Total, ev.Peer = event.KSystemSend, sh.Recipients, total, uint32(c.ID)
+		}) {
+			return
+		}
+		p.n++
+		p.amount += uint64(total)
+	}
 }
 
 // publish claims a slot in set's ring, waiting for room if need be (a

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/hongbao-io/hongbao/event"
 	"github.com/hongbao-io/hongbao/ring"
+	"github.com/hongbao-io/hongbao/stages"
 )
 
-// sink stands in for the SETs' stages: it counts what the runner deals.
+// sink stands in for the SETs' stages: it counts what the runner deals,
+// and keeps each SET's shares and tallies as the stages do.
 type sink struct {
 	mu       sync.Mutex
 	ids      map[uint64]bool // shake envelope ids, each dealt once
@@ -24,7 +27,16 @@ type sink struct {
 	amount   uint64          // their amounts, and the send envelopes' totals
 	sends    uint64          // system send envelopes received
 	perSET   []uint64
-	received atomic.Uint64 // shake envelopes, for Taken
+	held     []stages.Campaigns // per SET
+	received atomic.Uint64      // shake envelopes
+}
+
+// tally adds n envelopes of amount fen dealt for campaign id to m.
+func tally(m map[uint32]stages.Dealt, id uint32, n, amount uint64) {
+	d := m[id]
+	d.N += n
+	d.Amount += amount
+	m[id] = d
 }
 
 func (s *sink) handle(set int) ring.HandlerFunc[event.Event] {
@@ -33,20 +45,51 @@ func (s *sink) handle(set int) ring.HandlerFunc[event.Event] {
 		defer s.mu.Unlock()
 		for seq := b.Lo; seq <= b.Hi; seq++ {
 			ev := b.At(seq)
+			h := &s.held[set]
 			switch ev.Kind {
+			case event.KShare:
+				p := ev.Buf.B
+				id := binary.BigEndian.Uint32(p)
+				sh, ok := h.Shares[id]
+				switch {
+				case ev.Status == stages.ShareStart && ok:
+					panic("a share taken twice")
+				case ev.Status == stages.ShareStart:
+					sh = ShareOf(Params{Kind: Shake, Rate: binary.BigEndian.Uint64(p[5:]), Total: binary.BigEndian.Uint64(p[13:]),
+						Min: binary.BigEndian.Uint32(p[21:]), Max: binary.BigEndian.Uint32(p[25:])}, 0, 1)
+					sh.Send = p[4] == 1
+				case !ok || sh.Ended:
+					panic("a share ended that was not running")
+				default:
+					sh.Ended, sh.N, sh.Amount = true, binary.BigEndian.Uint64(p[4:]), binary.BigEndian.Uint64(p[12:])
+				}
+				h.Shares[id] = sh
+				bytebufferpool.Put(ev.Buf)
 			case event.KDeal:
+				if sh, ok := h.Shares[ev.Peer]; !ok || sh.Ended {
+					panic("a deal for a share the SET does not run")
+				}
+				var sum uint64
 				for i := range uint64(ev.N) {
 					if s.ids[ev.Env+i] {
 						panic("envelope dealt twice")
 					}
 					s.ids[ev.Env+i] = true
-					s.amount += uint64(binary.BigEndian.Uint32(ev.Buf.B[4*i:]))
+					sum += uint64(binary.BigEndian.Uint32(ev.Buf.B[4*i:]))
 				}
+				s.amount += sum
+				tally(h.Shake, ev.Peer, uint64(ev.N), sum)
+				h.Created += uint64(ev.N)
+				h.LastShake = max(h.LastShake, ev.Env+uint64(ev.N)-1)
 				bytebufferpool.Put(ev.Buf)
 				s.shake += uint64(ev.N)
 				s.perSET[set] += uint64(ev.N)
 				s.received.Add(uint64(ev.N))
 			case event.KSystemSend:
+				if sh, ok := h.Shares[ev.Peer]; !ok || sh.Ended {
+					panic("a send for a share the SET does not run")
+				}
+				tally(h.Send, ev.Peer, 1, uint64(ev.Total))
 				s.sends++
 				s.amount += uint64(ev.Total)
 				s.perSET[set]++
@@ -60,7 +103,10 @@ func (s *sink) handle(set int) ring.HandlerFunc[event.Event] {
 // the times they choose.
 func newRunner(t *testing.T, sets int, cfg Config) (*Runner, *sink) {
 	t.Helper()
-	s := &sink{ids: map[uint64]bool{}, perSET: make([]uint64, sets)}
+	s := &sink{ids: map[uint64]bool{}, perSET: make([]uint64, sets), held: make([]stages.Campaigns, sets)}
+	for i := range s.held {
+		s.held[i] = stages.Campaigns{Shares: map[uint32]stages.Share{}, Shake: map[uint32]stages.Dealt{}, Send: map[uint32]stages.Dealt{}}
+	}
 	rings := make([]*event.Ring, sets)
 	for i := range rings {
 		r, err := ring.New[event.Event](ring.Options{Size: 64, Producers: ring.MultiProducer})
@@ -83,7 +129,30 @@ func newRunner(t *testing.T, sets int, cfg Config) (*Runner, *sink) {
 	}
 	r.tick = time.Hour
 	t.Cleanup(func() { r.Close(); bus.Close() })
+	for i := range sets {
+		r.Adopt(i, s.held[i])
+	}
 	return r, s
+}
+
+// state is what SET set holds of the campaigns now, as Adopt reads it.
+func (s *sink) state(set int) stages.Campaigns {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[set]
+	return stages.Campaigns{Shares: maps.Clone(h.Shares), Shake: maps.Clone(h.Shake), Send: maps.Clone(h.Send),
+		Forgotten: h.Forgotten, LastShake: h.LastShake, Created: h.Created}
+}
+
+// due is what c's shares' pacers say is due at now, summed.
+func due(c *Campaign, now time.Time) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n uint64
+	for _, p := range c.parts {
+		n += p.base + p.pacer.Due(now.UnixNano())
+	}
+	return n
 }
 
 // settle waits until every dealt event has gone through the sink.
@@ -120,8 +189,8 @@ func TestDealsWhatIsDue(t *testing.T) {
 	for _, gap := range []time.Duration{10, 10, 3, 45, 10, 1, 200, 10, 500, 10} {
 		now = now.Add(gap * time.Millisecond)
 		tickAll(r, now)
-		if got, want := c.Status().Dealt, c.pacer.Due(now.UnixNano()); got != want {
-			t.Fatalf("at +%v: dealt %d; want the pacer's %d", now.Sub(c.Started), got, want)
+		if got, want := c.Status().Dealt, due(c, now); got != want {
+			t.Fatalf("at +%v: dealt %d; want the pacers' %d", now.Sub(c.Started), got, want)
 		}
 	}
 	st := c.Status()
@@ -155,9 +224,6 @@ func TestDealsFollowTheSETsRunHere(t *testing.T) {
 		for range n {
 			now = now.Add(30 * time.Millisecond)
 			tickAll(r, now)
-			if got, want := c.Status().Dealt, c.pacer.Due(now.UnixNano()); got != want {
-				t.Fatalf("at +%v: dealt %d; want the pacer's %d", now.Sub(c.Started), got, want)
-			}
 		}
 		s.settle(t, r)
 		s.mu.Lock()
@@ -173,6 +239,7 @@ func TestDealsFollowTheSETsRunHere(t *testing.T) {
 		t.Fatalf("SET 2 got %d envelopes after it moved away", n-gone)
 	}
 	r.bus.Route(2, ring2, false)
+	r.Adopt(2, s.state(2))
 	if n := steps(5); n == gone {
 		t.Fatal("SET 2 got nothing after it came back")
 	}
@@ -183,14 +250,68 @@ func TestDealsFollowTheSETsRunHere(t *testing.T) {
 	}
 }
 
+// TestShareGoesOnElsewhere: a SET's share is the SET's: a second runner
+// given the SET (a failover, a move) deals exactly what is left of it, and
+// a share it ended is never dealt again.
+func TestShareGoesOnElsewhere(t *testing.T) {
+	a, s := newRunner(t, 2, Config{})
+	p := Params{Kind: Shake, Rate: 1000, Total: 1000, Min: 1, Max: 100}
+	c, err := a.Start(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickAll(a, c.Started.Add(200*time.Millisecond))
+	s.settle(t, a)
+	a.Close() // its gateway dies: the SETs keep what they hold
+	// The second gateway shares the SETs' rings, as a successor shares their journals.
+	b, err := NewRunner(a.bus, a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tick = time.Hour
+	t.Cleanup(b.Close)
+	if _, err := b.StartAs(c.ID, p); err != nil { // it heard of the campaign
+		t.Fatal(err)
+	}
+	for set := range 2 {
+		b.Adopt(set, s.state(set))
+	}
+	before := s.received.Load()
+	if before == 0 || before >= 1000 {
+		t.Fatalf("%d dealt before the failover; want some, not all", before)
+	}
+	tickAll(b, time.Now().Add(10*time.Second))
+	s.settle(t, b)
+	if got := s.received.Load(); got != 1000 {
+		t.Fatalf("%d dealt in all; want exactly 1000", got)
+	}
+	st, _ := b.Status(c.ID)
+	if st.State != Finished || st.Dealt != 1000 || st.Amount != s.amount {
+		t.Fatalf("status on the second runner %+v; want finished, 1000 dealt, %d fen", st, s.amount)
+	}
+	// A third runner given the SETs with the shares ended deals nothing.
+	c3, _ := NewRunner(a.bus, a.cfg)
+	c3.tick = time.Hour
+	t.Cleanup(c3.Close)
+	c3.StartAs(c.ID, p)
+	for set := range 2 {
+		c3.Adopt(set, s.state(set))
+	}
+	tickAll(c3, time.Now().Add(20*time.Second))
+	s.settle(t, c3)
+	if got := s.received.Load(); got != 1000 {
+		t.Fatalf("%d dealt after the shares ended; want still 1000", got)
+	}
+}
+
 // TestPoolBudget: a shake campaign far larger than the pool budget deals
 // only while the envelopes in the pools (dealt, less taken) are fewer than
 // MaxPool, catches up at most a tick's worth beyond what falls due, and in
 // the end deals every envelope exactly once.
 func TestPoolBudget(t *testing.T) {
 	const maxPool, total = 1000, 20_000
-	var taken atomic.Uint64
-	r, s := newRunner(t, 4, Config{MaxPool: maxPool, Taken: taken.Load})
+	var taken [4]atomic.Uint64
+	r, s := newRunner(t, 4, Config{MaxPool: maxPool, Taken: func(set int) uint64 { return taken[set].Load() }})
 	c, err := r.Start(Params{Kind: Shake, Rate: 100_000, Total: total, Min: 1, Max: 10}) // 1,000 a tick
 	if err != nil {
 		t.Fatal(err)
@@ -204,22 +325,29 @@ func TestPoolBudget(t *testing.T) {
 		now = now.Add(10 * time.Millisecond)
 		tickAll(r, now)
 		st := c.Status()
-		if pool := st.Dealt - taken.Load(); pool > maxPool {
-			t.Fatalf("tick %d: %d in the pool; want ≤ %d", i, pool, maxPool)
+		var pool uint64
+		for set := range taken {
+			pool += r.dealtTo[set].Load() - taken[set].Load()
+		}
+		if pool > maxPool {
+			t.Fatalf("tick %d: %d in the pools; want ≤ %d", i, pool, maxPool)
 		}
 		if i < 5 {
-			if st.Waiting != "pool full" && st.Dealt < c.pacer.Due(now.UnixNano()) {
-				t.Fatalf("tick %d: %+v behind its pacer without saying why", i, st)
+			if st.Waiting != "pool full" && st.Dealt < due(c, now) {
+				t.Fatalf("tick %d: %+v behind its pacers without saying why", i, st)
 			}
 			continue // nobody shakes: the pool stays full
 		}
-		if st.Dealt-prev > 2*c.perTick {
-			t.Fatalf("tick %d: %d dealt in one tick; want at most two ticks' worth (%d)", i, st.Dealt-prev, 2*c.perTick)
+		if st.Dealt-prev > 2*1000 {
+			t.Fatalf("tick %d: %d dealt in one tick; want at most two ticks' worth (2000)", i, st.Dealt-prev)
 		}
 		prev = st.Dealt
-		if i%3 == 0 { // shakers take a part of the pool now and then
+		if i%3 == 0 { // shakers take a part of the pools now and then
 			s.settle(t, r)
-			taken.Store(st.Dealt - maxPool/3)
+			for set := range taken {
+				dealt := r.dealtTo[set].Load()
+				taken[set].Store(dealt - min(dealt, maxPool/3/4))
+			}
 		}
 	}
 	if c.Status().Dealt != total {
@@ -234,8 +362,8 @@ func TestPoolBudget(t *testing.T) {
 // TestCatchUp: a campaign that waited for room deals what falls due and one
 // tick's worth of its backlog a tick, never the whole backlog at once.
 func TestCatchUp(t *testing.T) {
-	var taken atomic.Uint64
-	r, s := newRunner(t, 2, Config{MaxPool: 1000, Taken: taken.Load})
+	var taken [2]atomic.Uint64
+	r, s := newRunner(t, 2, Config{MaxPool: 1000, Taken: func(set int) uint64 { return taken[set].Load() }})
 	c, err := r.Start(Params{Kind: Shake, Rate: 10_000, Total: 1 << 20, Min: 1, Max: 1}) // 100 a tick
 	if err != nil {
 		t.Fatal(err)
@@ -251,12 +379,17 @@ func TestCatchUp(t *testing.T) {
 	if st := c.Status(); st.Dealt != 1000 || st.Waiting != "pool full" {
 		t.Fatalf("%+v; want 1000 dealt, waiting", st)
 	}
-	taken.Store(1000) // all shaken: room for 1000
+	shaken := func() { // every envelope dealt is shaken
+		for set := range taken {
+			taken[set].Store(r.dealtTo[set].Load())
+		}
+	}
+	shaken()
 	for i := 51; i <= 55; i++ {
 		if n := tick(i); n != 200 {
 			t.Fatalf("tick %d after the pool emptied: %d dealt; want 200 (100 due, 100 of the backlog)", i, n)
 		}
-		taken.Store(c.Status().Dealt)
+		shaken()
 	}
 	if st := c.Status(); st.Waiting != "" {
 		t.Errorf("%+v; want not waiting once dealing again", st)

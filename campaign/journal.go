@@ -3,11 +3,11 @@ package campaign
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/hongbao-io/hongbao/envelope"
 	"github.com/hongbao-io/hongbao/journal"
 )
 
@@ -99,7 +99,7 @@ func (r *Runner) Snapshot(id uint64) (data []byte, pid uint16, pos uint64, ok bo
 	}
 	for _, c := range slices.Concat(r.finished, r.running) {
 		data = journal.AppendRecord(data, RecStarted, 0, startedRecord(c))
-		st := c.Status()
+		st := c.status(r.local)
 		switch st.State {
 		case Cancelled:
 			data = journal.AppendRecord(data, RecCancelled, 0, endRecord(c.ID, st.Ended))
@@ -132,21 +132,18 @@ func (rc *Recovered) Load(data []byte) error {
 	return nil
 }
 
-// Recovered is what the journal holds of the campaigns.
+// Recovered is what the runner's journal holds of the campaigns.
 type Recovered struct {
-	byID       map[uint32]*recovered
-	shakeDealt uint64 // shake envelopes dealt in all, by every campaign
-	lastShake  uint64 // the last shake envelope id dealt
+	byID map[uint32]*recovered
 }
 
 type recovered struct {
-	st      Status
-	seen    bool // its start record was read
-	dealtN  uint64
-	amountN uint64
+	st   Status
+	seen bool // its start record was read
 	// endedN, endedAmount: its RecDealt, what it had dealt when it ended
-	// (its tallies may be pruned)
+	// (the SETs may have forgotten their shares since)
 	endedN, endedAmount uint64
+	hasEnded            bool
 }
 
 // NewRecovered starts an empty recovery.
@@ -163,21 +160,6 @@ func (rc *Recovered) get(id uint32) *recovered {
 
 // Campaigns is how many campaigns were recovered.
 func (rc *Recovered) Campaigns() int { return len(rc.byID) }
-
-// Dealt adds n envelopes of amount fen dealt for campaign id (from the SETs'
-// records; id 0: dealt by no campaign); lastShake is the last shake envelope
-// id among them, or 0.
-func (rc *Recovered) Dealt(id uint32, n, amount uint64, shake bool, lastShake uint64) {
-	if id != 0 {
-		c := rc.get(id)
-		c.dealtN += n
-		c.amountN += amount
-	}
-	if shake {
-		rc.shakeDealt += n
-	}
-	rc.lastShake = max(rc.lastShake, lastShake)
-}
 
 // Apply reads one of the runner's own records.
 func (rc *Recovered) Apply(r journal.Record) error {
@@ -203,7 +185,7 @@ func (rc *Recovered) Apply(r journal.Record) error {
 			return fmt.Errorf("campaign: a dealt record of %d bytes", len(p))
 		}
 		c := rc.get(binary.BigEndian.Uint32(p))
-		c.endedN, c.endedAmount = binary.BigEndian.Uint64(p[4:]), binary.BigEndian.Uint64(p[12:])
+		c.endedN, c.endedAmount, c.hasEnded = binary.BigEndian.Uint64(p[4:]), binary.BigEndian.Uint64(p[12:]), true
 	case RecCancelled, RecFinished:
 		if len(p) != 12 {
 			return fmt.Errorf("campaign: an end record of %d bytes", len(p))
@@ -211,6 +193,8 @@ func (rc *Recovered) Apply(r journal.Record) error {
 		c := rc.get(binary.BigEndian.Uint32(p))
 		if r.Type == RecCancelled {
 			c.st.State = Cancelled
+		} else {
+			c.st.State = Finished
 		}
 		c.st.Ended = time.Unix(0, int64(binary.BigEndian.Uint64(p[4:])))
 	}
@@ -218,73 +202,34 @@ func (rc *Recovered) Apply(r journal.Record) error {
 }
 
 // Restore gives the runner the campaigns recovered: the cancelled and the
-// fully dealt ones are listed as ended; the others go on from what the SETs
-// durably dealt for them, at their rate from now, until their total. Call it
-// before Start and before serving.
+// finished ones are listed as ended, the others run, each SET's share from
+// what the SET durably dealt of it (Adopt). Call it before Start, then
+// Adopt each SET, before serving.
 func (r *Runner) Restore(rc *Recovered) error {
-	ids := make([]uint32, 0, len(rc.byID))
-	for id := range rc.byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.shakeDealt = rc.shakeDealt
-	if rc.lastShake != 0 {
-		r.ids.After(rc.lastShake)
-	}
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(rc.byID)) {
 		rcv := rc.byID[id]
 		if !rcv.seen {
-			// The SETs still tally it but the runner's snapshot no longer
-			// holds it: a campaign ended long ago, dropped from the list of
-			// the last KeepFinished. Its deals are in shakeDealt already;
-			// its id stays taken.
-			r.nextID = max(r.nextID, int(id))
-			continue
+			continue // an end of a campaign whose start a snapshot no longer holds
 		}
 		st := rcv.st
-		if rcv.endedN > rcv.dealtN { // it ended (a RecDealt) and the SETs pruned its tallies
-			rcv.dealtN, rcv.amountN = rcv.endedN, rcv.endedAmount
-		}
-		if rcv.dealtN > st.Params.Total {
-			return fmt.Errorf("campaign: campaign %d dealt %d envelopes of its %d", id, rcv.dealtN, st.Params.Total)
-		}
 		r.nextID = max(r.nextID, st.ID)
-		dealer, err := envelope.NewDealer(len(r.bus.Local()), MaxBatch)
-		if err != nil {
-			return err
-		}
-		left := st.Params.Total - rcv.dealtN
-		c := &Campaign{ID: st.ID, Params: st.Params, Started: st.Started, dealer: dealer,
-			pacer:   envelope.NewPacer(now.UnixNano(), st.Params.Rate, left),
-			rnd:     envelope.NewRand(uint64(now.UnixNano()) ^ uint64(st.ID)),
-			perTick: max(1, perTick(st.Params.Rate, envelope.TickInterval)),
-			n:       rcv.dealtN, base: rcv.dealtN, lastDue: rcv.dealtN}
-		c.dealt.Store(rcv.dealtN)
-		c.amount.Store(rcv.amountN)
+		c := &Campaign{ID: st.ID, Params: st.Params, Started: st.Started, parts: map[int]*part{}, local: r.local}
 		r.byID[c.ID] = c
-		switch {
-		case st.State == Cancelled || left == 0:
-			s := st.State
-			if left == 0 && s != Cancelled {
-				s = Finished
-			}
-			ended := st.Ended
-			if ended.IsZero() {
-				ended = now // its end record was not durable yet
-			}
-			c.end(s, ended)
-			r.finished = append(r.finished, c)
-		default:
+		if st.State == Running {
 			r.running = append(r.running, c)
+			continue
 		}
-	}
-	if len(r.running) > 0 && !r.started {
-		r.started = true
-		r.wg.Add(1)
-		go r.loop()
+		ended := st.Ended
+		if ended.IsZero() {
+			ended = now
+		}
+		c.finalN, c.finalAmount, c.hasFinal = rcv.endedN, rcv.endedAmount, rcv.hasEnded
+		c.ended.Store(ended.UnixNano())
+		c.state.Store(uint32(slices.Index(states[:], st.State)))
+		r.finished = append(r.finished, c)
 	}
 	return nil
 }

@@ -39,7 +39,8 @@ const (
 	KRetired17  // an earlier version's take-back of an OPEN share (never sent now; dropped if received): its number is kept, for the kinds after it cross between gateways
 	KCutOff     // egress → its own SET: User's connection Conn is cut off (ERROR 6): the session forgets it now, not when it is released
 	KRepush     // session → the envelope's SET: User logged in with an ENVELOPE push of Env pending; push it again if User may still open it
-	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there; Buf: the campaigns ended before it (n × id u32 BE, shared: read only), whose tallies they prune
+	KSnapshot   // server → SET: the shake and split stages write their state for snapshot Env and mark their journal there; Buf: nil, then the shake stage's list of the campaigns whose shares ended (n × id u32 BE), whose tallies both prune; split puts it back
+	KShare      // campaign → SET: the SET's share of campaign Peer taken (Status 1) or ended (2); Buf: the share's record (package stages)
 )
 
 // PushUndelivered is the Status of a KPush that egress sends back to the
@@ -49,7 +50,7 @@ const (
 const PushUndelivered uint8 = 1
 
 var kindNames = [...]string{"", "login", "shake", "open", "send", "chat", "ping", "fatal", "writable",
-	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "retired", "cut_off", "repush", "snapshot"}
+	"disconnect", "answer", "push", "deal", "return", "system_send", "tick", "shutdown", "retired", "cut_off", "repush", "snapshot", "share"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

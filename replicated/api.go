@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/hongbao-io/hongbao/jsjournal"
 	"github.com/hongbao-io/hongbao/placement"
 )
@@ -112,4 +114,11 @@ func SetSwitchHook(f func(point string)) {
 		return
 	}
 	testSwitchHook.Store(&f)
+}
+
+// Campaigns is where the cluster's campaign ops are kept: the gateway's
+// journal connection, the journal's stream and its subjects' prefix
+// (package campaign/parts, Registry).
+func (r *SETs) Campaigns() (nc *nats.Conn, stream, prefix string) {
+	return r.nc, jsjournal.Layout{Prefix: jsPrefix}.Stream(), jsPrefix
 }

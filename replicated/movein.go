@@ -186,6 +186,7 @@ func (r *SETs) serve(set int, seq uint64) error {
 	if err := r.host.Journal().Reopen(set, seq); err != nil {
 		return err
 	}
+	r.host.Serving(set)
 	// Started before it is routed here: nothing reads a ring's state
 	// (metrics, the ticker) before it runs.
 	if err := st.Transport().Start(); err != nil {

@@ -108,6 +108,8 @@ type Host interface {
 	Journal() *journal.Journal
 	Node() *cluster.Node
 	AdminKey() []byte // the admin token's key, which signs the moves' ops; nil without one
+	// Serving: SET i, loaded, is about to run here (its state may be read).
+	Serving(i int)
 }
 
 // Open connects to JetStream, checks and opens what the operator

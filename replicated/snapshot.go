@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/valyala/bytebufferpool"
-
 	"github.com/hongbao-io/hongbao/event"
 	"github.com/hongbao-io/hongbao/journal"
 	"github.com/hongbao-io/hongbao/jsjournal"
@@ -16,10 +14,10 @@ import (
 
 // Snapshot puts snapshot id of every SET run here to JetStream, purging
 // what it makes useless: the SETs mark their journal on their goroutines
-// (a KSnapshot event carrying ended, the campaigns ended) and hand in their
+// (a KSnapshot event) and hand in their
 // state on parts (setOf names the SET of a journal producer), kept once
 // both marks are durable. It returns how many SETs and bytes it put.
-func (r *SETs) Snapshot(id uint64, ended *bytebufferpool.ByteBuffer, in <-chan stages.Part, setOf func(pid uint16) int) (int, int, error) {
+func (r *SETs) Snapshot(id uint64, in <-chan stages.Part, setOf func(pid uint16) int) (int, int, error) {
 	j, bus := r.host.Journal(), r.host.Bus()
 	var sets []int
 	retired := map[int]uint8{}
@@ -41,7 +39,7 @@ func (r *SETs) Snapshot(id uint64, ended *bytebufferpool.ByteBuffer, in <-chan s
 		if err != nil {
 			continue
 		}
-		*rg.At(seq) = event.Event{Kind: event.KSnapshot, Env: id, Buf: ended}
+		*rg.At(seq) = event.Event{Kind: event.KSnapshot, Env: id}
 		rg.Publish(seq, seq)
 		sets = append(sets, set)
 	}

@@ -128,6 +128,9 @@ func (s *Server) closeJournal() error {
 		}
 		s.journal = nil
 	}
+	if s.parts != nil && s.parts.Registry != nil {
+		s.parts.Registry.Close()
+	}
 	if s.repl != nil {
 		if s.stopping.Load() && j != nil {
 			s.repl.Release(j) // its last rounds are durable: the others take over at once
@@ -144,6 +147,9 @@ func (s *Server) closeJournal() error {
 // client or admin request is served.
 func (s *Server) recover() error {
 	if s.journal == nil {
+		for _, st := range s.allSets() {
+			s.camps.Adopt(st.Index(), st.Campaigns())
+		}
 		return nil
 	}
 	start := time.Now()
@@ -186,18 +192,11 @@ func (s *Server) recover() error {
 		s.log.Error("journal repaired (-journal-repair): the rounds holding these producers' snapshot marks were cut; their state is the snapshot's, marked again",
 			"snapshot", snap.path, "producers", r)
 	}
-	for _, st := range sets {
-		shake, send, last := st.Dealt()
-		for id, d := range shake {
-			rc.Dealt(id, d.N, d.Amount, true, 0)
-		}
-		for id, d := range send {
-			rc.Dealt(id, d.N, d.Amount, false, 0)
-		}
-		rc.Dealt(0, 0, 0, false, last)
-	}
 	if err := s.camps.Restore(rc); err != nil {
 		return fmt.Errorf("recovering from %s: %w", s.opts.Data, err)
+	}
+	for _, st := range sets {
+		s.camps.Adopt(st.Index(), st.Campaigns())
 	}
 	if err := s.journal.Start(); err != nil {
 		return err

@@ -101,17 +101,19 @@ func (s *Server) unhealthy() string {
 	return ""
 }
 
-// shakeTaken is the shake envelopes taken from the SETs' pools and not given
+// shakeTaken is the shake envelopes taken from SET set's pool and not given
 // back, for the campaigns' pool budget. Returned is read before Popped, so
 // that the difference never goes below zero.
-func (s *Server) shakeTaken() uint64 {
-	var popped, returned uint64
-	for _, l := range s.ledgers() {
-		returned += l.Shake.Returned.Load()
+func (s *Server) shakeTaken(set int) uint64 {
+	s.setsMu.RLock()
+	st := s.byIndex[set]
+	s.setsMu.RUnlock()
+	if st == nil {
+		return 0
 	}
-	for _, l := range s.ledgers() {
-		popped += l.Shake.Popped.Load()
-	}
+	l := st.Ledger()
+	returned := l.Shake.Returned.Load() // before popped: an envelope returned was popped first
+	popped := l.Shake.Popped.Load()
 	return popped - min(returned, popped)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/campaign/parts"
 	"github.com/hongbao-io/hongbao/cluster"
 	"github.com/hongbao-io/hongbao/event"
 	"github.com/hongbao-io/hongbao/journal"
@@ -36,6 +37,14 @@ func (h *host) Bus() *event.Bus           { return h.bus }
 func (h *host) Journal() *journal.Journal { return h.journal }
 func (h *host) Node() *cluster.Node       { return h.node }
 func (h *host) AdminKey() []byte          { return h.campaignKey }
+
+// Serving gives the campaign runner the shares of SET i, about to run
+// here: it deals what is left of them.
+func (h *host) Serving(i int) {
+	if st := (*Server)(h).setAt(i); st != nil && h.camps != nil {
+		h.camps.Adopt(i, st.Campaigns())
+	}
+}
 
 // ExitLost is the exit status of a gateway that lost a SET: its supervisor
 // starts it again, and it takes its share of the SETs that need an owner.
@@ -94,6 +103,15 @@ func (e *LostError) Error() string {
 // startReplicated starts the journal's writer and the claims: the
 // replicated mode's recover, before anything is served. No SET runs yet.
 func (s *Server) startReplicated() error {
+	nc, stream, prefix := s.repl.Campaigns()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reg, err := parts.OpenRegistry(ctx, parts.RegistryConfig{Conn: nc, Stream: stream, Prefix: prefix, Node: s.repl.Node(),
+		Runner: s.camps, Limits: s.campLimits, Key: s.campaignKey, Log: s.log, Refused: s.node.Refused})
+	if err != nil {
+		return err
+	}
+	s.parts.Registry = reg
 	for _, st := range s.allSets() {
 		st.Snapshots(func(p stages.Part) { s.snapParts <- p })
 	}
@@ -114,7 +132,7 @@ func (s *Server) snapshotSETs() error {
 	}
 	start := time.Now()
 	id := uint64(start.UnixNano()) // never reused: a new process's too
-	sets, bytes, err := s.repl.Snapshot(id, endedCampaigns(s.camps.List()), s.snapParts, s.setOf)
+	sets, bytes, err := s.repl.Snapshot(id, s.snapParts, s.setOf)
 	if err != nil {
 		return err
 	}

@@ -454,3 +454,36 @@ func settled(t *testing.T, gws []*testServer, sets int) {
 		g.SetRebalance(-1)
 	}
 }
+
+// TestReplicatedCampaignOutlivesItsDealer: a campaign created on a gateway
+// that runs no SET is dealt by the one that runs them (the campaign is in
+// the cluster's registry, each SET's share the SET's own); when that
+// gateway goes deaf and idle mid-campaign, the gateway that takes its SETs
+// over deals what is left of each share, and the campaign ends at exactly
+// its total: no envelope lost with the dealer, none dealt twice.
+func TestReplicatedCampaignOutlivesItsDealer(t *testing.T) {
+	t.Parallel() // it waits on leases, not on the CPU
+	const sets, total = 4, 6000
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	c := b.startCampaign("shake", fmt.Sprintf("rate=2000&total=%d&min=1&max=100", total))
+	waitFor(t, "gateway 0 to deal a part of it", func() bool { return a.stats().Shake.Created > total/5 })
+	if err := a.LeaveCluster(); err != nil {
+		t.Fatal(err)
+	}
+	if a.stats().Shake.Created >= total {
+		t.Fatal("the campaign was dealt in full before the fault: nothing tested")
+	}
+	waitFor(t, "gateway 1 to take every SET over", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
+	st := b.waitCampaign(c.ID)
+	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return b.stats().Shake.Created >= total })
+	time.Sleep(200 * time.Millisecond) // a deal beyond the total would land by now
+	got := b.stats()
+	if got.Shake.Created != total || st.Sets != sets || st.Amount != got.Shake.CreatedAmount {
+		t.Fatalf("after the failover: the SETs hold %d envelopes of %d fen dealt, the campaign says %d of %d fen over %d SETs; want exactly %d, the same fen, %d SETs",
+			got.Shake.Created, got.Shake.CreatedAmount, st.Dealt, st.Amount, st.Sets, total, sets)
+	}
+	checkShakeLedger(t, got)
+}

@@ -11,9 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/bytebufferpool"
-
-	"github.com/hongbao-io/hongbao/campaign"
 	"github.com/hongbao-io/hongbao/event"
 	"github.com/hongbao-io/hongbao/journal"
 	"github.com/hongbao-io/hongbao/stages"
@@ -135,16 +132,13 @@ func (s *Server) snapshot() error {
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	// The campaigns ended by now are ended in the runner's part too, taken
-	// after this: the stages prune their tallies (stages.tallies).
-	ended := endedCampaigns(s.camps.List())
 	for _, i := range s.bus.Local() {
 		r := s.bus.Ring(i)
 		seq, err := r.Claim(1)
 		if err != nil {
 			return fmt.Errorf("snapshot: SET %d: %w", i, err)
 		}
-		*r.At(seq) = event.Event{Kind: event.KSnapshot, Env: id, Buf: ended}
+		*r.At(seq) = event.Event{Kind: event.KSnapshot, Env: id}
 		r.Publish(seq, seq)
 	}
 	var parts []stages.Part
@@ -199,22 +193,6 @@ func (s *Server) snapshot() error {
 	s.snapStats.ns.Store(int64(took))
 	s.log.Info("snapshot", "id", id, "bytes", len(b), "took", took.Round(time.Microsecond), "journal_from_segment", segment)
 	return nil
-}
-
-// endedCampaigns lists the ids of the campaigns that have ended, n × u32 BE,
-// for every SET's KSnapshot to read (none puts it back in the pool); nil for
-// none.
-func endedCampaigns(list []campaign.Status) *bytebufferpool.ByteBuffer {
-	var b []byte
-	for _, c := range list {
-		if c.Done {
-			b = binary.BigEndian.AppendUint32(b, uint32(c.ID))
-		}
-	}
-	if b == nil {
-		return nil
-	}
-	return &bytebufferpool.ByteBuffer{B: b}
 }
 
 // removeOlder removes the snapshots (and temporary files) before keep.

@@ -243,6 +243,10 @@ func (s *SET) Dealt() (shake, send map[uint32]*stages.Dealt, lastShake uint64) {
 	return shake, s.split.Tallies(), lastShake
 }
 
+// Campaigns is what the SET holds of the campaigns: its shares and what
+// its stages dealt; read it only while the SET is stopped.
+func (s *SET) Campaigns() stages.Campaigns { return s.shake.Campaigns(s.split) }
+
 // Build makes the bus between n SETs, and those of them run here (all but
 // the ones o.Remote names) with their stages: both phases. The SETs are not
 // started: bus.Ring(i).Start starts SET i.

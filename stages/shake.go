@@ -25,6 +25,7 @@ type Shake struct {
 	rec  []byte            // a record's payload, reused
 
 	camps     tallies // dealt for each campaign
+	shares    shares  // the SET's shares of the campaigns
 	lastDealt uint64  // the last envelope id dealt
 	ans       answers // SHAKE money answers to request ids, for their retries
 	snapOut   func(Part)
@@ -108,8 +109,10 @@ func (s *Shake) Handle(b event.Batch) {
 			s.c.Created.Add(uint64(ev.N))
 			s.c.CreatedAmount.Add(sum)
 			touched = true
+		case event.KShare:
+			touched = s.share(ev) || touched
 		case event.KSnapshot:
-			s.snapshot(ev.Env, ev.Buf)
+			s.snapshot(ev)
 		case event.KReturn:
 			if s.jp != nil {
 				s.rec = appendIDAmount(s.rec[:0], ev.Env, ev.Amount)
@@ -225,6 +228,8 @@ func (s *Shake) Restore(r journal.Record, egress *ledger.EgressCounters) error {
 		s.c.ReturnedAmount.Add(uint64(amount))
 		egress.Got.Add(^uint64(0))
 		egress.GotAmount.Add(^uint64(amount - 1))
+	case RecShare, RecShareEnd:
+		return s.restoreShare(r)
 	default:
 		return recordError(r, "not a shake record")
 	}

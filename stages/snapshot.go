@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/bytebufferpool"
 
 	"github.com/hongbao-io/hongbao/envelope"
+	"github.com/hongbao-io/hongbao/event"
 	"github.com/hongbao-io/hongbao/ledger"
 	"github.com/hongbao-io/hongbao/proto"
 )
@@ -31,13 +32,11 @@ type Part struct {
 type Dealt struct{ N, Amount uint64 }
 
 // tallies are the campaigns' progress as a stage saw it: in its snapshot
-// and rebuilt by its replay, so that a restart resumes each campaign from
-// exactly what was durably dealt. Only running campaigns need theirs: a
-// snapshot folds the tally of each campaign that had ended (finished or
-// cancelled) before the campaign runner's part of the same snapshot was
-// taken into the entry of campaign 0 (prune), which keeps only the sum: the
-// runner's part holds the ended campaign and its figures, and the sum keeps
-// the count of shake envelopes dealt in all that bounds the pools.
+// and rebuilt by its replay, so that whoever runs the SET next resumes each
+// share from exactly what was durably dealt. Only running shares need
+// theirs: a snapshot folds the tally of each campaign whose share had ended
+// (its end holds what it dealt) into the entry of campaign 0 (prune), which
+// keeps only the sum.
 type tallies map[uint32]*Dealt
 
 // prune folds the tallies of the campaigns in ended (n × campaign id u32
@@ -175,13 +174,18 @@ func (s *Shake) Tallies() (map[uint32]*Dealt, uint64) { return s.camps, s.lastDe
 // Snapshots makes the stage hand its state to out at every KSnapshot.
 func (s *Shake) Snapshots(out func(Part)) { s.snapOut = out }
 
-func (s *Shake) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
+// snapshot hands the stage's state in for snapshot ev.Env, and leaves in
+// ev.Buf, for the split stage downstream, the campaigns whose shares ended:
+// both prune their tallies, which the shares' ends hold.
+func (s *Shake) snapshot(ev *event.Event) {
 	if s.snapOut == nil || s.jp == nil {
 		return
 	}
-	if ended != nil {
-		s.camps.prune(ended.B)
-	}
+	id := ev.Env
+	ended := bytebufferpool.Get()
+	ended.B = s.shares.appendEnded(ended.B[:0])
+	ev.Buf = ended
+	s.camps.prune(ended.B)
 	b := appendCounters(make([]byte, 0, 64+12*s.pool.Len()), s.snapshotted())
 	b = binary.BigEndian.AppendUint64(b, s.lastDealt)
 	b = s.camps.append(b)
@@ -190,6 +194,7 @@ func (s *Shake) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 		b = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(b, id), amount)
 	})
 	b = s.ans.appendTo(b)
+	b = s.shares.appendTo(b)
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
 	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
@@ -211,6 +216,11 @@ func (s *Shake) Load(data []byte, egress *ledger.EgressCounters) error {
 	}
 	if len(r.b) > 0 { // absent from an earlier version's part
 		if err := s.ans.loadOrSkip(r); err != nil {
+			return err
+		}
+	}
+	if len(r.b) > 0 { // likewise
+		if err := s.shares.load(r); err != nil {
 			return err
 		}
 	}
@@ -239,12 +249,14 @@ func (s *Split) Tallies() map[uint32]*Dealt { return s.camps }
 // Snapshots makes the stage hand its state to out at every KSnapshot.
 func (s *Split) Snapshots(out func(Part)) { s.snapOut = out }
 
+// snapshot hands the stage's state in for snapshot id; ended is the
+// campaigns whose shares ended (the shake stage's), whose tallies it prunes.
 func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
-	if s.snapOut == nil || s.jp == nil {
-		return
-	}
 	if ended != nil {
 		s.camps.prune(ended.B)
+	}
+	if s.snapOut == nil || s.jp == nil {
+		return
 	}
 	b := appendCounters(make([]byte, 0, 64+64*len(s.groups)), s.snapshotted())
 	b = binary.BigEndian.AppendUint64(b, s.ids.Peek())

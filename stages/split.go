@@ -158,6 +158,10 @@ func (s *Split) Handle(b event.Batch) {
 			s.repush(ev.Env, ev.User)
 		case event.KSnapshot:
 			s.snapshot(ev.Env, ev.Buf)
+			if ev.Buf != nil {
+				bytebufferpool.Put(ev.Buf)
+				ev.Buf = nil
+			}
 		}
 	}
 	s.c.Queued.Store(int64(len(s.expiry) + len(s.spent)))

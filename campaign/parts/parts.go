@@ -1,17 +1,14 @@
-// Package parts deals a campaign over every SET of a cluster: each gateway
-// deals its part (its SETs' share of the rate and the total) over its own
-// SETs, under the id the creating gateway gave, and journals it as its own.
-// Deals never cross, so every gateway recovers its part from its own
-// journal. Where SETs fail over (-journal jetstream) the parts follow the
-// claims at the campaign's start, and a part is not journaled: it ends with
-// its gateway, whose SETs keep what it dealt.
+// Package parts tells a campaign to every gateway of a cluster: each
+// starts it under the id the creating gateway gave, and deals the shares of
+// the SETs it runs (campaign.ShareOf), which are the SETs' own state: the
+// gateway that runs a SET next deals what is left of its share. Deals never
+// cross.
 package parts
 
 import (
 	"crypto/hmac"
 	"encoding/json"
 	"log/slog"
-	"time"
 
 	"github.com/hongbao-io/hongbao/campaign"
 	"github.com/hongbao-io/hongbao/cluster"
@@ -24,6 +21,9 @@ type Dealer struct {
 	Limits campaign.Limits
 	Key    []byte // the admin token's key, which signs the ops; nil without one
 	Log    *slog.Logger
+	// Registry, where SETs fail over, keeps the ops instead of telling them
+	// to the gateways up now.
+	Registry *Registry
 }
 
 // campaignOp is what a gateway tells the others of a campaign.
@@ -32,9 +32,6 @@ type campaignOp struct {
 	From   int             `json:"from"`
 	ID     int             `json:"id"`
 	Params campaign.Params `json:"params,omitzero"`
-	// Shares are the SETs each gateway ran when the campaign was created:
-	// each deals its share of them, so that the parts add up to the whole.
-	Shares []int `json:"shares,omitempty"`
 }
 
 // broadcast tells the other gateways of op, signed.
@@ -62,58 +59,33 @@ func (d *Dealer) open(from int, data []byte) (campaignOp, string) {
 	return op, ""
 }
 
-// PartOf is node's part of campaign p: its SETs' share of the rate and the
-// total (shares: the SETs of each gateway), rounded so that the parts add
-// up to p's exactly. A part with envelopes but a rate under 1 a second
-// deals 1 a second.
-func PartOf(p campaign.Params, node int, shares []int) campaign.Params {
-	var lo, all uint64
-	for n, k := range shares {
-		if n < node {
-			lo += uint64(k)
-		}
-		all += uint64(k)
-	}
-	if all == 0 || node >= len(shares) {
-		p.Total, p.Rate = 0, 0
-		return p
-	}
-	hi := lo + uint64(shares[node])
-	share := func(x uint64) uint64 { return x*hi/all - x*lo/all }
-	p.Total, p.Rate = share(p.Total), share(p.Rate)
-	if p.Total > 0 && p.Rate == 0 {
-		p.Rate = 1
-	}
-	return p
-}
-
-// Start starts this gateway's part of p and tells the others to start
-// theirs. A part of no envelope (a total smaller than the SETs) is not
-// started; its id stays taken.
+// Start starts campaign p here and tells the other gateways to start it:
+// each deals the shares of the SETs it runs.
 func (d *Dealer) Start(p campaign.Params) (campaign.Status, error) {
+	if d.Registry != nil {
+		return d.Registry.Start(p)
+	}
 	o := d.Node.Options()
 	if err := p.Validate(d.Limits); err != nil {
 		return campaign.Status{}, err
 	}
 	id := d.Runner.ReserveID()
-	shares := d.Node.Shares()
-	part := PartOf(p, o.Node, shares)
-	st := campaign.Status{ID: id, Params: part, Started: time.Now(), Done: true, State: campaign.Finished}
-	if part.Total > 0 {
-		c, err := d.Runner.StartAs(id, part)
-		if err != nil {
-			return campaign.Status{}, err
-		}
-		st = c.Status()
+	if _, err := d.Runner.StartAs(id, p); err != nil {
+		return campaign.Status{}, err
 	}
-	if err := d.broadcast(campaignOp{Op: "start", From: o.Node, ID: id, Params: p, Shares: shares}); err != nil {
-		d.Log.Error("cluster: the other gateways were not told of a campaign: only this gateway's part is dealt", "id", id, "err", err)
+	if err := d.broadcast(campaignOp{Op: "start", From: o.Node, ID: id, Params: p}); err != nil {
+		d.Log.Error("cluster: the other gateways were not told of a campaign: only the shares of this gateway's SETs are dealt", "id", id, "err", err)
 	}
+	st, _ := d.Runner.Status(id)
 	return st, nil
 }
 
 // Cancel tells the other gateways to cancel their part of id.
 func (d *Dealer) Cancel(id int) {
+	if d.Registry != nil {
+		d.Registry.Cancel(id)
+		return
+	}
 	if err := d.broadcast(campaignOp{Op: "cancel", From: d.Node.Options().Node, ID: id}); err != nil {
 		d.Log.Error("cluster: the other gateways were not told to cancel a campaign", "id", id, "err", err)
 	}
@@ -128,25 +100,16 @@ func (d *Dealer) Serve(from int, data []byte) []byte {
 		d.Node.Refused(from, why)
 		return nil
 	}
-	o := d.Node.Options()
 	switch op.Op {
 	case "start":
-		shares := op.Shares
-		if len(shares) != o.Nodes {
-			shares = d.Node.Shares()
-		}
-		part := PartOf(op.Params, o.Node, shares)
-		if part.Total == 0 {
-			return nil // nothing for this gateway's SETs
-		}
-		if _, err := d.Runner.StartAs(op.ID, part); err != nil {
-			d.Log.Error("cluster: this gateway's part of a campaign was not started: the cluster deals less than asked", "id", op.ID, "from", op.From, "err", err)
+		if _, err := d.Runner.StartAs(op.ID, op.Params); err != nil {
+			d.Log.Error("cluster: a campaign was not started here: the shares of this gateway's SETs are not dealt", "id", op.ID, "from", op.From, "err", err)
 			return nil
 		}
-		d.Log.Info("campaign part started", "id", op.ID, "from", op.From, "kind", part.Kind, "rate", part.Rate, "total", part.Total)
+		d.Log.Info("campaign started", "id", op.ID, "from", op.From, "kind", op.Params.Kind, "rate", op.Params.Rate, "total", op.Params.Total)
 	case "cancel":
 		if _, err := d.Runner.Cancel(op.ID); err == nil {
-			d.Log.Info("campaign part cancelled", "id", op.ID, "from", op.From)
+			d.Log.Info("campaign cancelled", "id", op.ID, "from", op.From)
 		}
 	}
 	return nil

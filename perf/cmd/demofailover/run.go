@@ -79,8 +79,8 @@ func run(ctx context.Context, cfg config, command string) error {
 		return err
 	}
 	r.Say("SET owners: %v", own)
-	// A campaign's part ends with its gateway, and the SETs it ran keep only
-	// what it dealt them: the shake campaign deals the run's within the lead.
+	// The campaigns end before the load does, so that the run's last
+	// figures are of a cluster that no longer deals.
 	endCampaigns := func(start time.Time) int {
 		return max(1, int(time.Until(start.Add(cfg.Ramp+cfg.load()-harness.CampaignMargin)).Seconds()))
 	}
