@@ -166,6 +166,7 @@ type Campaign struct {
 	// runner's record; the SETs may since have forgotten their shares)
 	finalN, finalAmount uint64
 	hasFinal            bool
+	recorded            bool // final is the runner's record's, not the SETs' here
 
 	state   atomic.Uint32 // index into states
 	waiting atomic.Uint32 // index into waitings
@@ -513,6 +514,9 @@ func (r *Runner) Adopt(set int, h stages.Campaigns) {
 		}
 		c.mu.Lock()
 		c.parts[set] = p
+		if !c.recorded {
+			c.hasFinal = false // the SETs here changed: their shares say what they dealt
+		}
 		switch {
 		case p.ended:
 		case c.State() == Finished:

@@ -226,7 +226,7 @@ func (r *Runner) Restore(rc *Recovered) error {
 		if ended.IsZero() {
 			ended = now
 		}
-		c.finalN, c.finalAmount, c.hasFinal = rcv.endedN, rcv.endedAmount, rcv.hasEnded
+		c.finalN, c.finalAmount, c.hasFinal, c.recorded = rcv.endedN, rcv.endedAmount, rcv.hasEnded, rcv.hasEnded
 		c.ended.Store(ended.UnixNano())
 		c.state.Store(uint32(slices.Index(states[:], st.State)))
 		r.finished = append(r.finished, c)

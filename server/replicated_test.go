@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hongbao-io/hongbao/campaign"
 	hbclient "github.com/hongbao-io/hongbao/client"
 	"github.com/hongbao-io/hongbao/internal/embednats"
 	"github.com/hongbao-io/hongbao/jsjournal"
@@ -477,7 +478,17 @@ func TestReplicatedCampaignOutlivesItsDealer(t *testing.T) {
 		t.Fatal("the campaign was dealt in full before the fault: nothing tested")
 	}
 	waitFor(t, "gateway 1 to take every SET over", func() bool { return metric(t, b, "hongbao_cluster_sets_running") == sets })
-	st := b.waitCampaign(c.ID)
+	// Finished on gateway 1 means: by every SET it runs now. A SET still
+	// loading is not one of them yet, so wait for all four.
+	var st campaign.Status
+	waitFor(t, "gateway 1 to deal the campaign in full over every SET", func() bool {
+		for _, x := range b.campaigns() {
+			if x.ID == c.ID {
+				st = x
+			}
+		}
+		return st.Done && st.Sets == sets
+	})
 	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return b.stats().Shake.Created >= total })
 	time.Sleep(200 * time.Millisecond) // a deal beyond the total would land by now
 	got := b.stats()
