@@ -196,6 +196,36 @@ Exit status: 0 done, 1 failed or a difference found, 2 a bad command line.
 // stepdown hands the leadership of every stream of layout l that server
 // leads (the journal, the snapshot buckets) to another server, and waits
 // until each has a leader elsewhere.
+// askStepdown asks stream name's leader to hand its leadership to a
+// replica that is current, if one is (else to any the servers choose).
+func askStepdown(ctx context.Context, nc *nats.Conn, name string, ci *jetstream.ClusterInfo) error {
+	var req []byte
+	for _, p := range ci.Replicas {
+		if p.Current && !p.Offline {
+			req = fmt.Appendf(nil, `{"placement":{"preferred":%q}}`, p.Name)
+			break
+		}
+	}
+	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+name, req)
+	if err != nil {
+		return fmt.Errorf("stream %s: stepdown: %w", name, err)
+	}
+	var resp struct {
+		Success bool `json:"success"`
+		Error   *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil || !resp.Success {
+		why := string(msg.Data)
+		if resp.Error != nil {
+			why = resp.Error.Description
+		}
+		return fmt.Errorf("stream %s: stepdown refused: %s", name, why)
+	}
+	return nil
+}
+
 func stepdown(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, l jsjournal.Layout, server string, out io.Writer) error {
 	names := []string{l.Stream()}
 	for g := range l.Gateways {
@@ -212,27 +242,23 @@ func stepdown(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, l jsjo
 			continue
 		}
 		start := time.Now()
-		msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+name, nil)
-		if err != nil {
-			return fmt.Errorf("stream %s: stepdown: %w", name, err)
+		if err := askStepdown(ctx, nc, name, info.Cluster); err != nil {
+			return err
 		}
-		var resp struct {
-			Success bool `json:"success"`
-			Error   *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(msg.Data, &resp); err != nil || !resp.Success {
-			why := string(msg.Data)
-			if resp.Error != nil {
-				why = resp.Error.Description
-			}
-			return fmt.Errorf("stream %s: stepdown refused: %s", name, why)
-		}
+		asked := time.Now()
 		for {
-			if info, err := st.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != server {
+			info, err := st.Info(ctx)
+			if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != server {
 				fmt.Fprintf(out, "stream %s: leader %s, was %s (%v)\n", name, info.Cluster.Leader, server, time.Since(start).Round(time.Millisecond))
 				break
+			}
+			// Elected again (its peers were behind), or the request lost:
+			// ask again.
+			if err == nil && info.Cluster != nil && info.Cluster.Leader == server && time.Since(asked) > 2*time.Second {
+				if err := askStepdown(ctx, nc, name, info.Cluster); err != nil {
+					return err
+				}
+				asked = time.Now()
 			}
 			select {
 			case <-ctx.Done():
