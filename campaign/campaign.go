@@ -296,9 +296,10 @@ type Config struct {
 	// Live is the live group envelopes of the SETs, summed (the ledgers'
 	// Split.Live).
 	Live func() uint64
-	// Node and Nodes, in a cluster, make the ids this Runner gives unique
-	// cluster-wide: campaign ids ≡ Node (mod Nodes), shake envelope ids from
-	// producer Node. Nodes 0 means 1: a server alone.
+	// Node and Nodes, in a cluster whose gateways tell each other of their
+	// campaigns, make the campaign ids this Runner gives unique
+	// cluster-wide: ≡ Node (mod Nodes). Nodes 0 means 1: a server alone.
+	// Shake envelope ids are each SET's (envelope.NewShakeIDGen).
 	Node, Nodes int
 }
 
@@ -331,8 +332,10 @@ type Runner struct {
 	tick time.Duration
 
 	// Owned by the dealing goroutine.
-	ids    envelope.IDGen // shake ids
-	rotate int            // the campaign dealt first at the next tick: each gets the first share of the room in turn
+	rotate int // the campaign dealt first at the next tick: each gets the first share of the room in turn
+
+	idsMu sync.Mutex       // the dealing goroutine's, but for Adopt's start past a SET's last deal
+	ids   []envelope.IDGen // each SET's shake ids
 
 	// dealtTo is, per SET, the shake envelopes dealt into it: the stages'
 	// count at Adopt, then the runner's.
@@ -341,18 +344,17 @@ type Runner struct {
 	// as running.
 	arriving []atomic.Bool
 
-	mu        sync.Mutex
-	nextID    int
-	running   []*Campaign
-	finished  []*Campaign // oldest first, at most cfg.KeepFinished
-	byID      map[int]*Campaign
-	adopted   map[int]uint32 // the SETs given by Adopt, with the campaign up to which each forgot its ended shares
-	toEnd     []*Campaign    // cancelled campaigns whose shares a SET given by Adopt holds running
-	lastShake uint64         // the latest shake id the SETs hold, for the dealing goroutine's ids
-	started   bool           // the dealing goroutine
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	closed    bool
+	mu       sync.Mutex
+	nextID   int
+	running  []*Campaign
+	finished []*Campaign // oldest first, at most cfg.KeepFinished
+	byID     map[int]*Campaign
+	adopted  map[int]uint32 // the SETs given by Adopt, with the campaign up to which each forgot its ended shares
+	toEnd    []*Campaign    // cancelled campaigns whose shares a SET given by Adopt holds running
+	started  bool           // the dealing goroutine
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
 
 	jn journalled
 }
@@ -360,9 +362,12 @@ type Runner struct {
 // NewRunner returns a Runner dealing into bus's SETs.
 func NewRunner(bus *event.Bus, cfg Config) (*Runner, error) {
 	cfg.Nodes = max(cfg.Nodes, 1)
-	ids, err := envelope.NewShakeIDGen(cfg.Node, time.Now().UnixNano())
-	if err != nil {
-		return nil, err
+	ids := make([]envelope.IDGen, bus.Sets())
+	for set := range ids {
+		var err error
+		if ids[set], err = envelope.NewShakeIDGen(set, time.Now().UnixNano()); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.KeepFinished == 0 {
 		cfg.KeepFinished = DefaultKeepFinished
@@ -488,7 +493,9 @@ func (r *Runner) Adopt(set int, h stages.Campaigns) {
 	r.adopted[set] = h.Forgotten
 	r.dealtTo[set].Store(h.Created)
 	r.arriving[set].Store(!r.local(set))
-	r.lastShake = max(r.lastShake, h.LastShake)
+	r.idsMu.Lock()
+	r.ids[set].After(h.LastShake) // ids not durable were never told: they may be issued again
+	r.idsMu.Unlock()
 	for _, c := range slices.Concat(r.running, r.finished) {
 		c.mu.Lock()
 		delete(c.parts, set)
@@ -705,7 +712,6 @@ func (r *Runner) loop() {
 		case <-t.C:
 			r.mu.Lock()
 			running = append(running[:0], r.running...)
-			r.ids.After(r.lastShake)
 			toEnd := r.toEnd
 			r.toEnd = nil
 			r.mu.Unlock()
@@ -851,7 +857,9 @@ func (r *Runner) deal(c *Campaign, p *part, n uint64) {
 			var sum uint64
 			if !r.publish(p.set, func(ev *event.Event) {
 				ev.Kind, ev.N, ev.Peer = event.KDeal, uint16(count), uint32(c.ID)
-				ev.Env = r.ids.Reserve(count)
+				r.idsMu.Lock()
+				ev.Env = r.ids[p.set].Reserve(count)
+				r.idsMu.Unlock()
 				ev.Buf = bytebufferpool.Get()
 				for range count {
 					a := draw()

@@ -8,30 +8,42 @@ import (
 
 // Envelope ids are u64, never 0 (0 is "no envelope" on the wire):
 //
-//	group: 0 | SET:12      | seq:51   seq counts µs since idEpoch      → 2096
-//	shake: 1 | producer:8  | seq:55   seq counts 1/8 µs since idEpoch  → 2167
+//	group: 0 | SET:12 | seq:51   seq counts µs since idEpoch      → 2096
+//	shake: 1 | SET:12 | seq:51   seq counts µs since idEpoch      → 2096
+//
+// Each SET owns its ids of both kinds: group envelopes are created in the
+// SET, and a campaign deals into a SET only from the gateway running it,
+// which starts the SET's shake generator past the last id the SET holds
+// (IDGen.After). So no id carries a gateway's number, and a cluster needs
+// none to keep them unique.
 //
 // Uniqueness across restarts comes from where a generator starts, not from an
 // epoch field: its sequence starts at the wall clock in units, one past
 // (now − idEpoch)/unit, and counts up by one per id. As long as a generator
 // issues on average at most one id per unit since it started — 1,000,000
-// group ids/s per SET (100× the 10,000/s required) or 8,000,000 shake ids/s
-// per producer (8× the fastest campaign) — its sequence stays behind the
-// clock, so any generator started later for the same owner, in this process
-// or after a restart, even within the same second, starts above every id it
-// issued. Within a run ids are unique by the owner field and the counter.
+// group or shake ids/s per SET (100× the 10,000/s required) — its sequence
+// stays behind the clock, so any generator started later for the same
+// owner, in this process or after a restart, even within the same second,
+// starts above every id it issued. Within a run ids are unique by the owner
+// field and the counter. A shake generator is moreover started past the
+// SET's last durable deal: an id that never became durable was never told,
+// and may be issued again.
 //
-// Capacity is therefore set by the calendar, not the load: the 51-bit group
-// sequence reaches 2^51 µs in May 2096 and the 55-bit shake sequence 2^55·125
-// ns in 2167. Below one id per unit, the rate does not matter: 200 group
-// envelopes/s on a single SET (or spread over many) use the space 5,000×
-// slower than the clock does, and from 2026 a counter driven at 10,000/s on
-// one SET would need 6,900 years to wrap (347,000 at 200/s).
+// Capacity is therefore set by the calendar, not the load: the 51-bit
+// sequences reach 2^51 µs in May 2096. Below one id per unit, the rate does
+// not matter: 200 group envelopes/s on a single SET (or spread over many)
+// use the space 5,000× slower than the clock does, and from 2026 a counter
+// driven at 10,000/s on one SET would need 6,900 years to wrap (347,000 at
+// 200/s).
 //
 // Limits: the wall clock must not step back across a restart by more than
 // the time the old run's ids ran ahead of it (zero below the rates above);
-// at most MaxSETs group and MaxProducers shake generators run at once, each
-// with its own owner number; a run that outlives 2096 panics on exhaustion.
+// at most MaxSETs SETs; a run that outlives 2096 panics on exhaustion.
+//
+// Shake ids of earlier versions (1 | producer:8 | seq:55, seq in 1/8 µs)
+// fall in the space of SET 16·producer at eight times the sequence: a
+// generator started past one (After) skips ahead, and one started fresh
+// stays below them until 2040, long after any such envelope was shaken.
 //
 // Rejected: the proposed kind | start-epoch | SET | counter layout. A counter
 // for years at 10,000/s needs ≥ 40 bits, leaving ≤ 11 bits of epoch: start
@@ -39,34 +51,30 @@ import (
 // lands on an old epoch reuses every id from counter 0 up. A restart counter
 // instead of a time would need state on disk, which the server does not keep.
 const (
-	// MaxSETs is the number of SETs a group id can name (12 bits).
+	// MaxSETs is the number of SETs an id can name (12 bits).
 	MaxSETs = 1 << setBits
-	// MaxProducers is the number of shake id generators that can run at once
-	// (8 bits).
-	MaxProducers = 1 << producerBits
 
 	setBits      = 12
-	producerBits = 8
-	groupSeqBits = 63 - setBits      // 51
-	shakeSeqBits = 63 - producerBits // 55
+	groupSeqBits = 63 - setBits // 51
+	shakeSeqBits = 63 - setBits // 51
 	shakeBit     = 1 << 63
 
 	groupUnit = 1000 // ns per group sequence step: 1 µs
-	shakeUnit = 125  // ns per shake sequence step: 1/8 µs
+	shakeUnit = 1000 // ns per shake sequence step: 1 µs
 )
 
 // idEpoch is 2025-01-01T00:00:00Z in Unix ns, the zero of every sequence.
 var idEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
 // IDGen hands out the envelope ids of one owner: one SET's group envelopes or
-// one campaign producer's shake envelopes. It only counts; the clock is read
+// its shake envelopes. It only counts; the clock is read
 // once, by the caller of its constructor.
 //
 // An IDGen is owned by one goroutine and is not safe for concurrent use. The
 // zero value is not usable (Next panics); use NewGroupIDGen or NewShakeIDGen.
 type IDGen struct {
 	next uint64 // the next id, kind and owner bits included; 0 in the zero value
-	last uint64 // the owner's last id (one past it overflows for shake producer 255)
+	last uint64 // the owner's last id (one past it overflows for the shake ids of the last SET)
 }
 
 // NewGroupIDGen returns the group id generator of SET set (0 ≤ set <
@@ -78,15 +86,14 @@ func NewGroupIDGen(set int, nowNs int64) (IDGen, error) {
 	return newIDGen(uint64(set)<<groupSeqBits, groupSeqBits, groupUnit, nowNs)
 }
 
-// NewShakeIDGen returns the shake id generator of campaign producer producer
-// (0 ≤ producer < MaxProducers), starting from the wall clock nowNs. Two
-// generators running at once need different producer numbers; a number can
-// be reused once its previous generator has stopped.
-func NewShakeIDGen(producer int, nowNs int64) (IDGen, error) {
-	if producer < 0 || producer >= MaxProducers {
-		return IDGen{}, fmt.Errorf("envelope: cannot make shake ids for producer=%d: need 0..%d", producer, MaxProducers-1)
+// NewShakeIDGen returns the shake id generator of SET set (0 ≤ set <
+// MaxSETs), starting from the wall clock nowNs; the gateway running the SET
+// deals with it, started past the SET's last deal (After).
+func NewShakeIDGen(set int, nowNs int64) (IDGen, error) {
+	if set < 0 || set >= MaxSETs {
+		return IDGen{}, fmt.Errorf("envelope: cannot make shake ids for set=%d: need 0..%d", set, MaxSETs-1)
 	}
-	return newIDGen(shakeBit|uint64(producer)<<shakeSeqBits, shakeSeqBits, shakeUnit, nowNs)
+	return newIDGen(shakeBit|uint64(set)<<shakeSeqBits, shakeSeqBits, shakeUnit, nowNs)
 }
 
 func newIDGen(base uint64, seqBits uint, unit, nowNs int64) (IDGen, error) {
@@ -111,8 +118,8 @@ func (g *IDGen) Next() uint64 {
 // envelopes can travel as a first id and a count.
 func (g *IDGen) Reserve(n uint64) uint64 {
 	id := g.next
-	// id is 0 in the zero value and once the last shake producer's space
-	// wraps; id > last once any other space is used up (2096 or 2167).
+	// id is 0 in the zero value and once the last SET's shake space
+	// wraps; id > last once any other space is used up (2096).
 	if n == 0 || id == 0 || id > g.last || n-1 > g.last-id {
 		panic("BUG: envelope: Reserve(0), zero IDGen or id space exhausted")
 	}

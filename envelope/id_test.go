@@ -27,15 +27,15 @@ func TestOwnerRoundTrip(t *testing.T) {
 
 func TestShakeIDs(t *testing.T) {
 	for _, now := range []int64{idEpoch, nowNs, idEpoch + (1<<shakeSeqBits-3)*shakeUnit} {
-		for producer := range MaxProducers {
-			g, err := NewShakeIDGen(producer, now)
+		for set := range MaxSETs {
+			g, err := NewShakeIDGen(set, now)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for range 2 {
 				id := g.Next()
-				if !IsShake(id) || OwnerSET(id) != -1 || int(id>>shakeSeqBits&(MaxProducers-1)) != producer {
-					t.Fatalf("producer %d: id %#x: IsShake %v OwnerSET %d", producer, id, IsShake(id), OwnerSET(id))
+				if !IsShake(id) || OwnerSET(id) != -1 || int(id>>shakeSeqBits&(MaxSETs-1)) != set {
+					t.Fatalf("set %d: id %#x: IsShake %v OwnerSET %d", set, id, IsShake(id), OwnerSET(id))
 				}
 			}
 		}
@@ -58,7 +58,7 @@ func TestIDNeverZero(t *testing.T) {
 
 // TestIDUniqueAcrossRestarts runs chains of generators per owner, each
 // started when the previous one stopped (a restart, even within the same
-// microsecond, or a reused producer number) and each issuing as many ids as
+// microsecond) and each issuing as many ids as
 // the rate limit allows, all owners side by side. No id may repeat.
 func TestIDUniqueAcrossRestarts(t *testing.T) {
 	src := rand.New(rand.NewPCG(1, 1))
@@ -94,8 +94,8 @@ func TestIDUniqueAcrossRestarts(t *testing.T) {
 	for _, set := range []int{0, 1, 7, MaxSETs - 1} {
 		chain(NewGroupIDGen, set, groupUnit)
 	}
-	for _, producer := range []int{0, 1, MaxProducers - 1} {
-		chain(NewShakeIDGen, producer, shakeUnit)
+	for _, set := range []int{0, 1, MaxSETs - 1} {
+		chain(NewShakeIDGen, set, shakeUnit)
 	}
 	t.Logf("%d distinct ids", len(seen))
 }
@@ -123,9 +123,9 @@ func TestIDGenErrors(t *testing.T) {
 	_, err = NewGroupIDGen(MaxSETs, nowNs)
 	f("set MaxSETs", err)
 	_, err = NewShakeIDGen(-1, nowNs)
-	f("producer -1", err)
-	_, err = NewShakeIDGen(MaxProducers, nowNs)
-	f("producer MaxProducers", err)
+	f("shake set -1", err)
+	_, err = NewShakeIDGen(MaxSETs, nowNs)
+	f("shake set MaxSETs", err)
 	_, err = NewGroupIDGen(0, idEpoch-1)
 	f("group clock before the epoch", err)
 	_, err = NewShakeIDGen(0, 0)
@@ -158,15 +158,15 @@ func TestIDGenExhaustion(t *testing.T) {
 		t.Fatalf("last id %#x has OwnerSET %d; want 5", id, OwnerSET(id))
 	}
 	mustPanic("Next past the end", func() { g.Next() })
-	// The last producer's space ends at 2^64, where next wraps to 0.
-	s, err := NewShakeIDGen(MaxProducers-1, idEpoch+(1<<shakeSeqBits-3)*shakeUnit)
+	// The last SET's shake space ends at 2^64, where next wraps to 0.
+	s, err := NewShakeIDGen(MaxSETs-1, idEpoch+(1<<shakeSeqBits-3)*shakeUnit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a, b := s.Next(), s.Next(); b != 1<<64-1 || a != b-1 {
-		t.Fatalf("last producer's last ids got %#x, %#x; want 2^64-2, 2^64-1", a, b)
+		t.Fatalf("last SET's last shake ids got %#x, %#x; want 2^64-2, 2^64-1", a, b)
 	}
-	mustPanic("Next past the last producer's end", func() { s.Next() })
+	mustPanic("Next past the last SET's shake end", func() { s.Next() })
 	mustPanic("zero IDGen", func() { new(IDGen).Next() })
 	mustPanic("Reserve(0)", func() { g, _ := NewGroupIDGen(0, nowNs); g.Reserve(0) })
 }

@@ -98,6 +98,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	if err := r.Cl.WaitRunning(10 * time.Second); err != nil {
 		res.Fail("at the end: %v", err)
 	}
+	r.CheckCampaigns(30 * time.Second)
 	r.Settle(res.Told() + res.Probes[0])
 	if err := w.replay(ctx, nc, auditor.Name, r.Layout); err != nil {
 		res.Fail("replaying the journal: %v", err)

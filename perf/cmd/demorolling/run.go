@@ -103,6 +103,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	for _, s := range res.Steps {
 		s.P99Ms, s.Refused = window(timeline, s.AtS, s.EndS)
 	}
+	r.CheckCampaigns(30 * time.Second)
 	r.Settle(res.Told())
 	r.StopGateways(60 * time.Second)
 	return r.Finish(report(res, cfg), res, "gateway*.log, n*.log, loadclient.log, report.json, timeline.csv, commands.txt")

@@ -123,6 +123,7 @@ type Campaign struct {
 	Recipients uint16 `json:"recipients"`
 	Dealt      uint64 `json:"dealt"`
 	Amount     uint64 `json:"amount"`
+	Sets       int    `json:"sets"` // the SETs, run by the gateway asked, that hold a share of it
 	Done       bool   `json:"done"`
 }
 

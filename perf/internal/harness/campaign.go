@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,4 +123,34 @@ func Exact(list []Campaign, want int) bool {
 		ok = ok && c.Done && c.Dealt == c.Total
 	}
 	return ok
+}
+
+// ClusterCampaigns sums each campaign over the gateways' lists: what the
+// SETs each runs dealt of it (its shares), done once every gateway that
+// holds a share says so.
+func ClusterCampaigns(lists ...[]Campaign) []Campaign {
+	byID := map[int]*Campaign{}
+	var ids []int
+	for _, list := range lists {
+		for _, c := range list {
+			sum := byID[c.ID]
+			if sum == nil {
+				cc := c
+				cc.Dealt, cc.Amount, cc.Sets, cc.Done = 0, 0, 0, true
+				sum = &cc
+				byID[c.ID] = sum
+				ids = append(ids, c.ID)
+			}
+			sum.Dealt += c.Dealt
+			sum.Amount += c.Amount
+			sum.Sets += c.Sets
+			sum.Done = sum.Done && (c.Done || c.Sets == 0)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]Campaign, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, *byID[id])
+	}
+	return out
 }

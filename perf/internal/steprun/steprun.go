@@ -136,7 +136,7 @@ func (r *Run) StartLoad(ctx context.Context, rf harness.RunFlags, sendSecs func(
 			r.Res.Fail("%s campaign: %v", p.kind, err)
 			continue
 		}
-		r.Say("POST /campaigns/%s?%s on gateway 2 → campaign %d (%d s), dealt by parts", p.kind, p.q.Encode(), cmp.ID, p.secs)
+		r.Say("POST /campaigns/%s?%s on gateway 2 → campaign %d (%d s), dealt by the SETs' shares", p.kind, p.q.Encode(), cmp.ID, p.secs)
 	}
 	return nil
 }
@@ -188,6 +188,41 @@ func (r *Result) Told() int64 {
 		return int64(c.ShakeAmount + c.OpenAmount)
 	}
 	return 0
+}
+
+// CheckCampaigns waits up to wait for every campaign to be dealt to
+// exactly its total, summed over the gateways (each SET's share dealt by
+// whichever gateway ran the SET, through the faults), and fails the run
+// otherwise.
+func (r *Run) CheckCampaigns(wait time.Duration) {
+	var sum []harness.Campaign
+	deadline := time.Now().Add(wait)
+	for {
+		var lists [][]harness.Campaign
+		var err error
+		for _, g := range r.Cl.Gateways {
+			if g.Srv == nil {
+				continue
+			}
+			var l []harness.Campaign
+			if l, _, err = g.Srv.Admin.Campaigns(); err != nil {
+				break
+			}
+			lists = append(lists, l)
+		}
+		if err == nil {
+			sum = harness.ClusterCampaigns(lists...)
+			if harness.Exact(sum, len(sum)) && len(sum) > 0 {
+				r.Say("campaigns, summed over the gateways: %s", harness.CampaignLine(sum))
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			r.Res.Fail("campaigns not at exactly their totals %v after the load: %s (%v)", wait, harness.CampaignLine(sum), err)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Settle checks the money once the cluster settled (told by the clients ==
