@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +143,53 @@ func (ts *testServer) metrics() string {
 		ts.t.Fatalf("GET /metrics: %d", code)
 	}
 	return string(body)
+}
+
+// TestKeptPushesSurviveACrash: the ENVELOPE pushes kept for a user who was
+// offline are the SET's state — one kept before a snapshot (in the split
+// stage's part), one after it (in the journal's records) — so a start from
+// the data a crash left keeps both, and the user's login then is pushed
+// both.
+func TestKeptPushesSurviveACrash(t *testing.T) {
+	data := t.TempDir()
+	a := startServer(t, func(o *server.Options) { o.Data = data })
+	alice := login(t, a, 1)
+	send := func(from *client, to uint32) uint64 {
+		t.Helper()
+		s := from.nextStamp()
+		from.send(proto.AppendSend(nil, s, 100, []uint32{to}))
+		status, env := from.answer(s).SendAck()
+		if status != proto.SendOK {
+			t.Fatalf("SEND to %d: status %d", to, status)
+		}
+		return env
+	}
+	kept := func(n uint64) {
+		waitFor(t, fmt.Sprintf("%d pushes kept", n), func() bool { return a.stats().Envelopes.Pending.Waiting == int64(n) })
+	}
+	first := send(alice, 2) // bob, user 2 of SET 2, is offline
+	kept(1)
+	if err := a.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	second := send(alice, 2)
+	kept(2)
+	// A SEND made in bob's SET after the push was kept: its answer waits for
+	// the SET's records up to its own, the push's among them.
+	send(login(t, a, 6), 1)
+	crash := t.TempDir()
+	if err := os.CopyFS(crash, os.DirFS(data)); err != nil { // what a kill -9 now would leave
+		t.Fatal(err)
+	}
+	b := startServer(t, func(o *server.Options) { o.Data = crash })
+	bob := login(t, b, 2)
+	got := map[uint64]bool{}
+	for range 2 {
+		env, _, _, _ := bob.push(proto.Envelope).Envelope()
+		got[env] = true
+	}
+	if !got[first] || !got[second] {
+		t.Fatalf("bob was pushed %v after the crash; want %#x and %#x", got, first, second)
+	}
+	waitFor(t, "no push kept once bob logged in", func() bool { return b.stats().Envelopes.Pending.Waiting == 0 })
 }

@@ -67,16 +67,17 @@ func isRing(pipeline string) bool { return pipeline == "" || pipeline == "ring" 
 // SET is one SET: its transport, the stages AddStages adds to it, and the
 // ledger they write.
 type SET struct {
-	index  int
-	o      Options
-	t      event.Transport
-	add    addStage
-	ledger *ledger.Ledger
-	shake  *stages.Shake
-	split  *stages.Split
-	egress *egress.Egress
-	pids   [2]int               // the journal producers of shake and split; -1 without a journal
-	jp     [2]*journal.Producer // those producers, kept for Renew
+	index   int
+	o       Options
+	t       event.Transport
+	add     addStage
+	ledger  *ledger.Ledger
+	session *stages.Session
+	shake   *stages.Shake
+	split   *stages.Split
+	egress  *egress.Egress
+	pids    [2]int               // the journal producers of shake and split; -1 without a journal
+	jp      [2]*journal.Producer // those producers, kept for Renew
 }
 
 // addStage adds the next stage of a SET's chain: name for errors, maxBatch 0
@@ -158,7 +159,8 @@ func (s *SET) addStages(bus *event.Bus, jp [2]*journal.Producer) error {
 	if lim.ChatBacklog == 0 {
 		lim.ChatBacklog = o.MaxPending / chatShare
 	}
-	s.add(stages.NewSession(i, bus, l, lim, o.Seed+uint64(2*i)), name("session"), 0)
+	s.session = stages.NewSession(i, bus, l, lim, o.Seed+uint64(2*i))
+	s.add(s.session, name("session"), 0)
 	s.add(s.shake, name("shake"), 0)
 	s.add(split, name("split"), 0)
 	s.add(s.egress, name("egress"), egressMaxBatch)
@@ -197,7 +199,12 @@ func (s *SET) Index() int { return s.index }
 // Apply applies one of the SET's journal records to its stage, before the
 // SET runs; a record of another producer is not the SET's (false).
 func (s *SET) Apply(r journal.Record, now int64) (bool, error) {
-	return s.byProducer(r.PID, func() error { return s.shake.Restore(r, &s.ledger.Egress) }, func() error { return s.split.Restore(r, now) })
+	return s.byProducer(r.PID, func() error { return s.shake.Restore(r, &s.ledger.Egress) }, func() error {
+		if r.Type == stages.RecKeep || r.Type == stages.RecTake { // the session's, journalled by the split stage
+			return s.session.Restore(r)
+		}
+		return s.split.Restore(r, now)
+	})
 }
 
 // byProducer runs shake or split for the stage of journal producer pid; a
@@ -232,7 +239,12 @@ func (s *SET) Snapshots(out func(stages.Part)) {
 // Load restores the SET's stages from their parts of a snapshot, by journal
 // producer; a part of another producer is not the SET's (false).
 func (s *SET) Load(pid uint16, data []byte, now int64) (bool, error) {
-	return s.byProducer(pid, func() error { return s.shake.Load(data, &s.ledger.Egress) }, func() error { return s.split.Load(data, now) })
+	return s.byProducer(pid, func() error { return s.shake.Load(data, &s.ledger.Egress) }, func() error {
+		if err := s.split.Load(data, now); err != nil {
+			return err
+		}
+		return s.session.LoadPending(s.split.Kept())
+	})
 }
 
 // Dealt is what the SET's stages dealt for each campaign (snapshot and

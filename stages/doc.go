@@ -14,7 +14,10 @@
 //     PendingPerUser per user, and at most MaxEnvelopes × MaxShares in all,
 //     the oldest dropped first. A kept push may name an envelope that has
 //     since expired or been opened: it waits until the login (stale) or
-//     until it is dropped.
+//     until it is dropped. The session writes no journal: it marks the
+//     events that keep or take pushes, and the split stage downstream
+//     journals them (RecKeep, RecTake) and carries the list in its snapshot
+//     part, so the kept pushes are the SET's state.
 //   - The split stage holds the SEND limits (senders.go): a SEND is made in
 //     the sender's SET and its envelope lives there, so the stage that
 //     creates, opens and expires the envelopes also sees every SEND and

@@ -1,8 +1,11 @@
 package stages
 
 import (
+	"encoding/binary"
+	"fmt"
 	"math"
 
+	"github.com/hongbao-io/hongbao/journal"
 	"github.com/hongbao-io/hongbao/ledger"
 )
 
@@ -145,3 +148,91 @@ func (p *pending) take(user uint32, f func(env uint64)) {
 	u.n = 0
 	p.set(user, u)
 }
+
+// The kept pushes are the SET's state: the split stage journals each change
+// on the session's behalf (the session writes no journal), in the order the
+// SET's events made them, and carries the session's list in its snapshot
+// part, so that a restart, a move or a failover keeps them.
+const (
+	RecKeep uint8 = 17 // split: user u32, envelope u64 (a push kept for user, offline)
+	RecTake uint8 = 18 // split: user u32 (user logged in: its kept pushes went back to their envelopes' SETs)
+)
+
+// The marks the session leaves in an event's Code for the split stage
+// downstream: a KPush it kept, a KLogin that took the user's kept pushes.
+const (
+	markKept  uint8 = 1
+	markTaken uint8 = 1
+)
+
+// appendTo appends the kept pushes, oldest first: n u32, then n × (user
+// u32, envelope u64).
+func (p *pending) appendTo(b []byte) []byte {
+	at := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	n := uint32(0)
+	each := func(e pendingPush) {
+		if e.user != 0 {
+			b = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, e.user), e.env)
+			n++
+		}
+	}
+	if len(p.ring) < p.total { // not yet wrapped: slot order is age order
+		for _, e := range p.ring {
+			each(e)
+		}
+	} else {
+		for i := range p.ring {
+			each(p.ring[(p.next+i)%len(p.ring)])
+		}
+	}
+	binary.BigEndian.PutUint32(b[at:], n)
+	return b
+}
+
+// pendingLen is the length of a list appendTo wrote at the start of b, or
+// -1 when b is too short for it.
+func pendingLen(b []byte) int {
+	if len(b) < 4 {
+		return -1
+	}
+	n := 4 + 12*int(binary.BigEndian.Uint32(b))
+	if n > len(b) {
+		return -1
+	}
+	return n
+}
+
+// load keeps the pushes of a list appendTo wrote, in its order.
+func (p *pending) load(b []byte) error {
+	if pendingLen(b) != len(b) {
+		return fmt.Errorf("stages: a list of kept pushes of %d bytes: %w", len(b), errRecord)
+	}
+	for b = b[4:]; len(b) > 0; b = b[12:] {
+		user := binary.BigEndian.Uint32(b)
+		if user == 0 {
+			return fmt.Errorf("stages: a push kept for user 0: %w", errRecord)
+		}
+		p.keep(user, binary.BigEndian.Uint64(b[4:]))
+	}
+	return nil
+}
+
+// Restore replays one of the records the split stage journalled for the
+// session (RecKeep, RecTake), before the SET runs.
+func (s *Session) Restore(r journal.Record) error {
+	p := r.Payload
+	switch {
+	case r.Type == RecKeep && len(p) == 12 && binary.BigEndian.Uint32(p) != 0:
+		s.pend.keep(binary.BigEndian.Uint32(p), binary.BigEndian.Uint64(p[4:]))
+	case r.Type == RecTake && len(p) == 4:
+		s.pend.take(binary.BigEndian.Uint32(p), func(uint64) {}) // sent back then: the user was online
+	default:
+		return recordError(r, "not a kept push's record")
+	}
+	return nil
+}
+
+// LoadPending restores the kept pushes from the list a snapshot holds
+// (Split.Pending), before any Restore.
+func (s *Session) LoadPending(b []byte) error { return s.pend.load(b) }

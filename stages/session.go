@@ -61,6 +61,9 @@ func (s *Session) Handle(b event.Batch) {
 			s.push(ev)
 		case event.KSystemSend:
 			s.pick(ev)
+		case event.KSnapshot: // the kept pushes, for the split stage's part
+			ev.Buf = bytebufferpool.Get()
+			ev.Buf.B = s.pend.appendTo(ev.Buf.B[:0])
 		}
 	}
 }
@@ -79,19 +82,24 @@ func (s *Session) push(ev *event.Event) {
 		}
 		ev.Conn, ev.OutLen = conn.Handle{}, 0 // already counted dropped by egress
 		s.pend.keep(ev.User, ev.Env)
+		ev.Code = markKept
 		return
 	}
 	s.c.Pushes.Add(1)
 	if ev.Conn = h; h.C == nil {
 		s.c.PushesOffline.Add(1)
 		s.pend.keep(ev.User, ev.Env)
+		ev.Code = markKept
 	}
 }
 
 // repush sends each push kept for user, who has just logged in, back to its
-// envelope's SET, which pushes it again if user can still open it.
-func (s *Session) repush(user uint32) {
+// envelope's SET, which pushes it again if user can still open it, and
+// reports whether there was one.
+func (s *Session) repush(user uint32) bool {
+	any := false
 	s.pend.take(user, func(env uint64) {
+		any = true
 		set := envelope.OwnerSET(env)
 		if set < 0 || set >= s.bus.Sets() {
 			return
@@ -100,6 +108,7 @@ func (s *Session) repush(user uint32) {
 		r.Kind, r.User, r.Env = event.KRepush, user, env
 		s.out.Done()
 	})
+	return any
 }
 
 func (s *Session) lookup(user uint32) conn.Handle {
@@ -123,7 +132,9 @@ func (s *Session) login(ev *event.Event) {
 		s.c.Online.Add(1)
 	}
 	ev.SetFrame(proto.AppendLoginAck(ev.Out[:0], ev.Stamp, proto.LoginOK, ev.User))
-	s.repush(ev.User)
+	if s.repush(ev.User) {
+		ev.Code = markTaken
+	}
 }
 
 func (s *Session) remove(user uint32, i int32) {

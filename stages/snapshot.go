@@ -174,18 +174,22 @@ func (s *Shake) Tallies() (map[uint32]*Dealt, uint64) { return s.camps, s.lastDe
 // Snapshots makes the stage hand its state to out at every KSnapshot.
 func (s *Shake) Snapshots(out func(Part)) { s.snapOut = out }
 
-// snapshot hands the stage's state in for snapshot ev.Env, and leaves in
-// ev.Buf, for the split stage downstream, the campaigns whose shares ended:
-// both prune their tallies, which the shares' ends hold.
+// snapshot hands the stage's state in for snapshot ev.Env, and appends to
+// ev.Buf (the session's kept pushes), for the split stage downstream, the
+// campaigns whose shares ended: both prune their tallies, which the shares'
+// ends hold.
 func (s *Shake) snapshot(ev *event.Event) {
 	if s.snapOut == nil || s.jp == nil {
 		return
 	}
 	id := ev.Env
-	ended := bytebufferpool.Get()
-	ended.B = s.shares.appendEnded(ended.B[:0])
-	ev.Buf = ended
-	s.camps.prune(ended.B)
+	if ev.Buf == nil { // no session upstream: an empty list of kept pushes
+		ev.Buf = bytebufferpool.Get()
+		ev.Buf.B = binary.BigEndian.AppendUint32(ev.Buf.B[:0], 0)
+	}
+	at := len(ev.Buf.B)
+	ev.Buf.B = s.shares.appendEnded(ev.Buf.B)
+	s.camps.prune(ev.Buf.B[at:])
 	b := appendCounters(make([]byte, 0, 64+12*s.pool.Len()), s.snapshotted())
 	b = binary.BigEndian.AppendUint64(b, s.lastDealt)
 	b = s.camps.append(b)
@@ -249,11 +253,16 @@ func (s *Split) Tallies() map[uint32]*Dealt { return s.camps }
 // Snapshots makes the stage hand its state to out at every KSnapshot.
 func (s *Split) Snapshots(out func(Part)) { s.snapOut = out }
 
-// snapshot hands the stage's state in for snapshot id; ended is the
-// campaigns whose shares ended (the shake stage's), whose tallies it prunes.
-func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
-	if ended != nil {
-		s.camps.prune(ended.B)
+// snapshot hands the stage's state in for snapshot id; buf holds the
+// session's kept pushes, which its part carries, then the campaigns whose
+// shares ended (the shake stage's), whose tallies it prunes.
+func (s *Split) snapshot(id uint64, buf *bytebufferpool.ByteBuffer) {
+	var kept []byte
+	if buf != nil {
+		if n := pendingLen(buf.B); n >= 0 {
+			kept = buf.B[:n]
+			s.camps.prune(buf.B[n:])
+		}
 	}
 	if s.snapOut == nil || s.jp == nil {
 		return
@@ -284,6 +293,10 @@ func (s *Split) snapshot(id uint64, ended *bytebufferpool.ByteBuffer) {
 	}
 	b = binary.BigEndian.AppendUint32(b, answersTag)
 	b = s.ans.appendTo(b)
+	if kept != nil {
+		b = binary.BigEndian.AppendUint32(b, keptTag)
+		b = append(b, kept...)
+	}
 	pos := s.jp.Mark(id)
 	s.jp.Publish()
 	s.snapOut(Part{ID: id, PID: s.jp.ID(), Pos: pos, Data: b})
@@ -332,6 +345,14 @@ func (s *Split) Load(data []byte, now int64) error {
 		r.u32()
 		if err := s.ans.loadOrSkip(r); err != nil {
 			return err
+		}
+		if len(r.b) >= 4 && binary.BigEndian.Uint32(r.b) == keptTag {
+			r.u32()
+			n := pendingLen(r.b)
+			if n < 0 {
+				return fmt.Errorf("stages: a split part's kept pushes cut short: %w", errRecord)
+			}
+			s.kept = r.take(n)
 		}
 	case len(r.b) > 0: // an earlier version's part: its crossings
 		skipCrossed(r)
@@ -390,6 +411,14 @@ func (s *Split) checkPart(id uint64, sender, total uint32, rcpt []byte, shares [
 	}
 	return nil
 }
+
+// keptTag starts the session's kept pushes in a split part, after the
+// answers.
+const keptTag = 0x6b657074 // "kept"
+
+// Kept is the session's kept pushes a loaded part held (Session.LoadPending),
+// nil for none.
+func (s *Split) Kept() []byte { return s.kept }
 
 // answersTag starts the answers kept for request ids in a split part, where
 // an earlier version's part had its crossings (a count that never comes

@@ -103,6 +103,7 @@ type Split struct {
 	camps   tallies           // created (or skipped) for each send campaign
 	ans     answers           // SEND and OPEN money answers to request ids, for their retries
 	snapOut func(Part)
+	kept    []byte // the session's kept pushes, as a loaded part held them
 }
 
 type expiring struct {
@@ -152,6 +153,15 @@ func (s *Split) Handle(b event.Batch) {
 				s.jp.Append(RecSkip, binary.BigEndian.AppendUint32(s.rec, ev.Total))
 			}
 			s.release(ev)
+		case event.KPush:
+			if ev.Code == markKept && s.jp != nil {
+				s.rec = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(s.rec[:0], ev.User), ev.Env)
+				s.jp.Append(RecKeep, s.rec)
+			}
+		case event.KLogin:
+			if ev.Code == markTaken && s.jp != nil {
+				s.jp.Append(RecTake, binary.BigEndian.AppendUint32(s.rec[:0], ev.User))
+			}
 		case event.KOpen:
 			s.open(ev, now)
 		case event.KRepush:

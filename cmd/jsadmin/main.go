@@ -206,7 +206,9 @@ func askStepdown(ctx context.Context, nc *nats.Conn, name string, ci *jetstream.
 			break
 		}
 	}
-	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+name, req)
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg, err := nc.RequestWithContext(qctx, "$JS.API.STREAM.LEADER.STEPDOWN."+name, req)
 	if err != nil {
 		return fmt.Errorf("stream %s: stepdown: %w", name, err)
 	}
@@ -247,7 +249,11 @@ func stepdown(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, l jsjo
 		}
 		asked := time.Now()
 		for {
-			info, err := st.Info(ctx)
+			// Each question bounded: one asked as the leadership moves may
+			// never be answered.
+			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+			info, err := st.Info(qctx)
+			qcancel()
 			if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != server {
 				fmt.Fprintf(out, "stream %s: leader %s, was %s (%v)\n", name, info.Cluster.Leader, server, time.Since(start).Round(time.Millisecond))
 				break
