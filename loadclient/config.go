@@ -45,6 +45,7 @@ type Config struct {
 	Restarts       bool          // -restarts: servers stop and start during the run: refused connects and resets are not failures
 	Grace          time.Duration // -grace: the longest wait for answers in flight after the run
 	Report         string        // -report: JSON report file
+	History        string        // -history: every money answer told, a CSV line each
 	Timeline       string        // -timeline: per-second CSV file
 	Procs          int           // -procs: child processes; 1 runs in this process
 	Quiet          bool          // -quiet: no live line
@@ -287,6 +288,9 @@ func (c *Config) Validate() error {
 	} else if c.Procs > c.Users.Len() {
 		bad("procs", "%d processes for %d users: want at most one process per user", c.Procs, c.Users.Len())
 	}
+	if c.Procs > 1 && c.History != "" {
+		bad("history", "needs -procs 1: one process writes it")
+	}
 	if c.Procs > 1 && c.child {
 		bad("procs", "a child process cannot have children")
 	}
@@ -365,6 +369,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) (*Config, error) {
 	fs.StringVar(&c.Reconcile, "reconcile", "", "`mode`, strict, at-least or off. strict: read the server's /stats before the first connection (the baseline) and again after the run, once the answers in flight are in and the client has stopped opening pushes, and compare the change with the client's figures exactly (/cluster/stats, summed over the gateways, when GET /cluster lists several): the OPEN money is the OPEN 0 amounts and the shares learned by a repeated OPEN (one sent again after status 5 or a lost connection, answered 1), and every push opened ends with one of them, but for the opens the grace leaves without a final answer, which a mismatch names. Exact when this run is the server's only client during the run: money from before the run is in the baseline, other clients' money during the run breaks it; at-least: for a server that may be killed and restarted during the run: the money and the counts the client was told must each be at most the server's change since the baseline (an answer cut off by a crash is counted but never told), both ledger invariants exact, and failed connects and resets do not fail the run; off: skip (default strict with -admin, else off)")
 	fs.DurationVar(&c.Grace, "grace", DefaultGrace, "after the run, the longest to wait for answers in flight and for OPENs sent again to settle")
 	fs.StringVar(&c.Report, "report", "", "write the JSON report to this `file`")
+	fs.StringVar(&c.History, "history", "", "write every money answer the load is told to this CSV `file` (user,kind,request,status,envelope,amount: a SHAKE's request is its request id, an OPEN's its envelope), for a check that no request was answered twice with different money and no envelope told to two requests; needs -procs 1")
 	fs.StringVar(&c.Timeline, "timeline", "", "write the per-second timeline as CSV to this `file`")
 	fs.IntVar(&c.Procs, "procs", 1, "run `N` child processes of this binary, each with a contiguous share of -users and of -source, and aggregate their figures; one process holds at most its open-files limit of connections")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no live line, only the summary")

@@ -23,6 +23,7 @@ type runPlan struct {
 	changes  []RateChange // the initial rate plan
 	secret   []byte
 	chatText []byte
+	history  *historyFile // -history; nil without
 }
 
 // newRunPlan resolves cfg for a process that starts the run at startNs.

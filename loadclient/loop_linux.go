@@ -67,6 +67,7 @@ type loop struct {
 	bufPool
 	opens  opens   // OPENs without a final answer: in flight, or to be sent again
 	resend resends // SHAKEs sent, and the ones to send again
+	hist   history // -history: the money answers told
 
 	now, endNs int64
 	base       int64 // origin of the ms clock in uconn.since
@@ -113,6 +114,7 @@ func newLoop(id int, plan *runPlan, r Range) (*loop, error) {
 		shared: shared{pubLive: new(LatencyHistogram)},
 		opens:  newOpens(),
 		resend: newResends(cfg.RequestIDs, int64(cfg.Timeout)),
+		hist:   history{file: plan.history},
 		ep:     -1, evfd: -1,
 	}
 	for i := range l.hists {
@@ -154,6 +156,7 @@ func (l *loop) command(cmd command) {
 
 func (l *loop) run(wg *sync.WaitGroup) {
 	defer wg.Done()
+	defer l.hist.flush()
 	l.now = time.Now().UnixNano()
 	l.lastRefill = l.now
 	l.nextPublish = l.now + int64(publishEvery)

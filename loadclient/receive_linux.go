@@ -192,11 +192,19 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 	case reqShake:
 		l.shakeAnswered(idx, int64(f.Stamp), st)
 		if st == proto.ShakeGot {
-			_, _, amount := f.ShakeResult()
+			_, env, amount := f.ShakeResult()
 			l.c.ShakeAmount += uint64(amount)
+			req := f.Stamp
+			if id := l.resend.shakeID(int64(f.Stamp)); id != 0 {
+				req = id
+			}
+			l.hist.told(c.user, "shake", req, st, env, amount)
 		}
 	case reqOpen:
 		_, env, amount := f.OpenResult()
+		if st == proto.OpenOK || st == proto.OpenAlready {
+			l.hist.told(c.user, "open", env, st, env, amount)
+		}
 		if !l.openAnswered(idx, st, env, amount) {
 			l.c.Errors[errProtocol]++ // no OPEN of that envelope in flight
 		}

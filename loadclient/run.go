@@ -231,8 +231,14 @@ func runLocal(ctx context.Context, cfg *Config, out io.Writer) (*Report, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.History != "" {
+		if plan.history, err = openHistory(cfg.History); err != nil {
+			return nil, err
+		}
+	}
 	eng, err := newEngine(plan)
 	if err != nil {
+		plan.history.close()
 		return nil, err
 	}
 	rt := newRates(plan.changes)
@@ -254,6 +260,9 @@ func runLocal(ctx context.Context, cfg *Config, out io.Writer) (*Report, error) 
 	}
 	mem := memoryOf(cur.Users)
 	res := eng.stop()
+	if err := plan.history.close(); err != nil && res.err == nil {
+		res.err = fmt.Errorf("-history: %w", err)
+	}
 	return finish(cfg, rep, res, rec, mem, out)
 }
 

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,12 +88,39 @@ func TestShakesFollowSchedule(t *testing.T) {
 func TestEveryEnvelopeOpenedOnce(t *testing.T) {
 	t.Parallel() // it waits on the servers and the clock, not on the CPU
 	fake := newFakeServer(t, 5)
+	history := filepath.Join(t.TempDir(), "history.csv")
 	cfg := config(t, "-server", fake.addr(), "-users", "1-40", "-qps", "200", "-duration", "2s",
 		"-send-rate", "20", "-send-recipients", "3", "-chat-rate", "20", "-chat-size", "100",
-		"-admin", fake.admin.URL)
+		"-admin", fake.admin.URL, "-history", history)
 	r, err, _ := run(t, cfg, 20*time.Second)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// The history holds every money answer told: its amounts add up to
+	// what the report says was told.
+	b, err := os.ReadFile(history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if lines[0]+"\n" != loadclient.HistoryHeader {
+		t.Fatalf("history header %q", lines[0])
+	}
+	var shake, open uint64
+	for _, l := range lines[1:] {
+		fs := strings.Split(l, ",")
+		amount, err := strconv.ParseUint(fs[len(fs)-1], 10, 32)
+		if len(fs) != 6 || err != nil {
+			t.Fatalf("history line %q", l)
+		}
+		if fs[1] == "shake" {
+			shake += amount
+		} else {
+			open += amount
+		}
+	}
+	if shake != r.ShakeAmount || open != r.OpenAmount || shake == 0 || open == 0 {
+		t.Errorf("history: %d fen SHAKE, %d OPEN; the report told %d and %d", shake, open, r.ShakeAmount, r.OpenAmount)
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()

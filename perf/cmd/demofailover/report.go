@@ -94,6 +94,8 @@ func report(res *result, cfg config) *steprun.Text {
 	told := res.Told() + res.Probes[0]
 	b.P("\nmoney over the run (/cluster/stats got_amount + opened_amount): %d counted since the baseline; told %d (probes %d fen in %d answers): %s",
 		res.Final-res.Baseline, told, res.Probes[0], res.Probes[1], harness.Verdict(told == res.Final-res.Baseline))
+	b.P("the load client's history (history.csv), checked as Jepsen checks idempotence: %s: %s", res.History,
+		harness.Verdict(res.History.OK() && res.History.Amount == res.Told()))
 	b.Ledger(res.Result)
 	b.P("\nJetStream audit: every message of the journal's stream read as it was appended (journal.csv), and each SET replayed at the end")
 	b.P("from its newest snapshot as a claimant does; messages that are not the owner's rounds (another gateway's after a claim, or unfenced): %d: %s", res.Dropped, harness.Verdict(res.Dropped == 0))

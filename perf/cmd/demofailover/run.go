@@ -20,10 +20,11 @@ import (
 // result is summary.json.
 type result struct {
 	*steprun.Result
-	Faults  []*fault `json:"faults"`
-	Probes  [2]int64 `json:"probes_told"` // fen, money answers
-	Audit   []audit  `json:"audit"`
-	Dropped int      `json:"dropped"` // messages after a claim not from its owner, every SET, seen live or replayed
+	Faults  []*fault             `json:"faults"`
+	Probes  [2]int64             `json:"probes_told"` // fen, money answers
+	Audit   []audit              `json:"audit"`
+	Dropped int                  `json:"dropped"` // messages after a claim not from its owner, every SET, seen live or replayed
+	History harness.HistoryCheck `json:"history"`
 }
 
 // plan is the faults in order: a kill, the stop, the NATS fault, the other kills.
@@ -84,7 +85,7 @@ func run(ctx context.Context, cfg config, command string) error {
 	endCampaigns := func(start time.Time) int {
 		return max(1, int(time.Until(start.Add(cfg.Ramp+cfg.load()-harness.CampaignMargin)).Seconds()))
 	}
-	if err := r.StartLoad(ctx, cfg.RunFlags, endCampaigns, "-reconcile", "at-least"); err != nil {
+	if err := r.StartLoad(ctx, cfg.RunFlags, endCampaigns, "-reconcile", "at-least", "-history", r.Path("history.csv")); err != nil {
 		return err
 	}
 	r.Steps(ctx, "fault", cfg.plan(), cfg.window, func(k int, kind string) (string, string, []string) {
@@ -100,6 +101,18 @@ func run(ctx context.Context, cfg config, command string) error {
 	}
 	r.CheckCampaigns(30 * time.Second)
 	r.Settle(res.Told() + res.Probes[0])
+	// The load client's history, checked as Jepsen checks idempotence: each
+	// request answered with money the same every time, each shake envelope
+	// told to one request, and the fen told each request once what the
+	// client counted told.
+	if res.History, err = harness.CheckHistory(r.Path("history.csv")); err != nil {
+		res.Fail("the load client's history: %v", err)
+	} else {
+		r.Say("history: %s", res.History)
+		if !res.History.OK() || res.History.Amount != res.Told() {
+			res.Fail("the load client's history: %s; the client counted %d fen told", res.History, res.Told())
+		}
+	}
 	if err := w.replay(ctx, nc, auditor.Name, r.Layout); err != nil {
 		res.Fail("replaying the journal: %v", err)
 	}
@@ -111,5 +124,5 @@ func run(ctx context.Context, cfg config, command string) error {
 	if res.Dropped, which = dropped(res.Audit); res.Dropped > 0 {
 		res.Fail("JetStream holds %d messages after a claim from a gateway other than the claimant (%s): answers a fenced gateway sent", res.Dropped, which)
 	}
-	return r.Finish(report(res, cfg), res, "journal.csv, probes.csv, gateway*.log, loadclient.log, report.json, timeline.csv, commands.txt")
+	return r.Finish(report(res, cfg), res, "journal.csv, probes.csv, history.csv, gateway*.log, loadclient.log, report.json, timeline.csv, commands.txt")
 }
