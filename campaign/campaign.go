@@ -152,9 +152,8 @@ type Campaign struct {
 	ID      int
 	Params  Params // the whole campaign's
 	Started time.Time
-	// Partial: known here only by the shares of SETs that arrived (their
-	// gateway's creation or its own record not heard yet): Params is one
-	// share's.
+	// partial: known here only by the shares of SETs that arrived (its
+	// start not heard yet): Params is one share's.
 	partial bool
 	local   func(set int) bool // whether SET set runs here
 

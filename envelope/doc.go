@@ -1,6 +1,6 @@
 // Package envelope holds the pure building blocks of the red-envelope
 // business: the double-mean share rule (DrawShare) and its PRNG (Rand),
-// campaign pacing (Pacer, Dealer), a SET's pool of waiting shake envelopes
+// campaign pacing (Pacer), a SET's pool of waiting shake envelopes
 // (Pool) and envelope ids (IDGen).
 //
 // Nothing here touches a socket, a clock or a lock: the pipeline stages call

@@ -1,7 +1,6 @@
 package envelope
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 )
@@ -81,79 +80,3 @@ func (p Pacer) Total() uint64 { return p.total }
 
 // Rate returns the campaign's rate per second.
 func (p Pacer) Rate() uint64 { return p.rate }
-
-// Dealer splits each tick's count of envelopes over the SETs and into ring
-// events of at most maxBatch envelopes.
-//
-// It deals envelope by envelope round-robin, as if numbered 0, 1, 2, … across
-// all ticks with envelope j going to SET (j mod sets): the cursor persists
-// across ticks, so after any tick the per-SET totals differ by at most one,
-// whatever the rate, the tick sizes and the number of SETs. The per-envelope
-// rotation is done arithmetically: n/sets each plus one more for the next
-// n%sets SETs, O(min(n, sets) + events) per call.
-//
-// Rejected: rotating whole batches (one batch of up to maxBatch per SET in
-// turn). It sends fuller events but is unfair whenever tick sizes repeat: with
-// 2 SETs and 65 envelopes a tick, SET 0 would get 64 a tick and SET 1 only 1,
-// forever.
-//
-// A Dealer is owned by the campaign producer's goroutine and is not safe for
-// concurrent use. Use NewDealer; the zero value is not usable.
-type Dealer struct {
-	sets     int
-	maxBatch uint32
-	cursor   int // the SET that gets the next envelope
-}
-
-// NewDealer returns a Dealer over sets SETs, at most maxBatch envelopes an
-// event. It needs 1 ≤ sets ≤ MaxSETs and maxBatch ≥ 1.
-func NewDealer(sets int, maxBatch uint32) (*Dealer, error) {
-	if sets < 1 || sets > MaxSETs {
-		return nil, fmt.Errorf("envelope: cannot deal over sets=%d: need 1..%d", sets, MaxSETs)
-	}
-	if maxBatch < 1 {
-		return nil, fmt.Errorf("envelope: cannot deal with maxBatch=%d: need at least 1", maxBatch)
-	}
-	return &Dealer{sets: sets, maxBatch: maxBatch}, nil
-}
-
-// Deal deals n envelopes, calling visit once per event with its SET and its
-// count (1 ≤ count ≤ maxBatch). The SETs are visited in rotation order from
-// the cursor, each SET's events consecutively. Deal does not allocate.
-func (d *Dealer) Deal(n uint64, visit func(set int, count uint32)) {
-	sets := uint64(d.sets)
-	each, extra := n/sets, int(n%sets)
-	visited := d.sets
-	if each == 0 {
-		visited = extra // the other SETs get nothing this time
-	}
-	s := d.cursor
-	for i := 0; i < visited; i++ {
-		c := each
-		if i < extra {
-			c++
-		}
-		for c > 0 {
-			b := uint32(min(c, uint64(d.maxBatch)))
-			visit(s, b)
-			c -= uint64(b)
-		}
-		if s++; s == d.sets {
-			s = 0
-		}
-	}
-	d.cursor = (d.cursor + extra) % d.sets
-}
-
-// Resize deals over sets SETs from the next Deal on (the SETs run here
-// changed); the rotation goes on from where it was. It needs
-// 1 ≤ sets ≤ MaxSETs.
-func (d *Dealer) Resize(sets int) {
-	if sets < 1 || sets > MaxSETs {
-		panic(fmt.Sprintf("BUG: envelope: cannot deal over sets=%d", sets))
-	}
-	d.sets, d.cursor = sets, d.cursor%sets
-}
-
-// Sets returns the number of SETs dealt over.
-func (d *Dealer) Sets() int { return d.sets }
