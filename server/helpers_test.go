@@ -34,7 +34,7 @@ var ingressMode = flag.String("ingress", "epoll", "the test servers' -ingress: e
 // waitTime bounds every wait of these tests: an answer, a close, a figure
 // reaching its value. Nothing here sleeps and hopes; everything polls or
 // blocks until its condition holds or waitTime runs out.
-const waitTime = 10 * time.Second
+const waitTime = 30 * time.Second
 
 // testServer is a server started in this process on random loopback ports.
 type testServer struct {

@@ -48,7 +48,7 @@ func startShaker(t *testing.T, user uint32, addrs ...string) *shaker {
 				return
 			default:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTime)
 			_, amount, err := c.Shake(ctx)
 			cancel()
 			addr := c.Addr()
@@ -116,9 +116,16 @@ func TestReplicatedMove(t *testing.T) {
 	withID := func(ts *testServer) string {
 		t.Helper()
 		c := login(t, ts, 8) // SET 0, no shaker's
-		s := c.nextStamp()
-		c.send(proto.AppendShakeID(nil, s, shakeID))
-		return string(c.answer(s).Body)
+		var body string
+		waitFor(t, "an answer to the SHAKE with a request id other than overloaded", func() bool {
+			s := c.nextStamp()
+			c.send(proto.AppendShakeID(nil, s, shakeID))
+			f := c.answer(s)
+			body = string(f.Body)
+			st, _, _ := f.ShakeResult()
+			return st != proto.ShakeOverloaded // refused at the door: asked again, as a client does
+		})
+		return body
 	}
 	first := withID(a)
 	if st, _, _ := parse(proto.ShakeResult, first).ShakeResult(); st != proto.ShakeGot {
