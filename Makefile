@@ -126,6 +126,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	$(GO) test ./stages/ -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $${FUZZTIME:-30s} -parallel 1
 	$(GO) test ./stages/ -run '^$$' -fuzz '^FuzzSplitRestore$$' -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./stages/ -run '^$$' -fuzz '^FuzzShareRecords$$' -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./stages/ -run '^$$' -fuzz '^FuzzKeptPushes$$' -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./journal/ -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./journal/ -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $${FUZZTIME:-30s} -parallel 1
 

@@ -384,3 +384,30 @@ func placementOf(t *testing.T, g *testServer) []replicated.SetStatus {
 	}
 	return m.Placement
 }
+
+// TestReplicatedKeptPushMoves: a push kept for a user who is offline moves
+// with the user's SET: the user, logging in at the SET's new owner, is
+// pushed the envelope.
+func TestReplicatedKeptPushMoves(t *testing.T) {
+	t.Parallel() // it waits on JetStream, not on the CPU
+	const sets = 4
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
+	b := startReplicated(t, ns, 1, 2, sets, nil)
+	alice := login(t, a, 1)
+	s := alice.nextStamp()
+	alice.send(proto.AppendSend(nil, s, 100, []uint32{2})) // bob, of SET 2, is offline
+	st, env := alice.answer(s).SendAck()
+	if st != proto.SendOK {
+		t.Fatalf("SEND: status %d", st)
+	}
+	waitFor(t, "the push kept for bob", func() bool { return a.stats().Envelopes.Pending.Waiting == 1 })
+	if code, body := a.do("POST", "/sets/2/move?to=gw1", ""); code != 200 {
+		t.Fatalf("POST /sets/2/move?to=gw1: %d %s", code, body)
+	}
+	bob := login(t, b, 2)
+	if got, _, _, _ := bob.push(proto.Envelope).Envelope(); got != env {
+		t.Fatalf("bob was pushed %#x at the SET's new owner; want %#x", got, env)
+	}
+}

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/valyala/bytebufferpool"
@@ -103,6 +104,36 @@ func FuzzShareRecords(f *testing.F) {
 		loaded := NewShake(new(ledger.Ledger))
 		if err := loaded.Load(part, &egress); err != nil {
 			t.Fatalf("a snapshot of shares a replay took: %v", err)
+		}
+	})
+}
+
+// FuzzKeptPushes: the session's kept-push records and snapshot list, of any
+// bytes, are applied or refused, never a panic; what they keep survives the
+// list a snapshot carries, in the same order.
+func FuzzKeptPushes(f *testing.F) {
+	keep := func(user uint32, env uint64) []byte {
+		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, user), env)
+	}
+	f.Add(append(keep(7, 99), keep(8, 100)...), []byte{0, 0, 0, 7})
+	f.Add([]byte{0, 0, 0, 1}, []byte{})
+	f.Fuzz(func(t *testing.T, keeps, take []byte) {
+		s := NewSession(0, nil, new(ledger.Ledger), Limits{PendingPerUser: 3}, 1)
+		for len(keeps) >= 12 {
+			s.Restore(journal.Record{Type: RecKeep, Payload: keeps[:12]})
+			keeps = keeps[12:]
+		}
+		s.Restore(journal.Record{Type: RecTake, Payload: take})
+		list := s.pend.appendTo(nil)
+		again := NewSession(0, nil, new(ledger.Ledger), Limits{PendingPerUser: 3}, 1)
+		if err := again.LoadPending(list); err != nil {
+			t.Fatalf("a list of kept pushes refused: %v", err)
+		}
+		if got := again.pend.appendTo(nil); string(got) != string(list) {
+			t.Fatalf("kept pushes %x loaded back as %x", list, got)
+		}
+		if err := again.LoadPending(keeps); err == nil && pendingLen(keeps) != len(keeps) {
+			t.Fatal("a list of a broken length loaded")
 		}
 	})
 }
