@@ -390,11 +390,7 @@ func placementOf(t *testing.T, g *testServer) []replicated.SetStatus {
 // pushed the envelope.
 func TestReplicatedKeptPushMoves(t *testing.T) {
 	t.Parallel() // it waits on JetStream, not on the CPU
-	const sets = 4
-	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
-	b := startReplicated(t, ns, 1, 2, sets, nil)
+	a, b := ownerAndSecond(t, 4)
 	alice := login(t, a, 1)
 	s := alice.nextStamp()
 	alice.send(proto.AppendSend(nil, s, 100, []uint32{2})) // bob, of SET 2, is offline

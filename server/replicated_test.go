@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hongbao-io/hongbao/campaign"
 	hbclient "github.com/hongbao-io/hongbao/client"
+	"github.com/hongbao-io/hongbao/cluster"
 	"github.com/hongbao-io/hongbao/internal/embednats"
 	"github.com/hongbao-io/hongbao/jsjournal"
 	"github.com/hongbao-io/hongbao/proto"
@@ -70,6 +72,16 @@ func dealtOwner(t *testing.T, ns *embednats.Server, nodes, sets int) (*testServe
 	// once the SETs applied them.
 	waitFor(t, "the SETs to hold every envelope dealt", func() bool { return a.stats().Shake.Created == 20000 })
 	return a, a.stats().Shake.CreatedAmount
+}
+
+// ownerAndSecond starts gateway 0 of two, running every one of sets SETs,
+// then gateway 1, which runs none.
+func ownerAndSecond(t *testing.T, sets int) (*testServer, *testServer) {
+	t.Helper()
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, sets, nil)
+	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == uint64(sets) })
+	return a, startReplicated(t, ns, 1, 2, sets, nil)
 }
 
 // runs returns the SETs each gateway runs by GET /cluster of g.
@@ -305,10 +317,7 @@ func testFenced(t *testing.T, standby bool) {
 func TestReplicatedLateHeartbeats(t *testing.T) {
 	t.Parallel() // it waits on leases, not on the CPU
 	const sets = 2
-	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
-	b := startReplicated(t, ns, 1, 2, sets, nil)
+	a, b := ownerAndSecond(t, sets)
 	c := a.startCampaign("shake", "rate=100000&total=20000&min=1&max=100")
 	a.waitCampaign(c.ID)
 	users := []*client{login(t, a, 1), login(t, a, 2)}
@@ -465,10 +474,7 @@ func settled(t *testing.T, gws []*testServer, sets int) {
 func TestReplicatedCampaignOutlivesItsDealer(t *testing.T) {
 	t.Parallel() // it waits on leases, not on the CPU
 	const sets, total = 4, 6000
-	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	waitFor(t, "gateway 0 to run every SET", func() bool { return metric(t, a, "hongbao_cluster_sets_running") == sets })
-	b := startReplicated(t, ns, 1, 2, sets, nil)
+	a, b := ownerAndSecond(t, sets)
 	c := b.startCampaign("shake", fmt.Sprintf("rate=2000&total=%d&min=1&max=100", total))
 	waitFor(t, "gateway 0 to deal a part of it", func() bool { return a.stats().Shake.Created > total/5 })
 	if err := a.LeaveCluster(); err != nil {
@@ -497,4 +503,41 @@ func TestReplicatedCampaignOutlivesItsDealer(t *testing.T) {
 			got.Shake.Created, got.Shake.CreatedAmount, st.Dealt, st.Amount, st.Sets, total, sets)
 	}
 	checkShakeLedger(t, got)
+}
+
+// TestReplicatedForgedCampaignOps: the campaigns' ops on the journal's
+// stream are refused, counted and logged when they lack the admin token's
+// proof or name another gateway than the subject they were written on;
+// a signed op starts its campaign.
+func TestReplicatedForgedCampaignOps(t *testing.T) {
+	t.Parallel() // it waits on JetStream, not on the CPU
+	ns := embednats.StartTestJetStream(t, t.TempDir())
+	a := startReplicated(t, ns, 0, 2, 2, func(o *server.Options) { o.AdminToken = "t0k" })
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	op := func(from, id int) []byte {
+		b, _ := json.Marshal(map[string]any{"op": "start", "from": from, "id": id,
+			"params": map[string]any{"kind": "shake", "rate": 10, "total": 10, "min": 1, "max": 1}})
+		return b
+	}
+	put := func(subject string, signed cluster.SignedOp) {
+		t.Helper()
+		b, _ := json.Marshal(signed)
+		if _, err := js.Publish(t.Context(), subject, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := forged(t, a, "request")
+	put("hongbao.j.campaigns.1.op", cluster.SignedOp{Op: op(1, 1)})                                                // no proof
+	put("hongbao.j.campaigns.1.op", cluster.SignedOp{Op: op(0, 2), Proof: cluster.Proof([]byte("t0k"), op(0, 2))}) // another gateway's name
+	waitFor(t, "both forged ops refused", func() bool { return forged(t, a, "request") == before+2 })
+	if list := a.campaigns(); len(list) != 0 {
+		t.Fatalf("campaigns after forged ops: %+v; want none", list)
+	}
+	put("hongbao.j.campaigns.1.op", cluster.SignedOp{Op: op(1, 3), Proof: cluster.Proof([]byte("t0k"), op(1, 3))})
+	waitFor(t, "the signed op's campaign to start", func() bool { return len(a.campaigns()) == 1 })
 }

@@ -34,24 +34,40 @@ type campaignOp struct {
 	Params campaign.Params `json:"params,omitzero"`
 }
 
+// sign returns op signed with key (cluster.SignedOp).
+func sign(key []byte, op campaignOp) []byte {
+	b, _ := json.Marshal(op)
+	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(key, b)})
+	return signed
+}
+
+// openSigned decodes a signed campaign op, or says why it is refused: it
+// does not decode, or its proof does not hold under key (none needed
+// without one).
+func openSigned(key, data []byte) (campaignOp, string) {
+	var signed cluster.SignedOp
+	var op campaignOp
+	if json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil {
+		return op, "a campaign message that does not decode"
+	}
+	if len(key) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(cluster.Proof(key, signed.Op))) {
+		return op, "a campaign message without the proof of this gateway's -admin-token (every gateway needs the same one)"
+	}
+	return op, ""
+}
+
 // broadcast tells the other gateways of op, signed.
 func (d *Dealer) broadcast(op campaignOp) error {
-	b, _ := json.Marshal(op)
-	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(d.Key, b)})
-	return d.Node.Broadcast("campaign", signed)
+	return d.Node.Broadcast("campaign", sign(d.Key, op))
 }
 
 // open returns the campaign op gateway from sent in data, or why
 // it is refused: a proof that does not hold under this gateway's admin
 // token, an op naming another sender, an id not of the sender's.
 func (d *Dealer) open(from int, data []byte) (campaignOp, string) {
-	var signed cluster.SignedOp
-	var op campaignOp
-	if json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil {
-		return op, "a campaign message that does not decode"
-	}
-	if len(d.Key) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(cluster.Proof(d.Key, signed.Op))) {
-		return op, "a campaign message without the proof of this gateway's -admin-token (every gateway needs the same one)"
+	op, why := openSigned(d.Key, data)
+	if why != "" {
+		return op, why
 	}
 	if o := d.Node.Options(); op.From != from || op.ID <= 0 || op.ID%o.Nodes != from {
 		return op, "a campaign message naming another gateway, or an id not of its sender's"

@@ -2,8 +2,6 @@ package parts
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hongbao-io/hongbao/campaign"
-	"github.com/hongbao-io/hongbao/cluster"
 )
 
 // Registry is a cluster's campaigns where SETs fail over (-journal
@@ -177,30 +174,23 @@ func (g *Registry) apply(subject string, data []byte, seq uint64) {
 
 // open decodes the op written on subject, or says why it is refused.
 func (g *Registry) open(subject string, data []byte) (int, campaignOp, string) {
-	var signed cluster.SignedOp
-	var op campaignOp
 	tok := strings.Split(strings.TrimPrefix(subject, g.prefix+".j.campaigns."), ".")
 	node, err := strconv.Atoi(tok[0])
-	switch {
-	case len(tok) != 2 || err != nil:
-		return -1, op, "not an op's subject"
-	case json.Unmarshal(data, &signed) != nil || json.Unmarshal(signed.Op, &op) != nil:
-		return node, op, "an op that does not decode"
-	case len(g.key) > 0 && !hmac.Equal([]byte(signed.Proof), []byte(cluster.Proof(g.key, signed.Op))):
-		return node, op, "an op without the proof of this gateway's -admin-token (every gateway needs the same one)"
-	case op.From != node || op.ID <= 0:
-		return node, op, "an op naming another gateway than its subject's, or no campaign"
+	if len(tok) != 2 || err != nil {
+		return -1, campaignOp{}, "not an op's subject"
 	}
-	return node, op, ""
+	op, why := openSigned(g.key, data)
+	if why == "" && (op.From != node || op.ID <= 0) {
+		why = "an op naming another gateway than its subject's, or no campaign"
+	}
+	return node, op, why
 }
 
 // append writes op after the last op read; ok false: another gateway
 // appended first.
 func (g *Registry) append(ctx context.Context, op campaignOp, after uint64) (bool, error) {
-	b, _ := json.Marshal(op)
-	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(g.key, b)})
 	m := nats.NewMsg(g.subject(g.node))
-	m.Data = signed
+	m.Data = sign(g.key, op)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after, 10))
 	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, g.filter())
 	ack, err := g.js.PublishMsg(ctx, m)
@@ -250,9 +240,7 @@ func (g *Registry) Start(p campaign.Params) (campaign.Status, error) {
 func (g *Registry) Cancel(id int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, _ := json.Marshal(campaignOp{Op: "cancel", From: g.node, ID: id})
-	signed, _ := json.Marshal(cluster.SignedOp{Op: b, Proof: cluster.Proof(g.key, b)})
-	if _, err := g.js.Publish(ctx, g.subject(g.node), signed); err != nil {
+	if _, err := g.js.Publish(ctx, g.subject(g.node), sign(g.key, campaignOp{Op: "cancel", From: g.node, ID: id})); err != nil {
 		g.log.Error("campaigns: a cancel was not written: the other gateways go on dealing it; cancel it again", "id", id, "err", err)
 	}
 }
