@@ -49,6 +49,9 @@ type Options struct {
 	// Reads are the paths the read token may GET: metrics, health, the
 	// ledger, the views; not pprof, which costs the server CPU.
 	Reads []string
+	// Public are the paths anyone may GET without a token: pages that
+	// hold no figure of their own.
+	Public []string
 	// TLS, when set, serves the API over TLS with it (a client
 	// certificate asked for if it says so); nil: plain HTTP.
 	TLS *tls.Config
@@ -176,6 +179,7 @@ func authorize(o Options, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
 		switch {
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && slices.Contains(o.Public, r.URL.Path):
 		case subtle.ConstantTimeCompare(got, want) == 1:
 		case o.ReadToken == "" || subtle.ConstantTimeCompare(got, read) != 1:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hongbao admin"`)

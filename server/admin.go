@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hongbao-io/hongbao/admin"
+	"github.com/hongbao-io/hongbao/console"
 	"github.com/hongbao-io/hongbao/campaign"
 	"github.com/hongbao-io/hongbao/ledger"
 	"github.com/hongbao-io/hongbao/replicated"
@@ -27,7 +28,7 @@ func (s *Server) listenAdmin() error {
 	if err != nil {
 		return err
 	}
-	a, err := admin.Listen(admin.Options{Addr: s.opts.Admin, Token: token, ReadToken: read, Reads: readPaths, TLS: tlsCfg, Log: s.log, Long: func(r *http.Request) time.Duration {
+	a, err := admin.Listen(admin.Options{Addr: s.opts.Admin, Token: token, ReadToken: read, Reads: readPaths, Public: publicPaths, TLS: tlsCfg, Log: s.log, Long: func(r *http.Request) time.Duration {
 		if strings.HasPrefix(r.URL.Path, "/sets/") || r.URL.Path == "/cluster/rebalance" {
 			return replicated.MoveTimeout // a move waits for another gateway
 		}
@@ -47,13 +48,20 @@ func (s *Server) listenAdmin() error {
 	a.Handle("POST /sets/{set}/move", s.handleMove)
 	a.Handle("POST /cluster/rebalance", s.handleRebalance)
 	a.Handle("POST /cluster/drain", s.handleDrain)
+	a.Handle("GET "+console.PagePath, console.ServePage)
+	a.Handle("GET "+console.ScriptPath, console.ServeScript)
+	a.Handle("GET /console/data", s.serveConsoleData)
 	s.admin = a
 	return nil
 }
 
 // readPaths are what -read-token may GET: what a scraper, a health check
 // and a dashboard read.
-var readPaths = []string{"/metrics", "/healthz", "/stats", "/campaigns", "/cluster", "/cluster/stats"}
+var readPaths = []string{"/metrics", "/healthz", "/stats", "/campaigns", "/cluster", "/cluster/stats", "/console/data"}
+
+// publicPaths are served without a token: the live console's page and
+// script, which hold no figure (their requests for the figures carry one).
+var publicPaths = []string{console.PagePath, console.ScriptPath}
 
 // Stats sums the ledger now.
 func (s *Server) Stats() Stats {
