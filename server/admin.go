@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hongbao-io/hongbao/admin"
-	"github.com/hongbao-io/hongbao/console"
 	"github.com/hongbao-io/hongbao/campaign"
+	"github.com/hongbao-io/hongbao/console"
 	"github.com/hongbao-io/hongbao/ledger"
 	"github.com/hongbao-io/hongbao/replicated"
 )
