@@ -502,12 +502,15 @@ func (r *Runner) Adopt(set int, h stages.Campaigns) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(h.Shares)) {
 		sh := h.Shares[id]
+		r.nextID = max(r.nextID, int(id)) // its id is taken, whatever the runner remembers
 		c := r.byID[int(id)]
-		if c == nil { // its start not heard yet, or long forgotten here
+		if c == nil && sh.Ended {
+			continue // long finished here: nothing to deal, nothing to list
+		}
+		if c == nil { // its start not heard yet, or forgotten here: the SET still deals it
 			c = &Campaign{ID: int(id), Params: paramsOf(sh), Started: now, partial: true, parts: map[int]*part{}, local: r.local}
 			r.byID[c.ID] = c
 			r.running = append(r.running, c)
-			r.nextID = max(r.nextID, c.ID)
 		}
 		d := h.Shake[id]
 		if sh.Send {

@@ -65,3 +65,28 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("a new campaign: id %v, %v; want 7", c, err)
 	}
 }
+
+// TestForgottenShares: a SET that still holds the ended share of a
+// campaign the runner forgot (past KeepFinished) lists nothing, and the
+// next campaign gets a later id, never that one again; a share still
+// running of a forgotten campaign is dealt to its end.
+func TestForgottenShares(t *testing.T) {
+	r, s := newRunner(t, 2, Config{})
+	s.held[0].Shares[7] = stages.Share{Rate: 1, Total: 5, Min: 1, Max: 1, Ended: true, N: 5, Amount: 5}
+	s.held[1].Shares[9] = stages.Share{Rate: 1000, Total: 4, Min: 1, Max: 1}
+	for set := range 2 {
+		r.Adopt(set, s.held[set])
+	}
+	if l := r.List(); len(l) != 1 || l[0].ID != 9 {
+		t.Fatalf("listed %+v; want only campaign 9, whose share runs", l)
+	}
+	tickAll(r, time.Now().Add(time.Second))
+	s.settle(t, r)
+	if got := s.received.Load(); got != 4 {
+		t.Fatalf("%d dealt of campaign 9's share; want its 4", got)
+	}
+	c, err := r.Start(Params{Kind: Shake, Rate: 10, Total: 1, Min: 1, Max: 1})
+	if err != nil || c.ID != 10 {
+		t.Fatalf("a new campaign: %v, %v; want id 10", c, err)
+	}
+}
