@@ -75,7 +75,7 @@ demo-cluster: build ## NATS + 3 gateways + campaigns + load client (30,000 users
 
 FAILOVERFLAGS ?=
 .PHONY: demo-failover
-demo-failover: build ## 3 NATS servers (JetStream) + 3 gateways whose SETs fail over, 3,000 users at 3,000 SHAKE/s + campaigns; kill -9, SIGSTOP past the lease, a NATS server killed, kill -9 again, each restarted: time to each moved SET's first money answer, money before ≤ after, no fenced answer in JetStream, money told == counted at the end (FAILOVERFLAGS, e.g. -kills 5)
+demo-failover: build ## 3 NATS servers (JetStream) + 3 gateways whose SETs fail over, 3,000 users at 3,000 SHAKE/s + campaigns; kill -9, SIGSTOP past the lease, a NATS server killed, kill -9 again, each restarted: time to each moved SET's first money answer, money before ≤ after, no fenced answer in JetStream, money told == counted at the end, campaigns at exactly their totals, the load client's history checked (FAILOVERFLAGS, e.g. -kills 5)
 	$(GO) run ./perf/cmd/demofailover $(FAILOVERFLAGS)
 
 ROLLINGFLAGS ?=
