@@ -108,15 +108,18 @@ func TestReplicatedClaims(t *testing.T) {
 	t.Parallel() // it waits on JetStream and leases, not on the CPU
 	const sets = 4
 	ns := embednats.StartTestJetStream(t, t.TempDir())
-	a := startReplicated(t, ns, 0, 2, sets, nil)
-	b := startReplicated(t, ns, 1, 2, sets, nil)
-	waitFor(t, "every SET to be run by one gateway", func() bool {
-		return metric(t, a, "hongbao_cluster_sets_running")+metric(t, b, "hongbao_cluster_sets_running") == sets
+	// Started together they share at once if each hears the other within
+	// the first's wait to join (placement.JoinWait); a start slower than
+	// that under load is evened out by the rebalance.
+	even := func(o *server.Options) { o.Rebalance = 50 * time.Millisecond }
+	a := startReplicated(t, ns, 0, 2, sets, even)
+	b := startReplicated(t, ns, 1, 2, sets, even)
+	var m map[int][]int
+	waitFor(t, "two SETs run by each gateway", func() bool {
+		m = runs(t, a)
+		return len(m[0]) == 2 && len(m[1]) == 2 &&
+			metric(t, a, "hongbao_cluster_sets_running") == 2 && metric(t, b, "hongbao_cluster_sets_running") == 2
 	})
-	m := runs(t, a)
-	if len(m[0]) != 2 || len(m[1]) != 2 {
-		t.Fatalf("SETs by gateway %v; want two each", m)
-	}
 	for _, set := range m[0] {
 		user := uint32(set)
 		if user == 0 {
