@@ -35,6 +35,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -160,7 +161,7 @@ type Campaign struct {
 	// mu is held while the runner deals c, by Cancel and by Adopt, so that
 	// nothing is dealt once Cancel has returned.
 	mu    sync.Mutex
-	parts map[int]*part // the shares of the SETs run here, by SET
+	parts []*part // the shares of the SETs run here, by SET; nil for the others
 	// final: what it dealt when it ended, in all (a restart's from the
 	// runner's record; the SETs may since have forgotten their shares)
 	finalN, finalAmount uint64
@@ -226,15 +227,15 @@ func (c *Campaign) status(local func(int) bool) Status {
 	if c.hasFinal {
 		st.Dealt, st.Amount = c.finalN, c.finalAmount
 	} else {
-		for set, p := range c.parts {
-			if local(set) {
+		for p := range c.held() {
+			if local(p.set) {
 				st.Dealt += p.n
 				st.Amount += p.amount
 			}
 		}
 	}
-	for set := range c.parts {
-		if local(set) {
+	for p := range c.held() {
+		if local(p.set) {
 			st.Sets++
 		}
 	}
@@ -248,11 +249,22 @@ func (c *Campaign) status(local func(int) bool) Status {
 // State is c's state now.
 func (c *Campaign) State() State { return states[c.state.Load()] }
 
+// held yields c's shares, in the order of their SETs; the caller holds c.mu.
+func (c *Campaign) held() iter.Seq[*part] {
+	return func(yield func(*part) bool) {
+		for _, p := range c.parts {
+			if p != nil && !yield(p) {
+				return
+			}
+		}
+	}
+}
+
 // end moves a running c to s; the caller holds c.mu.
 func (c *Campaign) end(s State, now time.Time, local func(int) bool) {
 	c.finalN, c.finalAmount = 0, 0
-	for set, p := range c.parts {
-		if local(set) {
+	for p := range c.held() {
+		if local(p.set) {
 			c.finalN += p.n
 			c.finalAmount += p.amount
 		}
@@ -431,7 +443,7 @@ func (r *Runner) StartAs(id int, p Params) (*Campaign, error) {
 	now := r.now()
 	fresh := c == nil
 	if fresh {
-		c = &Campaign{ID: id, parts: map[int]*part{}, local: r.local}
+		c = &Campaign{ID: id, parts: make([]*part, len(r.dealtTo)), local: r.local}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -497,7 +509,7 @@ func (r *Runner) Adopt(set int, h stages.Campaigns) {
 	r.idsMu.Unlock()
 	for _, c := range slices.Concat(r.running, r.finished) {
 		c.mu.Lock()
-		delete(c.parts, set)
+		c.parts[set] = nil
 		c.mu.Unlock()
 	}
 	for _, id := range slices.Sorted(maps.Keys(h.Shares)) {
@@ -508,7 +520,7 @@ func (r *Runner) Adopt(set int, h stages.Campaigns) {
 			continue // long finished here: nothing to deal, nothing to list
 		}
 		if c == nil { // its start not heard yet, or forgotten here: the SET still deals it
-			c = &Campaign{ID: int(id), Params: paramsOf(sh), Started: now, partial: true, parts: map[int]*part{}, local: r.local}
+			c = &Campaign{ID: int(id), Params: paramsOf(sh), Started: now, partial: true, parts: make([]*part, len(r.dealtTo)), local: r.local}
 			r.byID[c.ID] = c
 			r.running = append(r.running, c)
 		}
@@ -635,7 +647,7 @@ func (r *Runner) Cancel(id int) (Status, error) {
 	case Running:
 		now := r.now()
 		if err := r.jn.record(RecCancelled, endRecord(c.ID, now), true, func() {
-			for _, p := range c.parts {
+			for p := range c.held() {
 				r.endPart(c, p)
 			}
 			c.end(Cancelled, now, r.local)
@@ -719,7 +731,7 @@ func (r *Runner) loop() {
 			r.mu.Unlock()
 			for _, c := range toEnd {
 				c.mu.Lock()
-				for _, p := range c.parts {
+				for p := range c.held() {
 					r.endPart(c, p)
 				}
 				c.mu.Unlock()
@@ -800,8 +812,8 @@ func (r *Runner) step(c *Campaign, now time.Time, budget *uint64, why uint32) bo
 		return false
 	}
 	done, short := true, false
-	for _, set := range slices.Sorted(maps.Keys(c.parts)) {
-		p := c.parts[set]
+	for p := range c.held() {
+		set := p.set
 		if !r.local(set) {
 			done = done && (p.ended || !r.arriving[set].Load())
 			continue

@@ -149,7 +149,7 @@ func due(c *Campaign, now time.Time) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var n uint64
-	for _, p := range c.parts {
+	for p := range c.held() {
 		n += p.base + p.pacer.Due(now.UnixNano())
 	}
 	return n

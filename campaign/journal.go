@@ -216,7 +216,7 @@ func (r *Runner) Restore(rc *Recovered) error {
 		}
 		st := rcv.st
 		r.nextID = max(r.nextID, st.ID)
-		c := &Campaign{ID: st.ID, Params: st.Params, Started: st.Started, parts: map[int]*part{}, local: r.local}
+		c := &Campaign{ID: st.ID, Params: st.Params, Started: st.Started, parts: make([]*part, len(r.dealtTo)), local: r.local}
 		r.byID[c.ID] = c
 		if st.State == Running {
 			r.running = append(r.running, c)

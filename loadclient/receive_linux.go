@@ -194,15 +194,17 @@ func (l *loop) handle(c *uconn, idx uint32, f proto.Frame) bool {
 		if st == proto.ShakeGot {
 			_, env, amount := f.ShakeResult()
 			l.c.ShakeAmount += uint64(amount)
-			req := f.Stamp
-			if id := l.resend.shakeID(int64(f.Stamp)); id != 0 {
-				req = id
+			if l.hist.file != nil {
+				req := f.Stamp
+				if id := l.resend.shakeID(int64(f.Stamp)); id != 0 {
+					req = id
+				}
+				l.hist.told(c.user, "shake", req, st, env, amount)
 			}
-			l.hist.told(c.user, "shake", req, st, env, amount)
 		}
 	case reqOpen:
 		_, env, amount := f.OpenResult()
-		if st == proto.OpenOK || st == proto.OpenAlready {
+		if l.hist.file != nil && (st == proto.OpenOK || st == proto.OpenAlready) {
 			l.hist.told(c.user, "open", env, st, env, amount)
 		}
 		if !l.openAnswered(idx, st, env, amount) {

@@ -57,16 +57,8 @@ func LiveOf(s Sources, now time.Time) Live {
 	}
 	for t := range ledger.RequestTypes {
 		typ := (event.KLogin + event.Kind(t)).String()
-		buckets := make([]uint64, ledger.LatencyBuckets)
-		var n uint64
-		for _, led := range s.Ledgers {
-			for i := range buckets {
-				c := led.Egress.LatencyBuckets[t][i].Load()
-				buckets[i] += c
-				n += c
-			}
-		}
-		l.Answered[typ], l.Latency[typ] = n, buckets
+		buckets, _, n := sumLatency(s.Ledgers, t, latencyOf)
+		l.Answered[typ], l.Latency[typ] = n, buckets[:]
 	}
 	if s.Bus != nil {
 		l.Run = s.Bus.Local()

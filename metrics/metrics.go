@@ -166,9 +166,7 @@ func Write(w io.Writer, s Sources) {
 		}
 	}
 	writeLatency(e, ls, "hongbao_latency_seconds", "Time from the ingress reading a request (the start of its epoll loop's chunk of up to 64 reads) to the end of the egress write of its answer, by request type; answers the ingress refused as overloaded are not counted.",
-		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
-			return &c.LatencyBuckets, &c.LatencySumNs
-		})
+		latencyOf)
 	writeLatency(e, ls, "hongbao_batch_wait_seconds", "Time from the ingress decoding a request to the egress beginning the batch that answers it (waiting for its SET to run, and the stages before egress), by request type; the part of hongbao_latency_seconds before the write.",
 		func(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
 			return &c.WaitBuckets, &c.WaitSumNs
@@ -190,17 +188,7 @@ func writeLatency(e exposition.Writer, ls []*ledger.Ledger, name, help string,
 	of func(*ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64)) {
 	e.Family(name, "histogram", help)
 	for t := range ledger.RequestTypes {
-		var buckets [ledger.LatencyBuckets]uint64
-		var sum, count uint64
-		for _, l := range ls {
-			bs, sums := of(&l.Egress)
-			for i := range buckets {
-				n := bs[t][i].Load()
-				buckets[i] += n
-				count += n
-			}
-			sum += sums[t].Load()
-		}
+		buckets, sum, count := sumLatency(ls, t, of)
 		typ := (event.KLogin + event.Kind(t)).String()
 		var cum uint64
 		for i := range ledger.LatencyBuckets - 1 {
@@ -211,6 +199,27 @@ func writeLatency(e exposition.Writer, ls []*ledger.Ledger, name, help string,
 		fmt.Fprintf(e.W, "%s_sum{type=%q} %g\n", name, typ, float64(sum)/1e9)
 		e.Sample(fmt.Sprintf(`%s_count{type=%q}`, name, typ), count)
 	}
+}
+
+// sumLatency sums request type t's histogram over the SETs' ledgers: the
+// count of each bucket, the latencies' sum in ns and the count in all.
+func sumLatency(ls []*ledger.Ledger, t int,
+	of func(*ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64)) (buckets [ledger.LatencyBuckets]uint64, sum, count uint64) {
+	for _, l := range ls {
+		bs, sums := of(&l.Egress)
+		for i := range buckets {
+			n := bs[t][i].Load()
+			buckets[i] += n
+			count += n
+		}
+		sum += sums[t].Load()
+	}
+	return buckets, sum, count
+}
+
+// latencyOf is the read-to-write latency of the ledger's answers.
+func latencyOf(c *ledger.EgressCounters) (*[ledger.RequestTypes][ledger.LatencyBuckets]atomic.Uint64, *[ledger.RequestTypes]atomic.Uint64) {
+	return &c.LatencyBuckets, &c.LatencySumNs
 }
 
 // writeJournal writes the journal's families (with -journal on): what the

@@ -480,6 +480,7 @@ func TestReadToken(t *testing.T) {
 		{"GET", "/healthz", http.StatusOK},
 		{"GET", "/stats", http.StatusOK},
 		{"GET", "/campaigns", http.StatusOK},
+		{"GET", "/console/data", http.StatusOK},
 		{"HEAD", "/stats", http.StatusOK},
 		{"POST", "/campaigns/shake?rate=1&total=1&min=1&max=1", http.StatusForbidden},
 		{"DELETE", "/campaigns/1", http.StatusForbidden},

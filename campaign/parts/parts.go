@@ -112,6 +112,9 @@ func (d *Dealer) Cancel(id int) {
 // "campaign" subject.
 func (d *Dealer) Serve(from int, data []byte) []byte {
 	op, why := d.open(from, data)
+	if why == "" && d.Registry != nil {
+		why = "a campaign told over core NATS where the journal's stream keeps them (-journal jetstream)"
+	}
 	if why != "" {
 		d.Node.Refused(from, why)
 		return nil

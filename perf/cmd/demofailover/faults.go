@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -237,11 +238,12 @@ func (x *runner) fault(ctx context.Context, k int, kind string) *fault {
 	// A SET moving back to the restarted gateway is in neither gateway's
 	// figures for the move's pause: read again until they hold what was
 	// counted before, for 10 s at most.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if f.After, _, err = x.r.Cl.Money(-1, 10*time.Second); err != nil || f.After >= f.Before || time.Now().After(deadline) {
-			break
+	harness.Poll(10*time.Second, 200*time.Millisecond, func() error {
+		if f.After, _, err = x.r.Cl.Money(-1, 10*time.Second); err == nil && f.After < f.Before {
+			return errors.New("less than before")
 		}
-	}
+		return nil // an error of /cluster/stats is told below, not waited out
+	})
 	if err != nil {
 		f.problem("/cluster/stats after the fault: %v", err)
 	} else if f.After < f.Before {

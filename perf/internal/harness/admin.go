@@ -103,7 +103,7 @@ func (a *Admin) Stats() (st Stats, raw []byte, err error) {
 // WaitConnections polls /stats until connections == n (and, when logins is
 // true, logins ≥ n) or the timeout passes; it returns the last Stats.
 func (a *Admin) WaitConnections(n int64, logins bool, timeout time.Duration) (st Stats, err error) {
-	err = poll(timeout, 50*time.Millisecond, func() error {
+	err = Poll(timeout, 50*time.Millisecond, func() error {
 		if st, _, err = a.Stats(); err == nil && (st.Connections != n || logins && st.Logins < n) {
 			err = fmt.Errorf("server has %d connections (%d logins) after %v; want %d", st.Connections, st.Logins, timeout, n)
 		}
@@ -142,7 +142,7 @@ func (a *Admin) Campaigns() (list []Campaign, raw []byte, err error) {
 
 // WaitCampaigns waits until every campaign is done, polling GET /campaigns.
 func (a *Admin) WaitCampaigns(timeout time.Duration) error {
-	return poll(timeout, 100*time.Millisecond, func() error {
+	return Poll(timeout, 100*time.Millisecond, func() error {
 		list, _, err := a.Campaigns()
 		for _, c := range list {
 			if err == nil && !c.Done {

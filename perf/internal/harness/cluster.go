@@ -100,7 +100,7 @@ func (c *Cluster) metrics() []map[string]float64 {
 // runs its even share of them (the SETs over the gateways, rounded down or
 // up) and none is moving: what -rebalance converges to.
 func (c *Cluster) WaitBalanced(timeout time.Duration) error {
-	return poll(timeout, 100*time.Millisecond, func() error {
+	return Poll(timeout, 100*time.Millisecond, func() error {
 		var running []float64
 		moving := 0.0
 		for _, m := range c.metrics() {
@@ -127,7 +127,7 @@ func (c *Cluster) WaitBalanced(timeout time.Duration) error {
 // where SETs are claimed (-journal jetstream: hongbao_cluster_sets_running);
 // elsewhere each gateway's SETs run once it is up.
 func (c *Cluster) WaitRunning(timeout time.Duration) error {
-	return poll(timeout, 50*time.Millisecond, func() error {
+	return Poll(timeout, 50*time.Millisecond, func() error {
 		n, claimed := 0.0, false
 		for _, m := range c.metrics() {
 			v, ok := m["hongbao_cluster_sets_running"]
@@ -301,7 +301,7 @@ func (m *ClusterMap) Owners(sets int) []int {
 // WaitUp waits until every running gateway's GET /cluster shows every
 // running gateway up with its address.
 func (c *Cluster) WaitUp(timeout time.Duration) error {
-	return poll(timeout, 50*time.Millisecond, func() error {
+	return Poll(timeout, 50*time.Millisecond, func() error {
 		notUp := fmt.Errorf("the gateways do not all see each other up after %v", timeout)
 		running := map[int]bool{}
 		for _, g := range c.Gateways {
@@ -355,7 +355,7 @@ func ReadClusterStats(a *Admin) (st ClusterStats, err error) {
 // once no gateway is missing from it (within timeout); with the stats.
 func (c *Cluster) Money(not int, timeout time.Duration) (int64, ClusterStats, error) {
 	var cs ClusterStats
-	err := poll(timeout, 100*time.Millisecond, func() error {
+	err := Poll(timeout, 100*time.Millisecond, func() error {
 		err := errors.New("no gateway answers")
 		for _, g := range c.Gateways {
 			if g.Srv == nil || g.Node == not {
@@ -380,7 +380,7 @@ func (c *Cluster) Money(not int, timeout time.Duration) (int64, ClusterStats, er
 // 10 s until both ledger invariants hold (a gateway may still be applying
 // what it took over), with the ledger's checks.
 func (c *Cluster) Settled() (money int64, cs ClusterStats, checks []LedgerCheck, err error) {
-	poll(10*time.Second, 100*time.Millisecond, func() error {
+	Poll(10*time.Second, 100*time.Millisecond, func() error {
 		money, cs, err = c.Money(-1, 5*time.Second)
 		checks = LedgerChecks(&cs.Stats, nil)
 		if err != nil || len(FailedChecks(checks)) > 0 {

@@ -57,9 +57,9 @@ func FreePorts(n int) ([]string, error) {
 	return out, nil
 }
 
-// poll calls try every interval until it returns nil or timeout has
+// Poll calls try every interval until it returns nil or timeout has
 // passed, and returns its last error.
-func poll(timeout, every time.Duration, try func() error) error {
+func Poll(timeout, every time.Duration, try func() error) error {
 	for deadline := time.Now().Add(timeout); ; time.Sleep(every) {
 		if err := try(); err == nil || time.Now().After(deadline) {
 			return err

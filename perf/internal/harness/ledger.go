@@ -95,7 +95,7 @@ func (a *Admin) SettledLedger(wait time.Duration, checks func(*Stats, []Campaign
 	}
 	var l Ledger
 	var err error
-	poll(wait, 50*time.Millisecond, func() error {
+	Poll(wait, 50*time.Millisecond, func() error {
 		if l.Stats, l.RawStats, err = a.Stats(); err != nil {
 			return nil
 		}

@@ -196,33 +196,28 @@ func (r *Result) Told() int64 {
 // otherwise.
 func (r *Run) CheckCampaigns(wait time.Duration) {
 	var sum []harness.Campaign
-	deadline := time.Now().Add(wait)
-	for {
+	err := harness.Poll(wait, 200*time.Millisecond, func() error {
 		var lists [][]harness.Campaign
-		var err error
 		for _, g := range r.Cl.Gateways {
 			if g.Srv == nil {
 				continue
 			}
-			var l []harness.Campaign
-			if l, _, err = g.Srv.Admin.Campaigns(); err != nil {
-				break
+			l, _, err := g.Srv.Admin.Campaigns()
+			if err != nil {
+				return err
 			}
 			lists = append(lists, l)
 		}
-		if err == nil {
-			sum = harness.ClusterCampaigns(lists...)
-			if harness.Exact(sum, len(sum)) && len(sum) > 0 {
-				r.Say("campaigns, summed over the gateways: %s", harness.CampaignLine(sum))
-				return
-			}
+		if sum = harness.ClusterCampaigns(lists...); len(sum) == 0 || !harness.Exact(sum, len(sum)) {
+			return errors.New("not at their totals")
 		}
-		if time.Now().After(deadline) {
-			r.Res.Fail("campaigns not at exactly their totals %v after the load: %s (%v)", wait, harness.CampaignLine(sum), err)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		r.Res.Fail("campaigns not at exactly their totals %v after the load: %s (%v)", wait, harness.CampaignLine(sum), err)
+		return
 	}
+	r.Say("campaigns, summed over the gateways: %s", harness.CampaignLine(sum))
 }
 
 // Settle checks the money once the cluster settled (told by the clients ==
